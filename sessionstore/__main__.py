@@ -1,0 +1,5 @@
+"""`python -m sessionstore` runs the CLI."""
+
+from sessionstore.cli import main
+
+main()

@@ -1,0 +1,137 @@
+"""Atomic file writes: the one way sessionstore puts bytes on disk.
+
+Recipe: create a temp file in the target's own directory (so the rename never
+crosses a filesystem) with the fixed prefix `TEMP_PREFIX`, write, fsync,
+`os.replace` onto the real name, then fsync the directory so the rename itself
+survives a power cut. The mode is set explicitly with `fchmod`, because
+`O_CREAT` honours the umask. On any failure the temp is unlinked and the error
+propagates: a reader sees the old file or the new one, never a prefix.
+
+Temp files left by a killed process are recognizable by their prefix; readers
+ignore them and `sweep_temps` removes stale ones.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import time
+from pathlib import Path
+from types import TracebackType
+
+TEMP_PREFIX = ".sstmp-"
+_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether a directory entry is one of our temp files (never a record or a file of one)."""
+    return name.startswith(TEMP_PREFIX)
+
+
+def fsync_dir(path: Path) -> None:
+    """Flush a directory's entries (a rename or mkdir in it) to stable storage."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class AtomicFile:
+    """A file being written under a temp name, published by `commit()`.
+
+    Use as a context manager: leaving the block normally commits, leaving it by
+    an exception (or after `discard()`) removes the temp. Not thread-safe.
+    """
+
+    def __init__(self, path: Path, mode: int = 0o644, *, durable: bool = True,
+                 sync_dir: bool = True) -> None:
+        self.path = Path(path)
+        self.mode = mode
+        self.durable = durable
+        self.sync_dir = sync_dir
+        self.temp = self.path.parent / f"{TEMP_PREFIX}{secrets.token_hex(8)}"
+        self._fd: int | None = os.open(self.temp, _OPEN_FLAGS, 0o600)
+        self._done = False
+        try:
+            os.fchmod(self._fd, mode)
+        except BaseException:
+            self.discard()
+            raise
+
+    def write(self, data: bytes | memoryview) -> None:
+        """Append bytes; loops over short writes so nothing is silently dropped."""
+        assert self._fd is not None, "write after commit or discard"
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+
+    def commit(self) -> None:
+        """fsync, rename over the target, fsync the directory. Removes the temp on failure."""
+        assert self._fd is not None, "commit after commit or discard"
+        try:
+            if self.durable:
+                os.fsync(self._fd)
+            fd, self._fd = self._fd, None
+            os.close(fd)
+            os.replace(self.temp, self.path)
+            self._done = True
+        except BaseException:
+            self.discard()
+            raise
+        if self.durable and self.sync_dir:
+            fsync_dir(self.path.parent)
+
+    def discard(self) -> None:
+        """Close and unlink the temp; safe to call more than once."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+        if not self._done:
+            self._done = True
+            try:
+                os.unlink(self.temp)
+            except FileNotFoundError:
+                pass
+
+    def __enter__(self) -> AtomicFile:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is None and not self._done:
+            self.commit()
+        else:
+            self.discard()
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o644, *, durable: bool = True) -> None:
+    """Replace `path` with `data` atomically (see the module docstring for the recipe)."""
+    with AtomicFile(path, mode, durable=durable) as f:
+        f.write(data)
+
+
+def sweep_temps(directory: Path, older_than: float = 3600.0) -> list[Path]:
+    """Remove our temp files in `directory` whose mtime is older than `older_than` seconds.
+
+    A young temp may belong to a live writer, so it is left alone. Returns what was removed.
+    """
+    removed: list[Path] = []
+    cutoff = time.time() - older_than
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return removed
+    for entry in entries:
+        if not is_temp_name(entry.name):
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                raise
+    return removed

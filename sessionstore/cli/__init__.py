@@ -1,0 +1,55 @@
+"""The `sessionstore` command: a thin click layer over the library.
+
+Subcommands live in their own modules and are imported only when invoked, so
+`sessionstore mirror --once` does not pay for rich or pydantic it never uses
+(interpreter start-up is part of every no-op pass a harness runs).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import click
+
+from sessionstore import __version__
+
+# name -> "module:attribute" of the click command; imported on first use.
+COMMANDS: dict[str, str] = {
+    "new": "sessionstore.cli.new:new",
+    "inspect": "sessionstore.cli.inspect:inspect",
+    "mirror": "sessionstore.cli.mirror:mirror",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on demand."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, _, attr = target.partition(":")
+        command: click.Command = getattr(importlib.import_module(module), attr)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="sessionstore")
+def cli() -> None:
+    """Durable records for agent sessions: store, mirror, inspect.
+
+    \b
+    Examples:
+      sessionstore new --name tune-llama --trials 3
+      sessionstore mirror ./workspace ~/.sessionstore/1a2b3c4d --once
+      sessionstore inspect 1a2b3c4d --json
+    """
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Console-script entry point."""
+    return cli.main(args=argv, prog_name="sessionstore")

@@ -1,0 +1,145 @@
+"""Every error sessionstore raises, under one root.
+
+Each error also subclasses the built-in a caller would naturally catch, keeps
+its facts as attributes, and says in its message what to do next. Messages
+never contain a secret value: they name where a value came from instead.
+
+    SessionStoreError
+    ├── InvalidId              (ValueError)        an id or name fails validation
+    ├── InvalidInput           (ValueError)        malformed user input (JSON, options)
+    ├── CorruptFile            (ValueError)        a file on disk does not parse
+    ├── SecretRefused          (ValueError)        a secret cannot be registered safely
+    ├── TemplateError          (ValueError)        a prompt template is malformed
+    ├── SessionNotFound        (LookupError)       no session with that id or path
+    ├── RecordNotFound         (LookupError)       no record with that number
+    ├── SessionExists          (FileExistsError)   the id is taken
+    ├── RecordCompleted        (PermissionError)   a completed record is immutable
+    ├── PreviousRunning        (RuntimeError)      lineage asks for a running session
+    ├── LockHeld               (TimeoutError)      another daemon holds the destination
+    └── WaitTimedOut           (TimeoutError)      a record did not complete in time
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class SessionStoreError(Exception):
+    """Root of every error this library raises on purpose."""
+
+
+class InvalidId(SessionStoreError, ValueError):
+    """An id or name does not match the allowed pattern."""
+
+    def __init__(self, value: str, what: str, pattern: str) -> None:
+        self.value = value
+        self.what = what
+        self.pattern = pattern
+        super().__init__(
+            f"invalid {what} {value!r}: must match {pattern} "
+            "(lowercase letters, digits and '-', no separators or '..')"
+        )
+
+
+class InvalidInput(SessionStoreError, ValueError):
+    """User input (an option value, a JSON document) is malformed."""
+
+    def __init__(self, source: str, problem: str) -> None:
+        self.source = source
+        self.problem = problem
+        super().__init__(f"{source}: {problem}")
+
+
+class CorruptFile(SessionStoreError, ValueError):
+    """A file the store needs exists but does not parse; fix or remove it."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+
+class SecretRefused(SessionStoreError, ValueError):
+    """A secret cannot be registered safely; the message names its origin, never its value."""
+
+    def __init__(self, origin: str, problem: str) -> None:
+        self.origin = origin
+        self.problem = problem
+        super().__init__(f"{origin}: {problem}")
+
+
+class TemplateError(SessionStoreError, ValueError):
+    """A prompt template is malformed; `line` and `column` are 1-based."""
+
+    def __init__(self, problem: str, line: int, column: int, source: str = "<template>") -> None:
+        self.problem = problem
+        self.line = line
+        self.column = column
+        self.source = source
+        super().__init__(f"{source}:{line}:{column}: {problem}")
+
+
+class SessionNotFound(SessionStoreError, LookupError):
+    """No session exists with this id (or at this path)."""
+
+    def __init__(self, target: str, store: Path | None = None) -> None:
+        self.target = target
+        self.store = store
+        where = f" in store {store}" if store is not None else ""
+        super().__init__(
+            f"no session {target!r}{where}; list sessions with `sessionstore inspect`"
+        )
+
+
+class RecordNotFound(SessionStoreError, LookupError):
+    """No record with this number exists in the collection."""
+
+    def __init__(self, collection: Path, n: int) -> None:
+        self.collection = collection
+        self.n = n
+        super().__init__(f"{collection}: no record {n}")
+
+
+class SessionExists(SessionStoreError, FileExistsError):
+    """A session with this id already exists; pick another id or open it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        super().__init__(f"{path}: session already exists; choose another --id or open it")
+
+
+class RecordCompleted(SessionStoreError, PermissionError):
+    """The record is completed and therefore immutable; begin a new record instead."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        super().__init__(f"{path}: record is completed and immutable; begin a new record")
+
+
+class PreviousRunning(SessionStoreError, RuntimeError):
+    """A session named as previous is still running; finish it first."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"previous session {session_id!r} is still running; finish it before using it"
+        )
+
+
+class LockHeld(SessionStoreError, TimeoutError):
+    """Another process holds the lock; stop it or use another destination."""
+
+    def __init__(self, path: Path, pid: int | None) -> None:
+        self.path = path
+        self.pid = pid
+        holder = f"process {pid}" if pid is not None else "another process"
+        super().__init__(f"{path}: already locked by {holder}; stop it or mirror elsewhere")
+
+
+class WaitTimedOut(SessionStoreError, TimeoutError):
+    """The awaited record did not complete in time; wait longer or check the writer."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        self.path = path
+        self.timeout = timeout
+        super().__init__(f"{path}: not completed after {timeout:g} s")

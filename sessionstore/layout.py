@@ -1,0 +1,41 @@
+"""Names of the on-disk format v1 (docs/format.md), shared by the store and the mirror."""
+
+from __future__ import annotations
+
+import re
+
+from sessionstore.errors import InvalidId
+
+FORMAT_VERSION = 1
+
+MANIFEST = "session.json"
+CONSTRAINTS = "constraints.json"
+REPORT = "report.json"
+PREVIOUS_DIR = "previous"
+
+TRIALS = "trials"
+SERVICE = "service"
+# Collection directory -> the completion marker of each record in it.
+MARKERS: dict[str, str] = {TRIALS: "trial.json", SERVICE: "verification.json"}
+# Every file whose presence completes something; written (and mirrored) last.
+MARKER_NAMES = frozenset([*MARKERS.values(), REPORT])
+
+GENERATED_ID_RE = re.compile(r"[0-9a-f]{8}")
+ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,40}$"
+_ID_RE = re.compile(ID_PATTERN.strip("^$"))
+# Decimal without leading zeros, starting at 1: "10" is a record, "010" and "0" are foreign.
+_NUMBER_RE = re.compile(r"[1-9][0-9]{0,17}")
+
+
+def validate_id(value: str, what: str = "session id") -> str:
+    """Return `value` if it is a valid session id, else raise `InvalidId`."""
+    if not isinstance(value, str) or not _ID_RE.fullmatch(value):
+        raise InvalidId(str(value), what, ID_PATTERN)
+    return value
+
+
+def record_number(name: str) -> int | None:
+    """The record number a collection entry name denotes, or None if the name is foreign."""
+    if _NUMBER_RE.fullmatch(name):
+        return int(name)
+    return None
