@@ -7,12 +7,14 @@ survives a power cut. The mode is set explicitly with `fchmod`, because
 `O_CREAT` honours the umask. On any failure the temp is unlinked and the error
 propagates: a reader sees the old file or the new one, never a prefix.
 
-Temp files left by a killed process are recognizable by their prefix; readers
-ignore them and `sweep_temps` removes stale ones.
+Temp names are `TEMP_PREFIX<pid>-<random>`: readers ignore them, and
+`sweep_temps` removes those whose writer is dead (or that are old), so a
+killed writer's debris is cleaned by the next run without a lock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
@@ -45,13 +47,14 @@ class AtomicFile:
     an exception (or after `discard()`) removes the temp. Not thread-safe.
     """
 
-    def __init__(self, path: Path, mode: int = 0o644, *, durable: bool = True,
-                 sync_dir: bool = True) -> None:
+    def __init__(
+        self, path: Path, mode: int = 0o644, *, durable: bool = True, sync_dir: bool = True
+    ) -> None:
         self.path = Path(path)
         self.mode = mode
         self.durable = durable
         self.sync_dir = sync_dir
-        self.temp = self.path.parent / f"{TEMP_PREFIX}{secrets.token_hex(8)}"
+        self.temp = self.path.parent / f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
         self._fd: int | None = os.open(self.temp, _OPEN_FLAGS, 0o600)
         self._done = False
         try:
@@ -91,16 +94,18 @@ class AtomicFile:
             os.close(fd)
         if not self._done:
             self._done = True
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.temp)
-            except FileNotFoundError:
-                pass
 
     def __enter__(self) -> AtomicFile:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if exc_type is None and not self._done:
             self.commit()
         else:
@@ -113,10 +118,28 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644, *, durable: bool = 
         f.write(data)
 
 
-def sweep_temps(directory: Path, older_than: float = 3600.0) -> list[Path]:
-    """Remove our temp files in `directory` whose mtime is older than `older_than` seconds.
+def _writer_alive(name: str) -> bool:
+    """Whether the process that named this temp may still be writing it."""
+    pid_text = name[len(TEMP_PREFIX) :].partition("-")[0]
+    if not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
 
-    A young temp may belong to a live writer, so it is left alone. Returns what was removed.
+
+def sweep_temps(directory: Path, older_than: float = 3600.0) -> list[Path]:
+    """Remove our temps in `directory` whose writer is dead or older than `older_than` s.
+
+    A temp of a live writer (another thread of ours included) is left alone,
+    unless it is so old that its pid was surely recycled. Returns what was removed.
     """
     removed: list[Path] = []
     cutoff = time.time() - older_than
@@ -128,7 +151,7 @@ def sweep_temps(directory: Path, older_than: float = 3600.0) -> list[Path]:
         if not is_temp_name(entry.name):
             continue
         try:
-            if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+            if not _writer_alive(entry.name) or entry.stat(follow_symlinks=False).st_mtime < cutoff:
                 os.unlink(entry.path)
                 removed.append(Path(entry.path))
         except OSError as exc:

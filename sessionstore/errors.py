@@ -86,9 +86,7 @@ class SessionNotFound(SessionStoreError, LookupError):
         self.target = target
         self.store = store
         where = f" in store {store}" if store is not None else ""
-        super().__init__(
-            f"no session {target!r}{where}; list sessions with `sessionstore inspect`"
-        )
+        super().__init__(f"no session {target!r}{where}; list sessions with `sessionstore inspect`")
 
 
 class RecordNotFound(SessionStoreError, LookupError):
