@@ -1,3 +1,62 @@
-"""sessionstore: durable, crash-safe records for agent sessions."""
+"""sessionstore: durable, crash-safe records for agent sessions.
+
+Public names are re-exported here lazily (PEP 562), so `import sessionstore`
+stays cheap for the CLI's hot paths; each name lives in the module that
+defines it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from sessionstore.errors import (
+        CorruptFile,
+        InvalidId,
+        InvalidInput,
+        LockHeld,
+        PreviousRunning,
+        RecordCompleted,
+        RecordNotFound,
+        SecretRefused,
+        SessionExists,
+        SessionNotFound,
+        SessionStoreError,
+        TemplateError,
+        WaitTimedOut,
+    )
+    from sessionstore.store import Collection, Record, RecordState, RecordWriter, Session, Store
+
+_EXPORTS = {
+    "Collection": "sessionstore.store",
+    "CorruptFile": "sessionstore.errors",
+    "InvalidId": "sessionstore.errors",
+    "InvalidInput": "sessionstore.errors",
+    "LockHeld": "sessionstore.errors",
+    "PreviousRunning": "sessionstore.errors",
+    "Record": "sessionstore.store",
+    "RecordCompleted": "sessionstore.errors",
+    "RecordNotFound": "sessionstore.errors",
+    "RecordState": "sessionstore.store",
+    "RecordWriter": "sessionstore.store",
+    "SecretRefused": "sessionstore.errors",
+    "Session": "sessionstore.store",
+    "SessionExists": "sessionstore.errors",
+    "SessionNotFound": "sessionstore.errors",
+    "SessionStoreError": "sessionstore.errors",
+    "Store": "sessionstore.store",
+    "TemplateError": "sessionstore.errors",
+    "WaitTimedOut": "sessionstore.errors",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sessionstore' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

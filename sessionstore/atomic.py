@@ -18,12 +18,18 @@ import contextlib
 import errno
 import os
 import secrets
+import shutil
 import time
 from pathlib import Path
 from types import TracebackType
 
 TEMP_PREFIX = ".sstmp-"
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def temp_name() -> str:
+    """A fresh temp entry name: the fixed prefix, our pid, and randomness."""
+    return f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
 
 
 def is_temp_name(name: str) -> bool:
@@ -54,7 +60,7 @@ class AtomicFile:
         self.mode = mode
         self.durable = durable
         self.sync_dir = sync_dir
-        self.temp = self.path.parent / f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
+        self.temp = self.path.parent / temp_name()
         self._fd: int | None = os.open(self.temp, _OPEN_FLAGS, 0o600)
         self._done = False
         try:
@@ -152,7 +158,11 @@ def sweep_temps(directory: Path, older_than: float = 3600.0) -> list[Path]:
             continue
         try:
             if not _writer_alive(entry.name) or entry.stat(follow_symlinks=False).st_mtime < cutoff:
-                os.unlink(entry.path)
+                # A temp directory is a session being created (Store.create).
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
                 removed.append(Path(entry.path))
         except OSError as exc:
             if exc.errno != errno.ENOENT:

@@ -1,0 +1,91 @@
+"""`sessionstore new`: create a session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from sessionstore.cli.common import (
+    default_store,
+    emit_json,
+    json_option,
+    library_errors,
+    store_option,
+)
+from sessionstore.errors import InvalidInput
+
+
+def _load_json_option(value: str, option: str) -> object:
+    """A JSON literal, or `@FILE` for a file holding one."""
+    import orjson
+
+    source = option
+    if value.startswith("@"):
+        source = value[1:]
+        try:
+            value = Path(source).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InvalidInput(source, f"cannot read: {exc.strerror}") from None
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput(source, f"invalid JSON: {exc}") from None
+
+
+@click.command()
+@store_option
+@click.option("--id", "session_id", help="Session id (default: 8 random hex characters).")
+@click.option("--name", help="Human-readable name.")
+@click.option("--trials", type=click.IntRange(min=1), help="Planned number of trials.")
+@click.option("--constraints", help="Requested constraints: a JSON object, or @FILE.")
+@click.option("--previous", multiple=True, help="Earlier session to build on (repeatable).")
+@click.option("--label", "labels", multiple=True, help="KEY=VALUE label (repeatable).")
+@click.option("--pid", type=click.IntRange(min=1), help="Writer process to track (e.g. $$).")
+@json_option
+@library_errors
+def new(
+    store_dir: Path | None,
+    session_id: str | None,
+    name: str | None,
+    trials: int | None,
+    constraints: str | None,
+    previous: tuple[str, ...],
+    labels: tuple[str, ...],
+    pid: int | None,
+    as_json: bool,
+) -> None:
+    """Create a session and print its id.
+
+    No writer process is recorded unless --pid is given, so the session does
+    not read as interrupted just because this command exited.
+
+    \b
+    Examples:
+      sessionstore new --name tune --trials 3 --constraints '{"max_ttft_ms": 200}'
+      ID=$(sessionstore new --pid $$ --constraints @constraints.json)
+    """
+    from sessionstore.store import Store
+
+    parsed = _load_json_option(constraints, "--constraints") if constraints else None
+    if parsed is not None and not isinstance(parsed, dict):
+        raise InvalidInput("--constraints", "must be a JSON object")
+    label_map: dict[str, str] = {}
+    for item in labels:
+        key, sep, val = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--label")
+        label_map[key] = val
+    session = Store(store_dir or default_store()).create(
+        id=session_id,
+        name=name,
+        trials=trials,
+        constraints=parsed,
+        previous=previous,
+        labels=label_map,
+        pid=pid,
+    )
+    if as_json:
+        emit_json({"id": session.id, "path": str(session.path)})
+    else:
+        click.echo(session.id)

@@ -1,0 +1,67 @@
+"""JSON encoding and the one rule for reading a JSON object from disk."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+# A marker is a small document; anything bigger is almost certainly not one and
+# reading it whole would let a stray file stall a listing.
+MAX_MARKER_BYTES = 64 * 1024 * 1024
+
+
+def dumps(obj: Any) -> bytes:
+    """Indented, key-order-preserving JSON with a trailing newline (people read these files)."""
+    return orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def to_object(value: Any, source: str) -> dict[str, Any]:
+    """A JSON-ready dict from a Mapping or a pydantic model; anything else is refused."""
+    from sessionstore.errors import InvalidInput
+
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        value = dump(mode="json", exclude_none=True)
+    if not isinstance(value, Mapping):
+        raise InvalidInput(source, f"expected a JSON object, got {type(value).__name__}")
+    try:
+        obj: dict[str, Any] = orjson.loads(orjson.dumps(dict(value)))
+    except TypeError as exc:
+        raise InvalidInput(source, f"not serializable as JSON: {exc}") from None
+    return obj
+
+
+def parse_object(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """(object, None) if `data` is a JSON object, else (None, why not)."""
+    if not data:
+        return None, "empty file"
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        return None, f"invalid JSON: {exc}"
+    if not isinstance(value, dict):
+        return None, f"not a JSON object (a JSON {type(value).__name__})"
+    return value, None
+
+
+def read_object(path: Path) -> tuple[bool, dict[str, Any] | None, str | None]:
+    """Read a JSON object file: (exists, object or None, error or None).
+
+    One `open` decides existence, so a listing costs one syscall per missing file.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_MARKER_BYTES + 1)
+    except FileNotFoundError:
+        return False, None, None
+    except IsADirectoryError:
+        return True, None, "is a directory, not a file"
+    except OSError as exc:
+        return True, None, f"unreadable: {exc.strerror}"
+    if len(data) > MAX_MARKER_BYTES:
+        return True, None, f"larger than {MAX_MARKER_BYTES} bytes"
+    obj, error = parse_object(data)
+    return True, obj, error

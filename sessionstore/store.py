@@ -1,0 +1,439 @@
+"""The store engine: sessions, their record collections, and crash-safe writers.
+
+A record's state is derived from the disk on every read, never stored:
+`completed` when its marker parses as a JSON object, `in_flight` without a
+marker, `torn` when the marker exists but does not parse. Reading never
+raises because of one bad record; the bad record is reported in its state.
+
+Durability: files of a record are renamed into place atomically as they are
+written; `complete()` fsyncs the record directory before the marker's rename,
+so after a crash a marker never points at missing files. Numbers are
+allocated by `mkdir`, which is atomic across processes and NFS clients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+from sessionstore import jsonio
+from sessionstore.atomic import AtomicFile, fsync_dir, is_temp_name, temp_name, write_atomic
+from sessionstore.errors import (
+    CorruptFile,
+    InvalidInput,
+    RecordCompleted,
+    RecordNotFound,
+    SessionExists,
+    SessionNotFound,
+)
+from sessionstore.layout import (
+    CONSTRAINTS,
+    FORMAT_VERSION,
+    MANIFEST,
+    MARKERS,
+    REPORT,
+    SERVICE,
+    TRIALS,
+    record_number,
+    validate_id,
+)
+from sessionstore.procinfo import process_start_time
+
+DIR_MODE = 0o700
+FILE_MODE = 0o644
+# Generated ids collide with probability ~n/2^32; retry a few times, then give up loudly.
+_ID_ATTEMPTS = 16
+
+
+class RecordState(StrEnum):
+    """How far a record got; derived from its marker on every read."""
+
+    COMPLETED = "completed"
+    IN_FLIGHT = "in_flight"
+    TORN = "torn"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One numbered record as found on disk. `data` is the marker object when completed."""
+
+    n: int
+    path: Path
+    state: RecordState
+    data: dict[str, Any] | None
+    error: str | None
+
+    def files(self) -> list[str]:
+        """Relative paths of the record's files (marker included, temps excluded), sorted."""
+        found: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(self.path):
+            dirnames[:] = sorted(d for d in dirnames if not is_temp_name(d))
+            rel = Path(dirpath).relative_to(self.path)
+            found.extend((rel / f).as_posix() for f in filenames if not is_temp_name(f))
+        return sorted(found)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape `inspect --json` uses: n, state, record, error."""
+        return {"n": self.n, "state": str(self.state), "record": self.data, "error": self.error}
+
+
+def read_record(n: int, path: Path, marker: str) -> Record:
+    """Derive one record's state from its marker (one `open`, no separate stat)."""
+    exists, data, error = jsonio.read_object(path / marker)
+    if not exists:
+        return Record(n, path, RecordState.IN_FLIGHT, None, None)
+    if error is not None:
+        return Record(n, path, RecordState.TORN, None, f"{marker}: {error}")
+    return Record(n, path, RecordState.COMPLETED, data, None)
+
+
+def _safe_relpath(relpath: str | os.PathLike[str], marker: str) -> PurePosixPath:
+    """Validate a path inside a record: relative, no `..`, no temp names, not the marker."""
+    text = os.fspath(relpath)
+    parts = PurePosixPath(text).parts
+    problem = None
+    if not text or "\0" in text:
+        problem = "empty or contains NUL"
+    elif PurePosixPath(text).is_absolute():
+        problem = "must be relative to the record directory"
+    elif any(p in (".", "..") for p in text.split("/")):
+        problem = "must not contain '.' or '..' components"
+    elif any(is_temp_name(p) for p in parts):
+        problem = "uses the reserved temp prefix"
+    elif parts == (marker,):
+        problem = f"{marker} is the completion marker; write it with complete()"
+    if problem is not None:
+        raise InvalidInput(f"record path {text!r}", problem)
+    return PurePosixPath(*parts)
+
+
+class RecordWriter:
+    """Writes the files of one in-flight record, then completes it. Not thread-safe."""
+
+    def __init__(self, n: int, path: Path, marker: str) -> None:
+        self.n = n
+        self.path = path
+        self.marker = marker
+
+    def _check_open(self) -> None:
+        # Another process (or an earlier complete()) may have completed it.
+        if os.path.lexists(self.path / self.marker):
+            raise RecordCompleted(self.path)
+
+    def write_bytes(
+        self, relpath: str | os.PathLike[str], data: bytes, mode: int = FILE_MODE
+    ) -> Path:
+        """Write one file of the record atomically; it becomes durable at `complete()`."""
+        rel = _safe_relpath(relpath, self.marker)
+        self._check_open()
+        target = self.path.joinpath(*rel.parts)
+        self._make_parents(rel)
+        with AtomicFile(target, mode, sync_dir=False) as f:
+            f.write(data)
+        return target
+
+    def write_text(
+        self, relpath: str | os.PathLike[str], text: str, encoding: str = "utf-8"
+    ) -> Path:
+        """Write text exactly as given (no newline translation)."""
+        return self.write_bytes(relpath, text.encode(encoding))
+
+    def write_json(self, relpath: str | os.PathLike[str], obj: Any) -> Path:
+        """Write a JSON document (a Mapping, list, scalar or pydantic model)."""
+        dump = getattr(obj, "model_dump", None)
+        return self.write_bytes(relpath, jsonio.dumps(dump(mode="json") if callable(dump) else obj))
+
+    def complete(self, record: Mapping[str, Any] | Any) -> Record:
+        """Write the marker last and atomically; the record is immutable afterwards.
+
+        Raises `InvalidInput` if `record` is not a JSON object and
+        `RecordCompleted` if the record was already completed.
+        """
+        obj = jsonio.to_object(record, f"{self.path / self.marker}")
+        self._check_open()
+        # Every file's rename must be on disk before the marker can be.
+        fsync_dir(self.path)
+        write_atomic(self.path / self.marker, jsonio.dumps(obj))
+        fsync_dir(self.path.parent)
+        return Record(self.n, self.path, RecordState.COMPLETED, obj, None)
+
+    def _make_parents(self, rel: PurePosixPath) -> None:
+        current = self.path
+        for part in rel.parts[:-1]:
+            current = current / part
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(current, DIR_MODE)
+            # Never write through a symlink planted inside the record.
+            if current.is_symlink() or not current.is_dir():
+                raise InvalidInput(f"{current}", "exists and is not a directory")
+
+
+class Collection:
+    """A numbered collection (`trials/` or `service/`) of one session."""
+
+    def __init__(self, session_path: Path, name: str) -> None:
+        self.name = name
+        self.marker = MARKERS[name]
+        self.path = session_path / name
+
+    def _scan(self) -> tuple[list[int], list[str]]:
+        numbers: list[int] = []
+        foreign: list[str] = []
+        try:
+            with os.scandir(self.path) as it:
+                for entry in it:
+                    if is_temp_name(entry.name):
+                        continue
+                    n = record_number(entry.name)
+                    if n is not None and entry.is_dir(follow_symlinks=False):
+                        numbers.append(n)
+                    else:
+                        foreign.append(entry.name)
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        return sorted(numbers), sorted(foreign)
+
+    def numbers(self) -> list[int]:
+        """Record numbers present, in numeric order (10 after 9)."""
+        return self._scan()[0]
+
+    def foreign(self) -> list[str]:
+        """Entry names that are not records (ignored by the engine, shown by `inspect`)."""
+        return self._scan()[1]
+
+    def records(self) -> list[Record]:
+        """Every record in numeric order, each with its derived state."""
+        return [read_record(n, self.path / str(n), self.marker) for n in self.numbers()]
+
+    def get(self, n: int) -> Record:
+        """Record `n`; raises `RecordNotFound` if its directory does not exist."""
+        path = self.path / str(n)
+        if not path.is_dir() or path.is_symlink():
+            raise RecordNotFound(self.path, n)
+        return read_record(n, path, self.marker)
+
+    def latest(self) -> Record | None:
+        """The highest-numbered record, whatever its state, or None if there is none."""
+        numbers = self.numbers()
+        return (
+            read_record(numbers[-1], self.path / str(numbers[-1]), self.marker) if numbers else None
+        )
+
+    def begin(self) -> RecordWriter:
+        """Allocate the next number with an atomic `mkdir` and return its writer.
+
+        Safe across processes and hosts sharing the filesystem: a lost race
+        moves on to the next number, so numbers are unique and gap-free.
+        """
+        os.makedirs(self.path, DIR_MODE, exist_ok=True)
+        n = max(self.numbers(), default=0) + 1
+        while True:
+            path = self.path / str(n)
+            try:
+                os.mkdir(path, DIR_MODE)
+            except FileExistsError:
+                n += 1
+                continue
+            return RecordWriter(n, path, self.marker)
+
+
+class Session:
+    """A session directory. Readable with or without `session.json` (a raw workspace)."""
+
+    def __init__(
+        self, path: Path, manifest: dict[str, Any] | None, manifest_error: str | None
+    ) -> None:
+        self.path = path
+        self.manifest = manifest
+        self.manifest_error = manifest_error
+        self.trials = Collection(path, TRIALS)
+        self.service = Collection(path, SERVICE)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> Session:
+        """Read the session at `path`; a missing or torn manifest is reported, not raised."""
+        p = Path(path)
+        if not p.is_dir():
+            raise SessionNotFound(str(path))
+        _, data, error = jsonio.read_object(p / MANIFEST)
+        return cls(p, data, f"{MANIFEST}: {error}" if error else None)
+
+    @property
+    def id(self) -> str | None:
+        """The manifest's id, or None for a directory without a (valid) manifest."""
+        value = (self.manifest or {}).get("id")
+        return value if isinstance(value, str) else None
+
+    def constraints(self) -> dict[str, Any]:
+        """The requested constraints (`{}` when absent); raises `CorruptFile` if torn."""
+        _, data, error = jsonio.read_object(self.path / CONSTRAINTS)
+        if error is not None:
+            raise CorruptFile(self.path / CONSTRAINTS, error)
+        return data or {}
+
+    def report(self) -> Record:
+        """`report.json` as a record (n=0): completed, in flight (absent) or torn."""
+        return read_record(0, self.path, REPORT)
+
+    def finish(
+        self, report: Mapping[str, Any] | Any, status: Literal["done", "failed"] | None = None
+    ) -> None:
+        """Write `report.json`, ending the session, then record the status in the manifest.
+
+        The status is `status`, else the report's own `status` field, else
+        "done". Raises `RecordCompleted` if the session already has a report.
+        """
+        obj = jsonio.to_object(report, str(self.path / REPORT))
+        final = status or obj.get("status") or "done"
+        if final not in ("done", "failed"):
+            raise InvalidInput(
+                str(self.path / REPORT), f"status must be done or failed, not {final!r}"
+            )
+        obj["status"] = final
+        if os.path.lexists(self.path / REPORT):
+            raise RecordCompleted(self.path / REPORT)
+        write_atomic(self.path / REPORT, jsonio.dumps(obj))
+        # The report is what ends the session; the manifest status follows it, so
+        # a crash between the two still reads as ended (readers trust report.json).
+        if self.manifest is not None:
+            self.manifest = {**self.manifest, "status": final}
+            write_atomic(self.path / MANIFEST, jsonio.dumps(self.manifest))
+
+
+def _generated_id() -> str:
+    return secrets.token_hex(4)
+
+
+class Store:
+    """A directory of sessions (default `$SESSIONSTORE_HOME`, else `~/.sessionstore`)."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).expanduser()
+
+    def create(
+        self,
+        id: str | None = None,
+        name: str | None = None,
+        trials: int | None = None,
+        constraints: Mapping[str, Any] | None = None,
+        previous: Iterable[str] = (),
+        labels: Mapping[str, str] | None = None,
+        *,
+        pid: int | Literal["self"] | None = "self",
+    ) -> Session:
+        """Create a session atomically: it appears complete (manifest, constraints) or not at all.
+
+        `pid` is the writing process recorded for liveness: the caller by
+        default, None to track none (a CLI invocation that exits at once).
+        Raises `InvalidId`, `SessionExists`, `SessionNotFound` (a previous id).
+        """
+        from sessionstore.models import Manifest
+
+        if id is not None:
+            validate_id(id)
+        previous_ids = [validate_id(p, "previous session id") for p in previous]
+        for pid_ in previous_ids:
+            if not (self.root / pid_).is_dir():
+                raise SessionNotFound(pid_, self.root)
+        writer = os.getpid() if pid == "self" else pid
+        try:
+            manifest = Manifest(
+                format=FORMAT_VERSION,
+                id=id or "00000000",
+                name=name,
+                trials=trials,
+                pid=writer,
+                pid_started_at=process_start_time(writer) if writer else None,
+                previous=previous_ids,
+                labels=dict(labels or {}),
+            )
+        except ValueError as exc:
+            raise InvalidInput("session manifest", str(exc).splitlines()[-1].strip()) from None
+        constraints_obj = jsonio.to_object(constraints or {}, "constraints")
+
+        os.makedirs(self.root, DIR_MODE, exist_ok=True)
+        for _ in range(_ID_ATTEMPTS if id is None else 1):
+            session_id = id or _generated_id()
+            manifest.id = session_id
+            target = self.root / session_id
+            if os.path.lexists(target):
+                if id is not None:
+                    raise SessionExists(target)
+                continue
+            if self._publish(target, manifest.model_dump(mode="json"), constraints_obj):
+                return Session.open(target)
+            if id is not None:
+                raise SessionExists(target)
+        raise SessionExists(self.root / "<generated>")
+
+    def _publish(self, target: Path, manifest: dict[str, Any], constraints: dict[str, Any]) -> bool:
+        """Build the session under a temp name, then rename it into place (False if taken)."""
+        staging = self.root / temp_name()
+        os.mkdir(staging, DIR_MODE)
+        try:
+            os.chmod(staging, DIR_MODE)  # mkdir honours the umask; the mode is part of the format
+            for sub in (TRIALS, SERVICE):
+                os.mkdir(staging / sub, DIR_MODE)
+            write_atomic(staging / CONSTRAINTS, jsonio.dumps(constraints))
+            write_atomic(staging / MANIFEST, jsonio.dumps(manifest))
+            try:
+                # rename(2) onto an existing non-empty directory fails: no clobbering.
+                os.rename(staging, target)
+            except OSError as exc:
+                if os.path.lexists(target):
+                    return False
+                raise exc
+        except BaseException:
+            import shutil
+
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        fsync_dir(self.root)
+        return True
+
+    def open(self, id: str) -> Session:
+        """The session with this id; raises `InvalidId` or `SessionNotFound`."""
+        validate_id(id)
+        path = self.root / id
+        if not path.is_dir() or path.is_symlink():
+            raise SessionNotFound(id, self.root)
+        return Session.open(path)
+
+    def sessions(self) -> list[Session]:
+        """Every session in the store, newest first (by `created_at`, else directory mtime)."""
+        found: list[tuple[float, str, Session]] = []
+        try:
+            entries = list(os.scandir(self.root))
+        except FileNotFoundError:
+            return []
+        for entry in entries:
+            if is_temp_name(entry.name) or not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                validate_id(entry.name)
+            except ValueError:
+                continue
+            session = Session.open(entry.path)
+            found.append((_created_key(session, entry), entry.name, session))
+        found.sort(key=lambda item: (item[0], item[1]), reverse=True)
+        return [session for _, _, session in found]
+
+
+def _created_key(session: Session, entry: os.DirEntry[str]) -> float:
+    created = (session.manifest or {}).get("created_at")
+    if isinstance(created, str):
+        try:
+            moment = datetime.fromisoformat(created)
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=UTC)
+            return moment.timestamp()
+        except ValueError:
+            pass
+    return entry.stat(follow_symlinks=False).st_mtime
