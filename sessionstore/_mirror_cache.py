@@ -1,0 +1,157 @@
+"""The mirror's change cache: `.sessionstore-mirror.json` in the destination root.
+
+It lets a pass decide "unchanged" from two stats and no read, also right after
+a restart. For each destination relative path (already name-redacted: source
+names may contain secrets and never reach this file) it keeps the signature
+of the settled source version that was committed and the destination file's
+(size, mtime_ns, ino) after the commit:
+
+    {"version": 1,
+     "redactor": null | {"salt": "<hex>", "scrypt": "<hex>"},
+     "files": {"trials/1/log.txt": [size, mtime_ns, ctime_ns, ino, dev,
+                                     dest_size, dest_mtime_ns, dest_ino]}}
+
+The file is written atomically and is safe to lose: without it (or when it is
+torn, of another version, or made with other secrets) every file is read and
+compared with the destination before anything is written, so a lost cache
+costs reads, never rewrites. Only settled versions are recorded, so a later
+write always changes the recorded ctime.
+
+The redactor fingerprint makes "a secret was added" invalidate the cache, so
+files mirrored before are re-redacted. It is scrypt (n=2**14, r=8, p=1, random
+16-byte salt) over the registered values: a slow salted hash, because the
+cache sits next to the data and a fast hash of a short secret is a dictionary
+attack away from the secret itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from sessionstore.atomic import AtomicFile
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from sessionstore.redact import Redactor
+
+CACHE_NAME = ".sessionstore-mirror.json"
+CACHE_VERSION = 1
+# source signature (5) + destination (size, mtime_ns, ino)
+ENTRY_LEN = 8
+
+Entry = list[int]
+
+
+def _encode_key(key: str) -> str:
+    """JSON needs UTF-8; a non-UTF-8 name (surrogate-escaped) gets an unambiguous form.
+
+    NUL never occurs in a path, so the prefixed form cannot collide with a real one.
+    """
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return "\0" + base64.b64encode(os.fsencode(key)).decode("ascii")
+    return key
+
+
+def _decode_key(key: str) -> str:
+    if key.startswith("\0"):
+        return os.fsdecode(base64.b64decode(key[1:]))
+    return key
+
+
+def fingerprint(redactor: Redactor | None, salt: bytes) -> str | None:
+    """A salted scrypt of everything that decides the redacted output; None without secrets."""
+    if not redactor:
+        return None
+    import hashlib
+
+    parts = [b"marker", redactor.marker.encode(), b"patterns", b"1" if redactor.patterns else b"0"]
+    parts.extend(sorted(redactor.needles()))
+    # Length-prefix each part so no two different lists serialize alike.
+    blob = b"".join(len(p).to_bytes(8, "big") + p for p in parts)
+    return hashlib.scrypt(blob, salt=salt, n=2**14, r=8, p=1, dklen=32).hex()
+
+
+class Cache:
+    """The loaded cache, and whether its entries may be trusted for this redactor."""
+
+    def __init__(self, entries: dict[str, Entry], salt: bytes, trusted: bool) -> None:
+        self.entries = entries
+        self.salt = salt
+        self.trusted = trusted
+
+    @classmethod
+    def load(cls, root: Path, redactor: Redactor | None, fingerprints: dict[bytes, str]) -> Cache:
+        """Read the cache; anything wrong with it yields an untrusted, empty cache.
+
+        `fingerprints` memoizes scrypt per salt across passes of one Mirror.
+        """
+        doc = _read(root / CACHE_NAME)
+        if doc is None:
+            return cls({}, os.urandom(16), trusted=False)
+        stored = doc.get("redactor")
+        salt = os.urandom(16)
+        expected: str | None = None
+        if isinstance(stored, dict) and isinstance(stored.get("salt"), str):
+            try:
+                salt = bytes.fromhex(stored["salt"])
+            except ValueError:
+                return cls({}, os.urandom(16), trusted=False)
+        if redactor:
+            expected = fingerprints.get(salt)
+            if expected is None:
+                expected = fingerprints[salt] = fingerprint(redactor, salt) or ""
+        actual = stored.get("scrypt") if isinstance(stored, dict) else None
+        if actual != expected:
+            return cls({}, salt, trusted=False)
+        return cls(doc["files"], salt, trusted=True)
+
+    def document(self, redactor: Redactor | None, fingerprints: dict[bytes, str]) -> dict[str, Any]:
+        """The JSON document for `entries` (keys encoded, fingerprint for the salt)."""
+        stored = None
+        if redactor:
+            fp = fingerprints.get(self.salt)
+            if fp is None:
+                fp = fingerprints[self.salt] = fingerprint(redactor, self.salt) or ""
+            stored = {"salt": self.salt.hex(), "scrypt": fp}
+        files = {_encode_key(k): v for k, v in self.entries.items()}
+        return {"version": CACHE_VERSION, "redactor": stored, "files": files}
+
+    def save(self, root: Path, doc: dict[str, Any], durable: bool) -> None:
+        """Replace the cache file atomically (the caller fsyncs the root directory)."""
+        with AtomicFile(root / CACHE_NAME, 0o600, durable=durable, sync_dir=False) as f:
+            f.write(orjson.dumps(doc))
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    """The cache document if it is well-formed, else None (never raises for bad content)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            doc = orjson.loads(f.read())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(doc, dict) or doc.get("version") != CACHE_VERSION:
+        return None
+    files = doc.get("files")
+    if not isinstance(files, dict):
+        return None
+    decoded: dict[str, Entry] = {}
+    try:
+        for key, value in files.items():
+            if type(value) is not list or len(value) != ENTRY_LEN:
+                return None
+            decoded[_decode_key(key)] = value
+    except ValueError:
+        return None
+    doc["files"] = decoded
+    return doc
