@@ -63,6 +63,7 @@ class AtomicFile:
         self.temp = self.path.parent / temp_name()
         self._fd: int | None = os.open(self.temp, _OPEN_FLAGS, 0o600)
         self._done = False
+        self._synced = False
         try:
             os.fchmod(self._fd, mode)
         except BaseException:
@@ -73,15 +74,23 @@ class AtomicFile:
         """Append bytes; loops over short writes so nothing is silently dropped."""
         assert self._fd is not None, "write after commit or discard"
         view = memoryview(data)
+        self._synced = False
         while view:
             written = os.write(self._fd, view)
             view = view[written:]
+
+    def sync(self) -> None:
+        """fsync the temp now, so `commit()` only renames (lets a caller order other fsyncs)."""
+        assert self._fd is not None, "sync after commit or discard"
+        if self.durable:
+            os.fsync(self._fd)
+        self._synced = True
 
     def commit(self) -> None:
         """fsync, rename over the target, fsync the directory. Removes the temp on failure."""
         assert self._fd is not None, "commit after commit or discard"
         try:
-            if self.durable:
+            if self.durable and not self._synced:
                 os.fsync(self._fd)
             fd, self._fd = self._fd, None
             os.close(fd)

@@ -158,9 +158,14 @@ class RecordWriter:
         """
         obj = jsonio.to_object(record, f"{self.path / self.marker}")
         self._check_open()
-        # Every file's rename must be on disk before the marker can be.
-        fsync_dir(self.path)
-        write_atomic(self.path / self.marker, jsonio.dumps(obj))
+        with AtomicFile(self.path / self.marker) as marker:
+            marker.write(jsonio.dumps(obj))
+            # Syncing the marker's data first lets journaling filesystems commit the
+            # earlier renames with it, which makes the directory fsync below cheap.
+            marker.sync()
+            # Every file's rename must be on disk before the marker's can be.
+            fsync_dir(self.path)
+        # The record directory's own entry (from begin()'s mkdir) must be durable too.
         fsync_dir(self.path.parent)
         return Record(self.n, self.path, RecordState.COMPLETED, obj, None)
 
@@ -182,6 +187,9 @@ class Collection:
         self.name = name
         self.marker = MARKERS[name]
         self.path = session_path / name
+        # Where this instance's next begin() tries first, to avoid rescanning a large
+        # collection on every record; a stale hint only costs extra mkdir attempts.
+        self._next: int | None = None
 
     def _scan(self) -> tuple[list[int], list[str]]:
         numbers: list[int] = []
@@ -233,7 +241,7 @@ class Collection:
         moves on to the next number, so numbers are unique and gap-free.
         """
         os.makedirs(self.path, DIR_MODE, exist_ok=True)
-        n = max(self.numbers(), default=0) + 1
+        n = self._next or max(self.numbers(), default=0) + 1
         while True:
             path = self.path / str(n)
             try:
@@ -241,6 +249,7 @@ class Collection:
             except FileExistsError:
                 n += 1
                 continue
+            self._next = n + 1
             return RecordWriter(n, path, self.marker)
 
 

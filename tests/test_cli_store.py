@@ -102,7 +102,8 @@ def test_duplicate_id_exits_1(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "args", [["new", "--trials", "0"], ["new", "--bogus"], ["nosuchcommand"], ["new", "--label", "x"]]
+    "args",
+    [["new", "--trials", "0"], ["new", "--bogus"], ["nosuchcommand"], ["new", "--label", "x"]],
 )
 def test_usage_errors_exit_2(tmp_path: Path, args: list[str]) -> None:
     assert run(*args, "--store", str(tmp_path)).returncode == 2
