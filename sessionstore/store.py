@@ -252,6 +252,17 @@ class Collection:
             self._next = n + 1
             return RecordWriter(n, path, self.marker)
 
+    def wait(self, n: int, timeout: float | None = None) -> Record:
+        """Block until record `n` is completed or torn, and return it.
+
+        The record (and the collection directory) need not exist yet. Event
+        driven with a 1 s re-check; `timeout` None waits forever, else
+        `WaitTimedOut` is raised. Rules in `sessionstore.wait`.
+        """
+        from sessionstore.wait import wait_record
+
+        return wait_record(self.path / str(n), self.marker, n, timeout)
+
 
 class Session:
     """A session directory. Readable with or without `session.json` (a raw workspace)."""
@@ -314,6 +325,16 @@ class Session:
         if self.manifest is not None:
             self.manifest = {**self.manifest, "status": final}
             write_atomic(self.path / MANIFEST, jsonio.dumps(self.manifest))
+
+    def contract(self, template: str | os.PathLike[str] | None = None) -> str:
+        """The trial contract an agent is given, rendered for this session.
+
+        `template` is the path of a template file (None: the shipped default);
+        raises `TemplateError` naming that file. Variables: docs/harness.md.
+        """
+        from sessionstore.contract import render_contract
+
+        return render_contract(self, template)
 
 
 def _generated_id() -> str:

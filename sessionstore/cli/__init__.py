@@ -19,6 +19,10 @@ COMMANDS: dict[str, str] = {
     "new": "sessionstore.cli.new:new",
     "inspect": "sessionstore.cli.inspect:inspect",
     "mirror": "sessionstore.cli.mirror:mirror",
+    "contract": "sessionstore.cli.contract:contract",
+    "wait": "sessionstore.cli.wait:wait",
+    "check": "sessionstore.cli.check:check",
+    "schema": "sessionstore.cli.schema:schema",
 }
 
 

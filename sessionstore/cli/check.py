@@ -1,0 +1,84 @@
+"""`sessionstore check`: judge a record by the last line of its log (PASS / FAIL:<detail>)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from sessionstore.cli.common import default_store, emit_json, json_option, store_option
+from sessionstore.errors import InvalidInput, SessionStoreError
+
+if TYPE_CHECKING:
+    from sessionstore.store import Collection
+    from sessionstore.verdict import Verdict
+
+# outcome -> exit status; anything but pass is non-zero, so `check && deploy` is safe.
+EXIT_CODES = {"pass": 0, "fail": 1, "indeterminate": 4}
+
+
+@click.command()
+@click.argument("target")
+@click.option("--trial", type=click.IntRange(min=1), help="Judge trials/N.")
+@click.option("--attempt", type=click.IntRange(min=1), help="Judge service/K.")
+@click.option(
+    "--log",
+    metavar="FILE",
+    help="Log path relative to the record directory (default: the marker's output_contract).",
+)
+@store_option
+@json_option
+def check(
+    target: str,
+    trial: int | None,
+    attempt: int | None,
+    log: str | None,
+    store_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """Judge a completed record of session TARGET by its log's last non-empty line.
+
+    `PASS` passes (exit 0); `FAIL` or `FAIL:<detail>` fails (exit 1); anything
+    else - an empty or missing log, a record in flight or torn - is
+    indeterminate (exit 4). The marker's status fields are never consulted.
+    An error that prevents judging (no such session) also exits 4, so exit 1
+    always means the log says FAIL.
+
+    \b
+    Examples:
+      sessionstore check 1a2b3c4d --trial 1 --log run.log
+      sessionstore check ./workspace --attempt 2 --json
+    """
+    if (trial is None) == (attempt is None):
+        raise click.UsageError("give exactly one of --trial N, --attempt K")
+    try:
+        collection, n, verdict = _judge(target, trial, attempt, log, store_dir)
+    except InvalidInput as exc:
+        raise click.BadParameter(exc.problem, param_hint=f"--log {log!r}") from None
+    except (SessionStoreError, OSError) as exc:
+        message = str(exc)
+        if isinstance(exc, OSError) and not isinstance(exc, SessionStoreError):
+            message = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
+        error = click.ClickException(message)
+        error.exit_code = EXIT_CODES["indeterminate"]
+        raise error from None
+    if as_json:
+        emit_json({"collection": collection.name, "n": n, **verdict.to_dict()})
+    else:
+        click.echo(str(verdict))
+    sys.exit(EXIT_CODES[str(verdict.outcome)])
+
+
+def _judge(
+    target: str, trial: int | None, attempt: int | None, log: str | None, store_dir: Path | None
+) -> tuple[Collection, int, Verdict]:
+    from sessionstore.cli.target import resolve
+    from sessionstore.store import Store
+    from sessionstore.verdict import judge
+
+    session = resolve(Store(store_dir or default_store()), target)
+    collection, n = (session.trials, trial) if trial is not None else (session.service, attempt)
+    assert n is not None
+    return collection, n, judge(collection, n, log)

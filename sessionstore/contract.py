@@ -1,0 +1,118 @@
+"""The trial contract: the text an agent is given about where and how to record its work.
+
+It is rendered with `sessionstore.template.render` from the shipped default
+template (`contract_template.md` in this package) or from a user's template
+file, with the variables of `contract_variables` (listed in docs/harness.md).
+
+The default template must use every variable (render's strict check). A
+user's template may use any subset: it is given only the variables it names,
+so adding a variable in a later version never breaks an existing template;
+a name that is not a contract variable is an error naming the file, line and
+column and listing the names that exist.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from sessionstore import jsonio
+from sessionstore.atomic import TEMP_PREFIX
+from sessionstore.errors import InvalidInput, TemplateError
+from sessionstore.layout import CONSTRAINTS, MANIFEST, MARKERS, REPORT, SERVICE, TRIALS
+from sessionstore.store import Session
+from sessionstore.template import _parse, render
+
+__all__ = ["DEFAULT_TEMPLATE", "contract_variables", "default_template", "render_contract"]
+
+DEFAULT_TEMPLATE = "contract_template.md"
+# The file name the contract asks for; `output_contract` in the markers points at it.
+LOG_NAME = "run.log"
+
+
+def default_template() -> str:
+    """The text of the shipped default template."""
+    return resources.files("sessionstore").joinpath(DEFAULT_TEMPLATE).read_text(encoding="utf-8")
+
+
+def contract_variables(session: Session) -> dict[str, Any]:
+    """Every variable a contract template may use, for `session` (absolute paths).
+
+    `<n>` and `<k>` stand for the trial and attempt numbers in per-record
+    paths. Optional values (`session_name`, `planned_trials`, `constraints`)
+    are "" when absent, so `<!--?if NAME-->` blocks drop them.
+    """
+    root = Path(os.path.abspath(session.path))
+    trials, service = root / TRIALS, root / SERVICE
+    trial, attempt = trials / "<n>", service / "<k>"
+    manifest = session.manifest or {}
+    planned = manifest.get("trials")
+    try:
+        constraints = session.constraints()
+    except ValueError:
+        constraints = {}  # a torn constraints.json is shown by inspect, not by the prompt
+    name = manifest.get("name")
+    return {
+        "session_id": session.id or root.name,
+        "session_name": name if isinstance(name, str) else "",
+        "session_dir": str(root),
+        "manifest_path": str(root / MANIFEST),
+        "constraints_path": str(root / CONSTRAINTS),
+        "report_path": str(root / REPORT),
+        "planned_trials": planned if isinstance(planned, int) and planned > 0 else "",
+        "constraints": jsonio.dumps(constraints).decode().rstrip("\n") if constraints else "",
+        "temp_prefix": TEMP_PREFIX,
+        "log_name": LOG_NAME,
+        "trials_dir": str(trials),
+        "trial_dir": f"{trial}/",
+        "trial_config": str(trial / "task.yml"),
+        "trial_patches": f"{trial / 'patches'}/",
+        "trial_log": str(trial / LOG_NAME),
+        "trial_marker": str(trial / MARKERS[TRIALS]),
+        "next_trial": max(session.trials.numbers(), default=0) + 1,
+        "service_dir": str(service),
+        "attempt_dir": f"{attempt}/",
+        "attempt_config": str(attempt / "service.yml"),
+        "attempt_log": str(attempt / LOG_NAME),
+        "attempt_marker": str(attempt / MARKERS[SERVICE]),
+        "next_attempt": max(session.service.numbers(), default=0) + 1,
+    }
+
+
+def render_contract(session: Session, template: str | os.PathLike[str] | None = None) -> str:
+    """Render the contract for `session` from the template file `template` (None: default).
+
+    Raises `InvalidInput` if the file cannot be read and `TemplateError`,
+    whose message starts with the template's path, if it is malformed or
+    names an unknown variable.
+    """
+    variables = contract_variables(session)
+    if template is None:
+        return render(default_template(), **variables)
+    source = os.fspath(template)
+    try:
+        text = Path(source).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(source, f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    except OSError as exc:
+        raise InvalidInput(source, f"cannot read the template: {exc.strerror}") from None
+    try:
+        used = _used_names(text)
+        for name, line, column in used:
+            if name not in variables:
+                known = ", ".join(sorted(variables))
+                raise TemplateError(
+                    f"unknown variable {name!r}; a contract template may use: {known}", line, column
+                )
+        return render(text, **{name: variables[name] for name, _, _ in used})
+    except TemplateError as exc:
+        raise TemplateError(exc.problem, exc.line, exc.column, source) from None
+
+
+def _used_names(text: str) -> list[tuple[str, int, int]]:
+    """The variables `text` uses (placeholders and flags of both branches), in source order."""
+    # render() has no public "which names" query; _parse is its own cached parse,
+    # so this costs nothing extra and can never disagree with render().
+    return list(_parse(text)[1])

@@ -1,0 +1,208 @@
+"""Output contracts: judge a completed record by the evidence it recorded, not by its status.
+
+The rule (docs/harness.md): the last non-empty line of the record's log file
+decides. `PASS` passes; `FAIL` or `FAIL:<detail>` fails (the detail is the
+text after the colon, stripped); anything else is indeterminate, and so is
+an empty or missing log, a log that is not a regular file inside the record,
+and a record that is in flight or torn. Indeterminate is not success.
+
+Only the log is read, never the marker's `status` or `failed` fields: a
+marker that claims success while its log ends in `FAIL:` fails.
+
+The log is named by the caller, or declared by the record's marker as
+`"output_contract": {"log": "<path relative to the record>"}`. The path must
+stay inside the record directory, symlinks included. The log is read from
+its end, at most `TAIL_LIMIT` bytes, so judging a multi-GB log costs a few
+`pread`s; `output_verdict` is cheap enough to call once per listed record.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from sessionstore.atomic import is_temp_name
+from sessionstore.errors import InvalidInput
+from sessionstore.store import Collection, Record, RecordState, read_record
+
+__all__ = [
+    "CONTRACT_FIELD",
+    "Outcome",
+    "Verdict",
+    "declares_output_contract",
+    "evaluate_output_contract",
+    "judge",
+    "output_verdict",
+]
+
+CONTRACT_FIELD = "output_contract"
+# How far back from the end of the log a non-empty line is looked for, and the
+# longest last line considered; beyond either the log is indeterminate.
+TAIL_LIMIT = 1024 * 1024
+LINE_LIMIT = 64 * 1024
+_CHUNK = 64 * 1024
+_SHOWN = 200  # characters of an unrecognised last line quoted in the detail
+
+
+class Outcome(StrEnum):
+    """What a log's evidence says; only PASS is success."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    INDETERMINATE = "indeterminate"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome, why (the FAIL detail, or what made it indeterminate), and the log read."""
+
+    outcome: Outcome
+    detail: str
+    log: Path | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome is Outcome.PASS
+
+    def __str__(self) -> str:
+        return f"{self.outcome}: {self.detail}" if self.detail else str(self.outcome)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape `check --json` uses: outcome, detail, log (absolute path or null)."""
+        log = str(self.log) if self.log is not None else None
+        return {"outcome": str(self.outcome), "detail": self.detail, "log": log}
+
+
+def _indeterminate(detail: str, log: Path | None = None) -> Verdict:
+    return Verdict(Outcome.INDETERMINATE, detail, log)
+
+
+def declares_output_contract(record: Record) -> bool:
+    """Whether the record's marker has an `output_contract` field (well formed or not)."""
+    return record.data is not None and CONTRACT_FIELD in record.data
+
+
+def output_verdict(record: Record) -> Verdict | None:
+    """The verdict of a record that declares an output contract, else None (for listings)."""
+    return evaluate_output_contract(record) if declares_output_contract(record) else None
+
+
+def evaluate_output_contract(record: Record, log: str | os.PathLike[str] | None = None) -> Verdict:
+    """Judge `record` by the last non-empty line of its log file.
+
+    `log` is a path relative to the record directory; None uses the log the
+    marker declares. Raises `InvalidInput` only for a malformed `log`
+    argument (absolute, `..`, a temp name); every problem found on disk or
+    in the record is an indeterminate verdict, so this never fails a listing.
+    """
+    rel = _check_relpath(os.fspath(log), "--log") if log is not None else None
+    if record.state is not RecordState.COMPLETED:
+        why = f": {record.error}" if record.error else ""
+        return _indeterminate(f"record is {record.state}{why}")
+    if rel is None:
+        declared = (record.data or {}).get(CONTRACT_FIELD)
+        name = declared.get("log") if isinstance(declared, dict) else None
+        if declared is None:
+            return _indeterminate(f"no log given and the record declares no {CONTRACT_FIELD}")
+        if not isinstance(name, str):
+            return _indeterminate(f'{CONTRACT_FIELD} must be {{"log": "<path>"}}')
+        try:
+            rel = _check_relpath(name, f"{CONTRACT_FIELD}.log")
+        except InvalidInput as exc:
+            return _indeterminate(str(exc))
+    return _judge_file(record.path, rel)
+
+
+def judge(collection: Collection, n: int, log: str | os.PathLike[str] | None = None) -> Verdict:
+    """Read record `n` of `collection` now and judge it; a missing record is indeterminate."""
+    path = collection.path / str(n)
+    if not path.is_dir() or path.is_symlink():
+        if log is not None:
+            _check_relpath(os.fspath(log), "--log")
+        return _indeterminate(f"no record {n} in {collection.path}")
+    return evaluate_output_contract(read_record(n, path, collection.marker), log)
+
+
+def _check_relpath(text: str, what: str) -> PurePosixPath:
+    problem = None
+    parts = PurePosixPath(text).parts
+    if not text or "\0" in text:
+        problem = "empty or contains NUL"
+    elif PurePosixPath(text).is_absolute():
+        problem = "must be a path relative to the record directory"
+    elif ".." in text.split("/"):
+        problem = "must not contain '..'"
+    elif any(is_temp_name(p) for p in parts):
+        problem = "names a temp file, which is never part of a record"
+    if problem is not None:
+        raise InvalidInput(f"{what} {text!r}", problem)
+    return PurePosixPath(*parts)
+
+
+def _judge_file(record_dir: Path, rel: PurePosixPath) -> Verdict:
+    root = os.path.realpath(record_dir)
+    real = os.path.realpath(os.path.join(root, *rel.parts))
+    if real == root or os.path.commonpath([root, real]) != root:
+        return _indeterminate(f"log {rel.as_posix()!r} resolves outside the record ({real})")
+    log = Path(real)
+    try:
+        # O_NONBLOCK: a FIFO planted as the log must not hang the judge.
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return _indeterminate("log file is missing", log)
+    except OSError as exc:
+        return _indeterminate(f"log file is unreadable: {exc.strerror}", log)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return _indeterminate("log is not a regular file", log)
+        if st.st_size == 0:
+            return _indeterminate("log is empty", log)
+        line, problem = _last_line(fd, st.st_size)
+    except OSError as exc:
+        return _indeterminate(f"log file is unreadable: {exc.strerror}", log)
+    finally:
+        os.close(fd)
+    if line is None:
+        return _indeterminate(problem, log)
+    return _judge_line(line.decode("utf-8", errors="replace"), log)
+
+
+def _last_line(fd: int, size: int) -> tuple[bytes | None, str]:
+    """The last line with non-whitespace content, trailing whitespace stripped, read backwards."""
+    pos, tail = size, b""
+    while pos > 0:
+        step = min(_CHUNK, pos)
+        pos -= step
+        tail = os.pread(fd, step, pos) + tail
+        content = tail.rstrip()
+        if not content:
+            if size - pos >= TAIL_LIMIT:
+                return None, f"no non-empty line in the last {TAIL_LIMIT} bytes of the log"
+            continue
+        newline = content.rfind(b"\n")
+        line = content[newline + 1 :]
+        if len(line) > LINE_LIMIT:
+            break
+        if newline >= 0:
+            return line, ""
+    else:
+        content = tail.rstrip()
+        if not content:
+            return None, "log has no non-empty line"
+        if len(content) <= LINE_LIMIT:
+            return content, ""
+    return None, f"the log's last line is longer than {LINE_LIMIT} bytes"
+
+
+def _judge_line(line: str, log: Path) -> Verdict:
+    if line == "PASS":
+        return Verdict(Outcome.PASS, "", log)
+    if line == "FAIL" or line.startswith("FAIL:"):
+        return Verdict(Outcome.FAIL, line[5:].strip(), log)
+    shown = line if len(line) <= _SHOWN else line[:_SHOWN] + "..."
+    return _indeterminate(f"last line is not PASS or FAIL:<detail>: {shown!r}", log)

@@ -1,0 +1,183 @@
+"""Waiting for a record to complete: filesystem events first, a periodic re-check always.
+
+Results are push-free: a worker writes files and the waiter watches for the
+marker. Events only wake the waiter early; the state is always re-derived
+from the disk (`read_record`), and the disk is re-read every `poll_interval`
+seconds regardless, because events get lost (inotify queue overflow, a watch
+that could not be added, remote writers on NFS that raise no local event).
+
+What is watched, each non-recursively, as soon as it exists: the session
+directory (so a late `trials/` is noticed), the collection directory (a late
+`trials/<n>/`) and the record directory (its marker). Watching only these
+keeps the cost at three watches however large the session is.
+
+A torn marker is final unless it may still be being written: a writer that
+writes the marker in place (not temp + rename, breaking the format's rule)
+shows a torn prefix for a moment. So a torn marker is returned as torn only
+once it is `settle` seconds old by its mtime, or has kept the same size and
+mtime for `settle` seconds by the waiter's clock (which also covers a writer
+whose clock runs ahead). At the deadline a torn marker is returned as torn.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from sessionstore.errors import WaitTimedOut
+from sessionstore.layout import REPORT
+from sessionstore.store import Record, RecordState, Session, read_record
+
+__all__ = ["wait_record", "wait_report"]
+
+POLL_INTERVAL = 1.0
+SETTLE = 1.0
+
+
+class _Wakeup:
+    """A watchdog event handler that wakes the waiter when an event touches `paths`."""
+
+    def __init__(self, paths: set[str]) -> None:
+        self.paths = paths
+        self.event = threading.Event()
+
+    def dispatch(self, event: Any) -> None:
+        # Duck-typed so watchdog is imported only when an observer is used. A log
+        # appended to inside the record raises many events; only the marker and the
+        # directories on the way to it matter.
+        for path in (event.src_path, getattr(event, "dest_path", "")):
+            if isinstance(path, bytes):
+                path = os.fsdecode(path)
+            if path and os.path.normpath(path) in self.paths:
+                self.event.set()
+                return
+
+
+def _new_observer() -> Any:
+    """A started watchdog observer, or None when none can run here (then only polling)."""
+    try:
+        from watchdog.observers import Observer
+
+        observer = Observer()
+        observer.daemon = True
+        observer.start()
+    except (ImportError, OSError, RuntimeError):
+        return None
+    return observer
+
+
+class _Watches:
+    """Watches on the chain session dir -> collection dir -> record dir, added as they appear."""
+
+    def __init__(self, chain: list[str], handler: _Wakeup) -> None:
+        self.chain = chain
+        self.handler = handler
+        self.armed: set[str] = set()
+        self.observer = _new_observer()
+
+    def arm(self) -> None:
+        """Watch every directory of the chain that exists now; failures leave polling to cope."""
+        if self.observer is None:
+            return
+        for directory in self.chain:
+            if directory in self.armed:
+                continue
+            try:
+                self.observer.schedule(self.handler, directory, recursive=False)
+            except OSError:
+                # Missing (not created yet) or out of inotify watches: the periodic
+                # re-check still sees it, and the next pass tries again.
+                return
+            self.armed.add(directory)
+
+    def close(self) -> None:
+        if self.observer is not None:
+            self.observer.stop()
+            self.observer.join()
+
+
+def _marker_signature(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def wait_record(
+    path: str | os.PathLike[str],
+    marker: str,
+    n: int,
+    timeout: float | None = None,
+    *,
+    poll_interval: float = POLL_INTERVAL,
+    settle: float = SETTLE,
+) -> Record:
+    """Block until the record at `path` (marker `marker`) is completed or torn; return it.
+
+    `path` is `<session>/<collection>/<n>`; it need not exist yet, nor its
+    parent: the session directory is watched until they appear. `n` 0 means
+    the session's report (`store.Session.report()`): `path` is then the
+    session directory and `marker` is `report.json`. `timeout` None waits
+    forever; otherwise `WaitTimedOut` is raised once `timeout` seconds pass
+    with the record still in flight. A torn record is returned, not raised
+    (see the module docstring for the settle rule). Thread-safe: each call
+    uses its own observer.
+    """
+    if timeout is not None and timeout < 0:
+        raise ValueError("timeout must be >= 0 or None")
+    record_dir = os.path.abspath(path)
+    marker_path = os.path.join(record_dir, marker)
+    if n == 0:
+        chain = [record_dir]  # the report: `path` is the session directory itself
+    else:
+        collection = os.path.dirname(record_dir)
+        chain = [os.path.dirname(collection), collection, record_dir]
+    deadline = None if timeout is None else time.monotonic() + timeout
+    handler = _Wakeup({marker_path, *chain})
+    watches = _Watches(chain, handler)
+    torn_seen: tuple[tuple[int, int] | None, float] | None = None
+    try:
+        while True:
+            # Arm before reading: whatever happened before a watch existed is seen
+            # by this read, whatever happens after it raises an event.
+            watches.arm()
+            handler.event.clear()
+            record = read_record(n, Path(record_dir), marker)
+            now = time.monotonic()
+            expired = deadline is not None and now >= deadline
+            sleep = poll_interval
+            if record.state is RecordState.COMPLETED:
+                return record
+            if record.state is RecordState.TORN:
+                signature = _marker_signature(marker_path)
+                if torn_seen is None or torn_seen[0] != signature:
+                    torn_seen = (signature, now)
+                age = time.time() - signature[1] / 1e9 if signature else settle
+                if expired or age >= settle or now - torn_seen[1] >= settle:
+                    return record
+                sleep = min(sleep, settle - (now - torn_seen[1]))
+            else:
+                torn_seen = None
+            if expired:
+                assert timeout is not None
+                raise WaitTimedOut(Path(record_dir), timeout)
+            if deadline is not None:
+                sleep = min(sleep, deadline - now)
+            handler.event.wait(max(sleep, 0.0))
+    finally:
+        watches.close()
+
+
+def wait_report(
+    session: Session,
+    timeout: float | None = None,
+    *,
+    poll_interval: float = POLL_INTERVAL,
+    settle: float = SETTLE,
+) -> Record:
+    """Block until the session's `report.json` is completed (or torn); see `wait_record`."""
+    return wait_record(session.path, REPORT, 0, timeout, poll_interval=poll_interval, settle=settle)
