@@ -13,7 +13,7 @@ between listing and open is caught without ever reading the impostor. Then:
    later write is bound to change ctime (git's racy-git rule). ctime, not
    mtime: every content change sets ctime, and only ctime cannot be set by
    the writer (`os.utime` may put mtime anywhere, even in the future).
-2. *Read to EOF* in chunks (no size cap), streaming through the redactor.
+2. *Read exactly `size` bytes* in chunks (no size cap), through the redactor.
 3. *Same signature after?* `(size, mtime_ns, ctime_ns, ino, dev)` from the
    `fstat` before and after must be equal and the byte count must equal the
    size; otherwise the read may mix two versions and nothing is committed.
@@ -129,8 +129,11 @@ def read_stable(
     stream = redactor.stream() if redactor else None
     total = 0
     complete = True
-    while True:
-        chunk = os.read(fd, chunk_size)
+    size = before.st_size
+    # Read exactly the settled size, never "until EOF": a file growing as fast as we
+    # read would otherwise keep one pass busy forever. Growth shows in the fstat after.
+    while total < size:
+        chunk = os.read(fd, min(chunk_size, size - total))
         if on_chunk is not None:
             on_chunk()
         if not chunk:
@@ -145,7 +148,7 @@ def read_stable(
         if tail and not sink.feed(tail):
             complete = False
     after = os.fstat(fd)
-    if signature(after) != signature(before) or (complete and total != before.st_size):
+    if signature(after) != signature(before) or (complete and total != size):
         raise Unstable("changed while reading")
     return complete
 

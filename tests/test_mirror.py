@@ -1,0 +1,319 @@
+"""Unit behaviour of one mirror pass on a real filesystem."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+from mirror_helpers import converge, paths, run, settle, temps, tree, write
+
+from sessionstore.errors import InvalidInput
+from sessionstore.mirror import CACHE_NAME, Mirror
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def src(tmp_path: Path) -> Path:
+    return tmp_path / "src"
+
+
+@pytest.fixture
+def dst(tmp_path: Path) -> Path:
+    return tmp_path / "dst"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b"line one\r\nline two\r\n", id="crlf"),
+        pytest.param(b"\xff\xfe\x80 not utf-8 \xc3\x28", id="non-utf8"),
+        pytest.param(b"a\0b\0\0c", id="nul"),
+        pytest.param(b"", id="empty"),
+        pytest.param(bytes(range(256)) * 4096, id="all-bytes-1MiB"),
+    ],
+)
+def test_bytes_are_copied_exactly(src: Path, dst: Path, data: bytes) -> None:
+    write(src / "f", data)
+    settle()
+    report = run(src, dst)
+    assert report.copied == ["f"] and report.ok
+    assert (dst / "f").read_bytes() == data
+
+
+def test_large_file_has_no_size_cap(src: Path, dst: Path) -> None:
+    data = os.urandom(20 * 1024 * 1024 + 3)
+    write(src / "big.log", data)
+    settle()
+    assert run(src, dst).copied == ["big.log"]
+    assert (dst / "big.log").read_bytes() == data
+
+
+def test_permission_bits_are_preserved_and_new_dirs_are_private(src: Path, dst: Path) -> None:
+    write(src / "run.sh", b"#!/bin/sh\n", mode=0o751)
+    write(src / "a" / "b" / "secret.txt", b"x", mode=0o600)
+    settle()
+    run(src, dst)
+    assert stat.S_IMODE((dst / "run.sh").stat().st_mode) == 0o751
+    assert stat.S_IMODE((dst / "a" / "b" / "secret.txt").stat().st_mode) == 0o600
+    for d in (dst, dst / "a", dst / "a" / "b"):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700
+
+
+def test_a_mode_change_alone_is_mirrored(src: Path, dst: Path) -> None:
+    write(src / "run.sh", b"#!/bin/sh\n", mode=0o644)
+    settle()
+    run(src, dst)
+    (src / "run.sh").chmod(0o755)
+    settle()
+    assert run(src, dst).copied == ["run.sh"]
+    assert stat.S_IMODE((dst / "run.sh").stat().st_mode) == 0o755
+
+
+def test_symlinks_never_leak_their_target(tmp_path: Path, src: Path, dst: Path) -> None:
+    outside = tmp_path / "outside"
+    token = b"TOP-SECRET-CONTENT-" + os.urandom(8).hex().encode()
+    write(outside / "creds", token)
+    write(src / "ok.txt", b"fine")
+    (src / "file-link").symlink_to(outside / "creds")
+    (src / "dir-link").symlink_to(outside)
+    (src / "dangling").symlink_to(tmp_path / "nowhere")
+    settle()
+    report = run(src, dst)
+    assert sorted(paths(report.skipped)) == ["dangling", "dir-link", "file-link"]
+    assert {i["reason"] for i in report.skipped} == {"symlink"}
+    assert tree(dst) == {"ok.txt": b"fine"}
+    for dirpath, dirs, files in os.walk(dst):
+        for name in files + dirs:
+            p = Path(dirpath, name)
+            assert not p.is_symlink()
+            if p.is_file():
+                assert token not in p.read_bytes()
+
+
+def test_fifo_is_skipped_without_hanging(src: Path, dst: Path) -> None:
+    src.mkdir()
+    os.mkfifo(src / "pipe")
+    write(src / "f", b"x")
+    settle()
+    report = run(src, dst)
+    assert report.skipped == [{"path": "pipe", "reason": "special file"}]
+    assert tree(dst) == {"f": b"x"}
+
+
+def test_fifo_swapped_in_after_listing_is_not_opened_for_reading(
+    src: Path, dst: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between listing and open the file becomes a fifo: O_NONBLOCK + fstat catch it."""
+    write(src / "f", b"x")
+    settle()
+    real_open = os.open
+
+    def swap_then_open(path: object, flags: int, *args: object, **kwargs: object) -> int:
+        if path == "f" and kwargs.get("dir_fd") is not None and not flags & os.O_WRONLY:
+            os.unlink(src / "f")
+            os.mkfifo(src / "f")
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", swap_then_open)
+    report = run(src, dst)
+    monkeypatch.undo()
+    assert report.unstable == [{"path": "f", "reason": "replaced during the pass"}]
+    assert not (dst / "f").exists()
+
+
+def test_symlink_swapped_in_after_listing_is_not_followed(
+    tmp_path: Path, src: Path, dst: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path / "secret", b"OUTSIDE")
+    write(src / "f", b"inside")
+    settle()
+    real_open = os.open
+
+    def swap_then_open(path: object, flags: int, *args: object, **kwargs: object) -> int:
+        if path == "f" and kwargs.get("dir_fd") is not None:
+            os.unlink(src / "f")
+            os.symlink(tmp_path / "secret", src / "f")
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", swap_then_open)
+    report = run(src, dst)
+    monkeypatch.undo()
+    assert paths(report.unstable) == ["f"]
+    assert not (dst / "f").exists()
+
+
+def test_permission_error_is_reported_and_the_pass_goes_on(
+    src: Path, dst: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Root ignores chmod 000, so the kernel's EACCES is injected at os.open for one name."""
+    write(src / "a.txt", b"a")
+    write(src / "locked.txt", b"private")
+    write(src / "z.txt", b"z")
+    settle()
+    real_open = os.open
+
+    def deny(path: object, flags: int, *args: object, **kwargs: object) -> int:
+        if path == "locked.txt":
+            raise PermissionError(errno.EACCES, "Permission denied", "locked.txt")
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", deny)
+    report = run(src, dst)
+    assert report.errors == [{"path": "locked.txt", "error": "Permission denied (EACCES)"}]
+    assert not report.ok
+    assert tree(dst) == {"a.txt": b"a", "z.txt": b"z"}
+
+
+def test_unlistable_directory_is_an_error_and_the_pass_goes_on(
+    src: Path, dst: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(src / "open" / "f", b"1")
+    write(src / "closed" / "g", b"2")
+    settle()
+    real_open = os.open
+
+    def deny(path: object, flags: int, *args: object, **kwargs: object) -> int:
+        if path == "closed":
+            raise PermissionError(errno.EACCES, "Permission denied", "closed")
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", deny)
+    report = run(src, dst)
+    assert paths(report.errors) == ["closed"]
+    assert tree(dst) == {"open/f": b"1"}
+
+
+def test_a_file_that_vanishes_before_open_is_skipped_quietly(
+    src: Path, dst: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(src / "gone", b"x")
+    write(src / "kept", b"y")
+    settle()
+    real_open = os.open
+
+    def vanish(path: object, flags: int, *args: object, **kwargs: object) -> int:
+        if path == "gone":
+            os.unlink(src / "gone")
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", vanish)
+    report = run(src, dst)
+    assert report.ok and not report.unstable and not report.skipped
+    assert tree(dst) == {"kept": b"y"}
+
+
+def test_missing_source_creates_nothing(tmp_path: Path, dst: Path) -> None:
+    report = run(tmp_path / "nope", dst)
+    assert report.source_missing and report.ok
+    assert not dst.exists()
+
+
+def test_source_inside_destination_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "d" / "s").mkdir(parents=True)
+    with pytest.raises(InvalidInput):
+        Mirror(tmp_path / "d" / "s", tmp_path / "d")
+    with pytest.raises(InvalidInput):
+        Mirror(tmp_path / "d", tmp_path / "d")
+
+
+def test_destination_inside_source_is_not_mirrored_into_itself(tmp_path: Path) -> None:
+    src = tmp_path / "ws"
+    write(src / "f", b"1")
+    settle()
+    report = converge(src, src / "out")
+    assert tree(src / "out") == {"f": b"1"}
+    assert report.skipped == [{"path": "out", "reason": "the destination itself"}]
+
+
+def test_our_temp_names_in_the_source_are_ignored(src: Path, dst: Path) -> None:
+    write(src / ".sstmp-1-abc", b"half")
+    write(src / "f", b"x")
+    settle()
+    report = run(src, dst)
+    assert report.copied == ["f"] and not report.skipped
+    assert tree(dst) == {"f": b"x"}
+
+
+def test_reserved_names_are_never_mirrored_over_our_cache(src: Path, dst: Path) -> None:
+    write(src / CACHE_NAME, b"not a cache")
+    write(src / "f", b"x")
+    settle()
+    report = run(src, dst)
+    assert report.skipped == [{"path": CACHE_NAME, "reason": "reserved name"}]
+    assert (dst / CACHE_NAME).read_bytes() != b"not a cache"
+
+
+def test_empty_directories_are_mirrored(src: Path, dst: Path) -> None:
+    (src / "a" / "empty").mkdir(parents=True)
+    run(src, dst)
+    assert (dst / "a" / "empty").is_dir()
+
+
+def test_no_temp_files_remain_and_stale_ones_are_swept(src: Path, dst: Path) -> None:
+    write(src / "d" / "f", b"x")
+    settle()
+    run(src, dst)
+    # A temp left by a dead writer (pid 2**22 + 1 is above the default pid_max).
+    stale = dst / "d" / f".sstmp-{2**22 + 1}-deadbeef"
+    stale.write_bytes(b"debris")
+    run(src, dst)
+    assert not stale.exists()
+    assert temps(dst) == []
+
+
+def test_file_replaced_by_directory_in_destination_is_an_error(src: Path, dst: Path) -> None:
+    write(src / "x", b"file")
+    (dst / "x").mkdir(parents=True)
+    settle()
+    report = run(src, dst)
+    assert paths(report.errors) == ["x"]
+    assert (dst / "x").is_dir()
+
+
+def test_durable_pass_fsyncs_each_touched_directory_once(
+    src: Path, dst: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(5):
+        write(src / "a" / f"f{i}", b"x")
+    write(src / "b" / "g", b"y")
+    settle()
+    synced: list[str] = []
+    real = os.fsync
+
+    def count(fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", count)
+    run(src, dst, durable=True)
+    assert sorted(synced) == sorted({str(dst.parent), str(dst), str(dst / "a"), str(dst / "b")})
+
+
+def test_no_fsync_means_no_fsync(src: Path, dst: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(src / "trials" / "1" / "trial.json", b"{}")
+    write(src / "trials" / "1" / "log", b"x")
+    settle()
+    calls: list[int] = []
+    monkeypatch.setattr(os, "fsync", calls.append)
+    run(src, dst, durable=False)
+    assert calls == []
+
+
+def test_independent_mirrors_can_run_in_parallel_threads(src: Path, dst: Path) -> None:
+    """Mirror keeps no global state: passes to different destinations do not interfere."""
+    for i in range(50):
+        write(src / f"f{i}", bytes([i]) * 100)
+    settle()
+    threads = [threading.Thread(target=run, args=(src, dst.with_name(f"d{k}"))) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(3):
+        assert tree(dst.with_name(f"d{k}")) == tree(src)
