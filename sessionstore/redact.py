@@ -1,0 +1,432 @@
+"""Byte-level secret redaction that cannot leak.
+
+A `Redactor` holds registered secrets. Each secret is expanded into needles
+(`_redact_variants`: stripped, per line, LF/CRLF, base64 at 3 alignments,
+hex, percent, JSON and XML escapes). Redaction finds **every** occurrence of
+every needle, overlapping ones included, merges overlapping and adjacent
+ranges, and replaces each merged range by one marker followed by the CR and
+LF bytes the range contained, so line counts (and diff hunk headers) survive.
+Bytes outside ranges are copied unchanged.
+
+Design choices, each there to close a leak other maskers have:
+
+* All-overlapping matching, then merging. Leftmost-first alternation leaves
+  `efgh` of secret `bcdefgh` visible in `abcdefgh` when `abcd` is also a
+  secret. Matching runs in two stages for speed: a leftmost-first automaton
+  over the 8-byte needle prefixes locates candidate regions (every needle
+  occurrence starts inside one of its hits), and an overlapping automaton
+  over the full needles runs only on those regions.
+* Streaming keeps `max_pattern_len - 1` bytes back. A merged range that
+  reaches the cut stays *open*: its marker is emitted once and the range is
+  continued in the next chunk, so a long run of overlapping secrets never
+  makes the buffer grow and the output equals whole-buffer output for every
+  chunking.
+* Short secrets (under 8 bytes) cannot be matched anywhere without corrupting
+  unrelated bytes, so they are refused unless allowed, and an allowed one is
+  redacted only when a whole file (of at most `SHORT_FILE_MAX` bytes) is that
+  value, ignoring surrounding whitespace.
+* Optional token patterns (`_redact_patterns`) have bounded length, so they
+  stream with their own hold-back.
+
+Thread-safety: registration and the lazy automaton build take a lock; after
+registration a `Redactor` may be used from several threads at once. A
+`StreamRedactor` holds per-file state and belongs to one thread; it sees the
+secrets registered when it was created.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import ahocorasick_rs
+
+from sessionstore._redact_patterns import MAX_MATCH_LEN as PATTERN_MAX_LEN
+from sessionstore._redact_patterns import pattern_spans
+from sessionstore._redact_variants import MIN_NEEDLE_LEN, needles, significant_len
+from sessionstore.errors import InvalidInput, SecretRefused
+
+__all__ = ["DEFAULT_MARKER", "MIN_SECRET_LEN", "SHORT_FILE_MAX", "Redactor", "StreamRedactor"]
+
+DEFAULT_MARKER = "REDACTED"
+MIN_SECRET_LEN = MIN_NEEDLE_LEN
+# Largest file (or name) the short-secret rule looks at. Bounded so a stream
+# needs to hold back at most this many bytes before it knows the file is longer.
+SHORT_FILE_MAX = 256
+
+# A DFA scans about twice as fast as an NFA but takes ~250 bytes per state;
+# past this many detector prefixes (~300 secrets) the NFA keeps memory small.
+_DFA_MAX_PREFIXES = 8_000
+_BLOCK = 1 << 14
+_MARKER_RE = re.compile(r"[A-Za-z0-9_]+")
+_NOT_NEWLINE = bytes(b for b in range(256) if b not in b"\r\n")
+_DOTENV = re.compile(rb"\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_.]*\s*=(?!=)(.*)\Z", re.DOTALL)
+_DQ_ESCAPE = re.compile(rb'\\([\\"nrt])')
+_DQ_UNESCAPED = {b"\\": b"\\", b'"': b'"', b"n": b"\n", b"r": b"\r", b"t": b"\t"}
+
+Span = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    """An immutable snapshot of everything matching needs; shared by streams."""
+
+    marker: bytes
+    detector: ahocorasick_rs.BytesAhoCorasick | None
+    matcher: ahocorasick_rs.BytesAhoCorasick | None
+    needle_max: int
+    patterns: bool
+    shorts: frozenset[bytes]
+
+    @property
+    def max_len(self) -> int:
+        return max(self.needle_max, PATTERN_MAX_LEN if self.patterns else 0)
+
+    def spans(
+        self, buf: bytes, final: bool, whole: bool, carried: Span | None = None
+    ) -> list[Span]:
+        """Merged ranges to replace in `buf`; unless `final`, only those already certain.
+
+        `whole` says `buf` is the entire file, the only case short secrets apply to.
+        """
+        found = self._literal_spans(buf)
+        if self.patterns:
+            found.extend(pattern_spans(buf, final))
+        if carried is not None:
+            found.append(carried)
+        if whole and self.shorts and len(buf) <= SHORT_FILE_MAX:
+            core = buf.strip()
+            if core in self.shorts:
+                start = len(buf) - len(buf.lstrip())
+                found.append((start, start + len(core)))
+        return _merge(found)
+
+    def _literal_spans(self, buf: bytes) -> list[Span]:
+        if self.detector is None or self.matcher is None:
+            return []
+        spans: list[Span] = []
+        view = memoryview(buf)
+        # Blocks bound the match lists a dense input (a long run of one
+        # secret) produces, so memory stays proportional to the block size.
+        for block in range(0, len(buf), _BLOCK):
+            # The detector sees 7 bytes past the block so every prefix starting
+            # inside it is whole; hits starting past the block are the next one's.
+            hits = self.detector.find_matches_as_indexes(
+                view[block : block + _BLOCK + MIN_NEEDLE_LEN - 1]
+            )
+            found: list[Span] = []
+            for start, end in _windows(hits, block, self.needle_max, len(buf)):
+                window = self.matcher.find_matches_as_indexes(view[start:end], overlapping=True)
+                found.extend((start + s, start + e) for _, s, e in window)
+            spans.extend(_merge(found))
+        return spans
+
+    def render(self, buf: bytes, spans: list[Span], upto: int, continues: bool) -> bytes:
+        """`buf[:upto]` with each span replaced by the marker plus its CR/LF bytes.
+
+        `continues` says the first span (starting at 0) continues a range whose
+        marker was already emitted.
+        """
+        out: list[bytes] = []
+        pos = 0
+        for start, end in spans:
+            if start >= upto:
+                break
+            out.append(buf[pos:start])
+            if not (continues and start == 0):
+                out.append(self.marker)
+            pos = min(end, upto)
+            # Keeping the line breaks keeps line numbers and diff hunk counts valid.
+            out.append(buf[start:pos].translate(None, _NOT_NEWLINE))
+        out.append(buf[pos:upto])
+        return b"".join(out)
+
+
+def _windows(
+    hits: list[tuple[int, int, int]], offset: int, needle_max: int, limit: int
+) -> list[Span]:
+    """Regions that contain every needle occurrence starting inside a detector hit.
+
+    Leftmost-first search reports the leftmost start each time, so every
+    occurrence of a needle starts inside some hit [s, s + 8) (its 8-byte prefix
+    is a detector needle) and ends before s + 7 + needle_max.
+    """
+    windows: list[Span] = []
+    for _, start, end in hits:
+        if start >= _BLOCK:
+            break
+        start, end = offset + start, min(limit, offset + end + needle_max - 1)
+        if windows and start <= windows[-1][1]:
+            windows[-1] = (windows[-1][0], end)
+        else:
+            windows.append((start, end))
+    return windows
+
+
+def _merge(spans: list[Span]) -> list[Span]:
+    """Sort and merge overlapping *and adjacent* spans: one marker per merged range."""
+    merged: list[Span] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
+
+
+class Redactor:
+    """Registered secrets and the marker that replaces them."""
+
+    def __init__(self, marker: str = DEFAULT_MARKER, *, patterns: bool = False) -> None:
+        """Raises InvalidInput if `marker` is not a plain word or would match a token pattern."""
+        if not _MARKER_RE.fullmatch(marker):
+            raise InvalidInput(
+                "marker",
+                "must be a plain word of ASCII letters, digits and '_' so YAML and JSON "
+                "scalars stay valid scalars",
+            )
+        self._marker = marker.encode("ascii")
+        if patterns and pattern_spans(self._marker, final=True):
+            raise InvalidInput("marker", "looks like a token the patterns redact; choose another")
+        self._patterns = patterns
+        self._needles: set[bytes] = set()
+        self._shorts: set[bytes] = set()
+        self._literals = 0
+        self._compiled: _Compiled | None = None
+        self._lock = threading.Lock()
+
+    # -- registration -----------------------------------------------------
+
+    def add(
+        self, value: str | bytes, *, origin: str = "literal", allow_short: bool = False
+    ) -> None:
+        """Register one secret; an empty (or all-whitespace) value is ignored.
+
+        Raises SecretRefused (naming `origin`, never the value) for a value
+        under 8 bytes unless `allow_short`, and InvalidInput if the marker and
+        the secret contain one another.
+        """
+        with self._lock:
+            if origin == "literal":
+                self._literals += 1
+                origin = f"literal #{self._literals}"
+        raw = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else bytes(value)
+        if raw.strip():
+            self._register([(raw, origin)], allow_short)
+
+    def add_env(self, name: str, *, allow_short: bool = False) -> None:
+        """Register the value of environment variable `name`; SecretRefused if unset or empty."""
+        origin = f"env {name}"
+        value = os.environ.get(name)
+        if value is None or not value.strip():
+            raise SecretRefused(origin, "is not set or empty; export it before registering it")
+        self._register([(os.fsencode(value), origin)], allow_short)
+
+    def add_file(self, path: str | os.PathLike[str], *, allow_short: bool = False) -> None:
+        """Register one secret per line of a file, or the VALUE of `KEY=VALUE` lines.
+
+        Lines may be dotenv assignments (optionally `export `-prefixed, value
+        optionally quoted); blank lines and `#` comments are skipped. Either
+        every line is registered or, on error, none is. Raises InvalidInput if
+        the file cannot be read, SecretRefused naming `path:line` for a short value.
+        """
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise InvalidInput(
+                os.fspath(path), f"cannot read secrets file: {exc.strerror}"
+            ) from exc
+        entries: list[tuple[bytes, str]] = []
+        for lineno, line in enumerate(data.split(b"\n"), start=1):
+            line = line.removesuffix(b"\r")
+            if not line.strip() or line.lstrip().startswith(b"#"):
+                continue
+            origin = f"{os.fspath(path)}:{lineno}"
+            entries.extend((value, origin) for value in _line_values(line))
+        self._register(entries, allow_short)
+
+    def _register(self, entries: Iterable[tuple[bytes, str]], allow_short: bool) -> None:
+        """Validate every entry first, then add them all: no half-registered file."""
+        new_needles: set[bytes] = set()
+        new_shorts: set[bytes] = set()
+        for raw, origin in entries:
+            if not raw.strip():
+                continue  # an empty value (`KEY=""`) protects nothing
+            if significant_len(raw) >= MIN_SECRET_LEN:
+                forms = needles(raw)
+                for form in forms:
+                    self._check_marker(form, origin)
+                new_needles |= forms
+            elif allow_short:
+                self._check_marker(raw.strip(), origin)
+                new_shorts.add(raw.strip())
+            else:
+                raise SecretRefused(
+                    origin,
+                    f"value is shorter than {MIN_SECRET_LEN} bytes and would corrupt unrelated "
+                    "text; pass allow_short=True to redact it only where it is a whole file",
+                )
+        with self._lock:
+            if not (new_needles <= self._needles and new_shorts <= self._shorts):
+                self._needles |= new_needles
+                self._shorts |= new_shorts
+                self._compiled = None  # rebuilt lazily on next use, not per add
+
+    def _check_marker(self, form: bytes, origin: str) -> None:
+        # A marker containing a secret would publish it; a secret containing
+        # the marker (or lying inside marker + line breaks) would be matched
+        # again in redacted output, breaking idempotence.
+        if form.strip(b"\r\n") in self._marker or self._marker in form:
+            raise InvalidInput(
+                origin, "this secret and the marker contain one another; choose another marker"
+            )
+
+    # -- queries ------------------------------------------------------------
+
+    @property
+    def marker(self) -> str:
+        """The word each redacted range is replaced by."""
+        return self._marker.decode("ascii")
+
+    @property
+    def patterns(self) -> bool:
+        """Whether the well-known token patterns are redacted too."""
+        return self._patterns
+
+    def needles(self) -> frozenset[bytes]:
+        """Every byte string acted on: all needles plus the (whole-file only) short values.
+
+        Short values are under 8 significant bytes and needles never are, so
+        the union is unambiguous; it suits a fingerprint of the redactor.
+        """
+        with self._lock:
+            return frozenset(self._needles | self._shorts)
+
+    def __bool__(self) -> bool:
+        """True when redaction can change anything: a secret is registered or patterns are on."""
+        return bool(self._needles or self._shorts or self._patterns)
+
+    @property
+    def max_pattern_len(self) -> int:
+        """Length of the longest needle or token pattern; streams hold back one less."""
+        return self._compile().max_len
+
+    def redact(self, data: bytes) -> bytes:
+        """Return `data` with every secret occurrence replaced."""
+        compiled = self._compile()
+        spans = compiled.spans(data, final=True, whole=True)
+        return compiled.render(data, spans, len(data), False)
+
+    def stream(self) -> StreamRedactor:
+        """Fresh streaming state for one file, using the secrets registered so far."""
+        return StreamRedactor(self._compile())
+
+    def redact_name(self, name: str) -> str:
+        """Redact one path component (str, possibly carrying surrogate-escaped bytes)."""
+        return os.fsdecode(self.redact(os.fsencode(name)))
+
+    def _compile(self) -> _Compiled:
+        with self._lock:
+            if self._compiled is None:
+                self._compiled = _build(self._marker, self._needles, self._shorts, self._patterns)
+            return self._compiled
+
+
+def _build(marker: bytes, found: set[bytes], shorts: set[bytes], patterns: bool) -> _Compiled:
+    if not found:
+        return _Compiled(marker, None, None, 0, patterns, frozenset(shorts))
+    ordered = sorted(found)
+    prefixes = sorted({n[:MIN_NEEDLE_LEN] for n in ordered})
+    fast = ahocorasick_rs.Implementation.DFA
+    small = ahocorasick_rs.Implementation.ContiguousNFA
+    detector = ahocorasick_rs.BytesAhoCorasick(
+        prefixes,
+        matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST,
+        implementation=fast if len(prefixes) <= _DFA_MAX_PREFIXES else small,
+    )
+    matcher = ahocorasick_rs.BytesAhoCorasick(ordered, implementation=small)
+    return _Compiled(marker, detector, matcher, max(map(len, ordered)), patterns, frozenset(shorts))
+
+
+def _line_values(line: bytes) -> list[bytes]:
+    """The secret(s) one line of a secrets file stands for."""
+    m = _DOTENV.match(line)
+    # `NAME=` with nothing after it is also what a base64 value with one '='
+    # of padding looks like; registering the whole line never drops a secret.
+    if m is None or not m.group(1).strip():
+        return [line]
+    value = m.group(1).strip()
+    quote = value[:1]
+    if len(value) >= 2 and quote in (b'"', b"'") and value.endswith(quote):
+        inner = value[1:-1]
+        if quote == b"'":
+            return [inner]
+        unescaped = _DQ_ESCAPE.sub(lambda e: _DQ_UNESCAPED[e.group(1)], inner)
+        return [inner] if unescaped == inner else [inner, unescaped]
+    if b" #" in value:  # dotenv inline comment; register both readings
+        return [value, value.split(b" #", 1)[0]]
+    return [value]
+
+
+class StreamRedactor:
+    """Redacts one file chunk by chunk in bounded memory.
+
+    The concatenation of every `feed()` result and `finish()` equals
+    `Redactor.redact()` of the whole input, however it was chunked.
+    """
+
+    def __init__(self, compiled: _Compiled) -> None:
+        self._c = compiled
+        self._holdback = max(compiled.max_len - 1, 0)
+        self._buf = b""
+        # Until more than SHORT_FILE_MAX bytes arrived the file may still be a
+        # whole-file short secret, so nothing may be emitted yet.
+        self._gated = bool(compiled.shorts)
+        # An open range reaches from before the buffer to `_open_end` (an
+        # index into `_buf`); its marker has already been emitted.
+        self._open_end: int | None = None
+        self._consumed = False  # some input already left the buffer
+        self._finished = False
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Take the next chunk; return the output that is already certain (maybe b"")."""
+        if self._finished:
+            raise ValueError("stream already finished; call Redactor.stream() for the next file")
+        self._buf += chunk
+        if self._gated:
+            if len(self._buf) <= SHORT_FILE_MAX:
+                return b""
+            self._gated = False
+        cut = len(self._buf) - self._holdback
+        if cut <= 0:
+            return b""
+        spans = self._c.spans(self._buf, False, False, self._carried())
+        out = self._c.render(self._buf, spans, cut, self._open_end is not None)
+        # A range that reaches the cut (or ends on it, where an adjacent match
+        # could still merge with it) stays open across the cut.
+        self._open_end = None
+        for start, end in spans:
+            if start < cut <= end:
+                self._open_end = end - cut
+            if start >= cut:
+                break
+        self._buf = self._buf[cut:]
+        self._consumed = True
+        return out
+
+    def finish(self) -> bytes:
+        """Return the rest of the output; the stream cannot be fed afterwards."""
+        if self._finished:
+            raise ValueError("stream already finished")
+        self._finished = True
+        buf, self._buf = self._buf, b""
+        spans = self._c.spans(buf, True, not self._consumed, self._carried())
+        return self._c.render(buf, spans, len(buf), self._open_end is not None)
+
+    def _carried(self) -> Span | None:
+        return None if self._open_end is None else (0, self._open_end)

@@ -1,0 +1,385 @@
+"""Redactor laws (hypothesis) and registration rules.
+
+The laws compare against a deliberately naive reference: find every needle at
+every position with bytes.find, merge overlapping and adjacent ranges, write
+the marker plus the range's CR/LF bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import threading
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sessionstore.errors import InvalidInput, SecretRefused
+from sessionstore.redact import DEFAULT_MARKER, SHORT_FILE_MAX, Redactor, StreamRedactor
+
+MARKER = DEFAULT_MARKER.encode()
+
+
+def reference(r: Redactor, data: bytes) -> bytes:
+    spans: list[tuple[int, int]] = []
+    for needle in r.needles():
+        if len(needle.strip()) < 8:
+            if len(data) <= SHORT_FILE_MAX and data.strip() == needle:
+                start = len(data) - len(data.lstrip())
+                spans.append((start, start + len(needle)))
+            continue
+        i = data.find(needle)
+        while i != -1:
+            spans.append((i, i + len(needle)))
+            i = data.find(needle, i + 1)
+    merged: list[list[int]] = []
+    for s, e in sorted(spans):
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    out, pos = b"", 0
+    for s, e in merged:
+        kept = bytes(b for b in data[s:e] if b in b"\r\n")
+        out += data[pos:s] + MARKER + kept
+        pos = e
+    return out + data[pos:]
+
+
+def streamed(stream: StreamRedactor, data: bytes, sizes: list[int]) -> bytes:
+    out, pos, i = [], 0, 0
+    while pos < len(data):
+        size = sizes[i % len(sizes)] if sizes else len(data)
+        out.append(stream.feed(data[pos : pos + size]))
+        pos += size
+        i += 1
+    out.append(stream.finish())
+    return b"".join(out)
+
+
+def _usable(secret: bytes) -> bool:
+    return len(secret.strip()) >= 8 and MARKER not in secret and secret.strip(b"\r\n") not in MARKER
+
+
+secrets_st = st.lists(st.binary(min_size=8, max_size=24).filter(_usable), min_size=1, max_size=3)
+encodings = [
+    lambda s: s,
+    lambda s: base64.b64encode(s),
+    lambda s: base64.urlsafe_b64encode(b"x" + s + b"\n"),
+    lambda s: base64.b64encode(b"yz" + s).rstrip(b"="),
+    lambda s: s.hex().encode(),
+    lambda s: s.replace(b"\n", b"\r\n"),
+]
+
+
+@st.composite
+def documents(draw: st.DrawFn) -> tuple[list[bytes], bytes]:
+    secrets = draw(secrets_st)
+    pieces = draw(
+        st.lists(
+            st.one_of(
+                st.binary(max_size=40),
+                st.tuples(st.sampled_from(secrets), st.sampled_from(encodings)).map(
+                    lambda t: t[1](t[0])
+                ),
+            ),
+            max_size=8,
+        )
+    )
+    return secrets, b"".join(pieces)
+
+
+def make(secrets: list[bytes], **kwargs: bool) -> Redactor:
+    r = Redactor(**kwargs)
+    for s in secrets:
+        r.add(s)
+    return r
+
+
+chunkings = st.lists(st.integers(min_value=1, max_value=17), max_size=6)
+
+
+# -- laws ----------------------------------------------------------------------
+
+
+@given(documents(), chunkings)
+def test_stream_equals_whole_for_every_chunking(doc: tuple[list[bytes], bytes], sizes: list[int]):
+    secrets, data = doc
+    r = make(secrets)
+    assert streamed(r.stream(), data, sizes) == r.redact(data)
+
+
+@given(documents())
+def test_whole_equals_naive_reference(doc: tuple[list[bytes], bytes]):
+    secrets, data = doc
+    r = make(secrets)
+    assert r.redact(data) == reference(r, data)
+
+
+@given(documents())
+def test_no_needle_survives(doc: tuple[list[bytes], bytes]):
+    secrets, data = doc
+    r = make(secrets)
+    out = r.redact(data)
+    assert not [n for n in r.needles() if n in out]
+
+
+@given(documents())
+def test_redacting_twice_equals_once(doc: tuple[list[bytes], bytes]):
+    secrets, data = doc
+    r = make(secrets)
+    once = r.redact(data)
+    assert r.redact(once) == once
+
+
+@given(documents())
+def test_line_count_is_kept(doc: tuple[list[bytes], bytes]):
+    secrets, data = doc
+    out = make(secrets).redact(data)
+    assert out.count(b"\n") == data.count(b"\n")
+
+
+@given(st.binary(max_size=300), st.integers(min_value=1, max_value=5))
+def test_one_byte_chunks_with_short_secret(data: bytes, size: int):
+    r = Redactor()
+    r.add("true", allow_short=True)
+    r.add("correct horse battery")
+    assert streamed(r.stream(), data, [size]) == r.redact(data) == reference(r, data)
+
+
+def test_stream_equals_whole_with_patterns_across_long_input():
+    rng = __import__("random").Random(7)
+    tokens = [
+        b"AKIA" + b"ABCDEFGHIJKLMNOP",
+        b"ghp_" + b"a1" * 18,
+        b"hf_" + b"x" * 34,
+        b"xoxb-" + b"1234-abcd" * 5,
+        b"-----BEGIN RSA PRIVATE KEY-----\nMIIE" + b"q" * 3000 + b"\n-----END RSA PRIVATE KEY-----",
+    ]
+    parts = []
+    for _ in range(60):
+        parts.append(bytes(rng.choice(b"abc \n.:/") for _ in range(rng.randint(0, 4000))))
+        parts.append(rng.choice(tokens))
+    data = b"".join(parts)
+    r = Redactor(patterns=True)
+    r.add("a registered secret")
+    whole = r.redact(data)
+    assert not [t for t in tokens if t in whole]
+    for _ in range(4):
+        sizes = [rng.randint(1, 9000) for _ in range(50)]
+        assert streamed(r.stream(), data, sizes) == whole
+
+
+# -- matching rules -------------------------------------------------------------
+
+
+def test_bytes_outside_matches_are_identical():
+    r = make([b"s3cret-value"])
+    data = b"\x00\r\n\xff\xfe a s3cret-value b\r\n\x80"
+    assert r.redact(data) == b"\x00\r\n\xff\xfe a REDACTED b\r\n\x80"
+
+
+def test_multiline_range_keeps_line_breaks_after_one_marker():
+    r = make([b"line-one-secret\r\nline-two-secret\nthree"])
+    data = b"a line-one-secret\r\nline-two-secret\nthree z\n"
+    assert r.redact(data) == b"a REDACTED\r\n\n z\n"
+
+
+def test_empty_redactor_passes_everything_through():
+    r = Redactor()
+    assert not r
+    assert r.redact(b"anything\x00") == b"anything\x00"
+    assert streamed(r.stream(), b"abc" * 100, [7]) == b"abc" * 100
+
+
+def test_bool_and_max_pattern_len():
+    r = Redactor()
+    r.add(b"12345678")
+    assert r
+    assert r.max_pattern_len >= len(base64.b64encode(b"\0\0" + b"12345678"))
+    assert Redactor(patterns=True)
+    assert Redactor(patterns=True).max_pattern_len > 16 * 1024
+
+
+def test_secret_added_later_applies_to_next_redact_not_to_open_stream():
+    r = Redactor()
+    r.add("first-secret")
+    s = r.stream()
+    r.add("second-secret")
+    assert r.redact(b"second-secret") == MARKER
+    assert s.feed(b"second-secret") + s.finish() == b"second-secret"
+
+
+def test_stream_cannot_be_fed_after_finish():
+    s = make([b"abcdefgh"]).stream()
+    s.finish()
+    with pytest.raises(ValueError):
+        s.feed(b"x")
+
+
+def test_long_run_of_overlapping_secrets_streams_in_bounded_memory():
+    r = make([b"aaaaaaaa"])
+    s = r.stream()
+    chunk = b"a" * (1 << 16)
+    out = 0
+    tracemalloc.start()
+    try:
+        for _ in range(16):  # 1 MiB, one single merged range
+            out += len(s.feed(chunk))
+        out += len(s.finish())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out == len(MARKER)
+    assert peak < 8 << 20
+
+
+def test_concurrent_redaction_after_registration():
+    r = make([b"shared-secret-1", b"shared-secret-2"])
+    data = b"x shared-secret-1 y shared-secret-2 z" * 1000
+    expected = r.redact(data)
+    results: list[bytes] = []
+    threads = [threading.Thread(target=lambda: results.append(r.redact(data))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [expected] * 8
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        pytest.param(b"AKIAIOSFODNN7EXAMPLE", id="aws"),
+        pytest.param(b"ghp_" + b"A" * 36, id="github"),
+        pytest.param(b"github_pat_" + b"a_" * 41, id="github-fine-grained"),
+        pytest.param(b"hf_" + b"abcdefghijklmnopq" * 2, id="huggingface"),
+        pytest.param(b"xoxb-123456789012-abcdefABCDEF", id="slack"),
+        pytest.param(
+            b"-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl\nbnNz\n-----END OPENSSH PRIVATE KEY-----",
+            id="pem",
+        ),
+    ],
+)
+def test_token_patterns_only_when_switched_on(token: bytes):
+    data = b"key: " + token + b"\n"
+    assert Redactor().redact(data) == data
+    out = Redactor(patterns=True).redact(data)
+    assert token not in out
+    assert out.startswith(b"key: REDACTED") and out.count(b"\n") == data.count(b"\n")
+
+
+def test_pem_block_longer_than_limit_is_not_a_block_in_either_mode():
+    body = b"A" * (17 * 1024)
+    pem = b"-----BEGIN PRIVATE KEY-----\n" + body + b"\n-----END PRIVATE KEY-----\n"
+    r = Redactor(patterns=True)
+    assert r.redact(pem) == pem
+    assert streamed(r.stream(), pem, [1000]) == pem
+
+
+# -- registration -------------------------------------------------------------------
+
+
+def _assert_hidden(exc: BaseException, value: str) -> None:
+    assert value not in str(exc) and value not in repr(exc)
+
+
+def test_short_literal_refused_naming_literal_number():
+    r = Redactor()
+    r.add("long-enough-1")
+    with pytest.raises(SecretRefused) as info:
+        r.add("hunter2")
+    assert "literal #2" in str(info.value)
+    _assert_hidden(info.value, "hunter2")
+
+
+def test_short_env_refused_naming_variable(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("SECRET_TOKEN", "pw12")
+    with pytest.raises(SecretRefused) as info:
+        Redactor().add_env("SECRET_TOKEN")
+    assert "env SECRET_TOKEN" in str(info.value)
+    _assert_hidden(info.value, "pw12")
+
+
+def test_missing_or_empty_env_refused(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("NO_SUCH_SECRET", raising=False)
+    monkeypatch.setenv("EMPTY_SECRET", "  ")
+    for name in ("NO_SUCH_SECRET", "EMPTY_SECRET"):
+        with pytest.raises(SecretRefused, match=f"env {name}"):
+            Redactor().add_env(name)
+
+
+def test_env_value_registered(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("API_TOKEN", "tok-0123456789")
+    r = Redactor()
+    r.add_env("API_TOKEN")
+    assert r.redact(b"Bearer tok-0123456789") == b"Bearer REDACTED"
+
+
+def test_short_file_line_refused_naming_line_and_nothing_registered(tmp_path: Path):
+    path = tmp_path / "secrets.txt"
+    path.write_bytes(b"# tokens\nlong-secret-value\n\nPIN=4711\n")
+    r = Redactor()
+    with pytest.raises(SecretRefused) as info:
+        r.add_file(path)
+    assert f"{path}:4" in str(info.value)
+    _assert_hidden(info.value, "4711")
+    assert not r
+
+
+def test_secrets_file_dotenv_forms(tmp_path: Path):
+    path = tmp_path / ".env"
+    path.write_bytes(
+        b"raw-line-secret-1\r\n"
+        b"export AWS_SECRET='single-quoted-2'\n"
+        b'DB_PASSWORD="double \\"quoted\\" 3"\n'
+        b"  # indented comment\n"
+        b"PLAIN=unquoted-value-4 # note\n"
+        b"dGhpcyBpcyBhIHNlY3JldA=\n"
+    )
+    r = Redactor()
+    r.add_file(path)
+    for value in (
+        b"raw-line-secret-1",
+        b"single-quoted-2",
+        b'double "quoted" 3',
+        b"unquoted-value-4",
+        b"dGhpcyBpcyBhIHNlY3JldA=",
+    ):
+        assert r.redact(b"<" + value + b">") == b"<REDACTED>", value
+    assert r.redact(b"indented comment") == b"indented comment"
+
+
+def test_unreadable_secrets_file(tmp_path: Path):
+    with pytest.raises(InvalidInput, match="cannot read secrets file"):
+        Redactor().add_file(tmp_path / "missing.txt")
+
+
+def test_empty_values_dropped():
+    r = Redactor()
+    r.add("")
+    r.add(b"   \n")
+    assert not r
+
+
+def test_marker_must_be_plain_word():
+    for bad in ("", "***", "[MASKED]", "RED ACTED", "a\nb"):
+        with pytest.raises(InvalidInput):
+            Redactor(marker=bad)
+    assert Redactor(marker="MASKED_1").redact(b"") == b""
+
+
+def test_custom_marker_used():
+    r = Redactor(marker="XXX")
+    r.add("the-secret")
+    assert r.redact(b"a the-secret b") == b"a XXX b"
+
+
+def test_str_values_with_surrogate_escapes_match_raw_bytes():
+    raw = b"\xffsecret\xfe-bytes"
+    r = Redactor()
+    r.add(os.fsdecode(raw))
+    assert r.redact(b"[" + raw + b"]") == b"[REDACTED]"

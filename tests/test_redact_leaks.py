@@ -1,0 +1,222 @@
+"""Every leak case from ANCHORS.md section 5, one named test each."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from urllib.parse import quote, quote_plus
+
+import pytest
+
+from sessionstore.errors import InvalidInput, SecretRefused
+from sessionstore.redact import Redactor
+
+SECRET = b"s3cr3t-T0ken/+value"
+M = b"REDACTED"
+
+
+def redactor(*secrets: bytes | str) -> Redactor:
+    r = Redactor()
+    for s in secrets:
+        r.add(s)
+    return r
+
+
+def chunked(r: Redactor, pieces: list[bytes]) -> bytes:
+    s = r.stream()
+    return b"".join([s.feed(p) for p in pieces]) + s.finish()
+
+
+def test_leak_split_at_every_chunk_offset():
+    r = redactor(SECRET)
+    data = b"head " + SECRET + b" middle " + SECRET + b" tail"
+    expected = b"head REDACTED middle REDACTED tail"
+    for cut in range(len(data) + 1):
+        assert chunked(r, [data[:cut], data[cut:]]) == expected
+    assert chunked(r, [data[i : i + 1] for i in range(len(data))]) == expected
+
+
+def test_leak_self_overlapping_across_chunks():
+    secret = b"abcabcabcabd"  # a failed partial match must restart inside itself
+    r = redactor(secret)
+    data = b"abcabcabc" + secret + b"!"
+    for cut in range(len(data) + 1):
+        assert chunked(r, [data[:cut], data[cut:]]) == b"abcabcabcREDACTED!"
+
+
+def test_leak_gitlab_aab_restart():
+    secret = b"aaaaaaab"  # GitLab's `aab` written as `xaa` then `ab`, scaled to 8 bytes
+    r = redactor(secret)
+    assert chunked(r, [b"x" + b"a" * 6, b"ab"]) == b"xREDACTED"
+
+
+def test_leak_overlapping_abcd_bcdefgh():
+    # `abcd` / `bcdefgh` scaled to the 8-byte minimum; leftmost-first leaves `fgh` visible.
+    r = redactor(b"abcdefgh", b"cdefghijklmn")
+    assert r.redact(b"<abcdefghijklmn>") == b"<REDACTED>"
+
+
+def test_leak_adjacent_secrets_one_marker():
+    r = redactor(b"first-secret", b"second-secret")
+    assert r.redact(b"first-secretsecond-secret") == M
+
+
+def test_leak_nested_secrets():
+    r = redactor(b"outer-[inner-secret]-outer", b"inner-secret")
+    assert r.redact(b"a outer-[inner-secret]-outer b inner-secret") == b"a REDACTED b REDACTED"
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        pytest.param(SECRET + b" rest", M + b" rest", id="start"),
+        pytest.param(b"rest " + SECRET, b"rest " + M, id="end"),
+        pytest.param(SECRET, M, id="whole-file"),
+    ],
+)
+def test_leak_at_start_end_and_whole_file(data: bytes, expected: bytes):
+    r = redactor(SECRET)
+    assert r.redact(data) == expected
+    assert chunked(r, [data[i : i + 3] for i in range(0, len(data), 3)]) == expected
+
+
+@pytest.mark.parametrize("registered_crlf", [False, True])
+def test_leak_multiline_lf_vs_crlf(registered_crlf: bool):
+    lines = [b"-----BEGIN KEY-----", b"MIIEowIBAAKCAQEA", b"-----END KEY-----"]
+    eol, other = (b"\r\n", b"\n") if registered_crlf else (b"\n", b"\r\n")
+    r = redactor(eol.join(lines))
+    data = b"key:\n" + other.join(lines) + other + b"done\n"
+    out = r.redact(data)
+    assert not [line for line in lines if line in out]
+    assert out == b"key:\n" + M + other * 3 + b"done\n"
+    assert out.count(b"\n") == data.count(b"\n")
+
+
+def test_leak_multiline_secret_inside_unified_diff():
+    lines = [b"-----BEGIN KEY-----", b"MIIEowIBAAKCAQEA", b"-----END KEY-----"]
+    r = redactor(b"\n".join(lines))
+    diff = b"@@ -1,2 +1,5 @@\n context\n" + b"".join(b"+" + x + b"\n" for x in lines) + b" end\n"
+    out = r.redact(diff)
+    assert out == b"@@ -1,2 +1,5 @@\n context\n" + b"+REDACTED\n" * 3 + b" end\n"
+
+
+def test_leak_whitespace_padded_registered_value():
+    r = redactor(b"  padded-secret-value\t\n")
+    assert r.redact(b"x=padded-secret-value;") == b"x=REDACTED;"
+
+
+@pytest.mark.parametrize("prefix_len", [0, 1, 2])
+@pytest.mark.parametrize("suffix", [b"", b"\n", b"\nmore bytes"], ids=["end", "echo", "more"])
+@pytest.mark.parametrize("urlsafe", [False, True], ids=["std", "urlsafe"])
+@pytest.mark.parametrize("padded", [True, False], ids=["pad", "nopad"])
+def test_leak_base64(prefix_len: int, suffix: bytes, urlsafe: bool, padded: bool):
+    r = redactor(SECRET)
+    prefix = b"ab"[:prefix_len]
+    encode = base64.urlsafe_b64encode if urlsafe else base64.b64encode
+    enc = encode(prefix + SECRET + suffix)
+    if not padded:
+        enc = enc.rstrip(b"=")
+    out = r.redact(b"data: " + enc + b"\n")
+    # Characters computed from secret bytes alone: none may survive in a run of 4.
+    first = -(-prefix_len * 4 // 3) + (1 if prefix_len else 0)
+    last = (prefix_len + len(SECRET)) * 4 // 3
+    exposed = [enc[i : i + 4] for i in range(first, last - 3) if enc[i : i + 4] in out]
+    assert M in out and not exposed
+
+
+def test_leak_base64_of_echo_output():
+    r = redactor(SECRET)
+    assert r.redact(base64.b64encode(SECRET + b"\n")).startswith(M)
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_leak_hex(upper: bool):
+    r = redactor(SECRET)
+    enc = SECRET.hex().upper() if upper else SECRET.hex()
+    assert r.redact(b"0x" + enc.encode() + b"\n") == b"0xREDACTED\n"
+
+
+@pytest.mark.parametrize("encode", [quote, quote_plus, lambda s: quote(s, safe="")])
+def test_leak_url_encoding(encode):  # type: ignore[no-untyped-def]
+    secret = "p@ss w/rd+&=x?"
+    r = redactor(secret)
+    url = "https://h/?token=" + encode(secret) + "&next=1"
+    assert r.redact(url.encode()) == b"https://h/?token=REDACTED&next=1"
+
+
+@pytest.mark.parametrize("ensure_ascii", [True, False])
+def test_leak_json_escapes(ensure_ascii: bool):
+    secret = 'multi"line\\sécret\n\tend'
+    r = redactor(secret)
+    doc = json.dumps({"k": secret, "n": 1}, ensure_ascii=ensure_ascii).encode()
+    out = r.redact(doc)
+    assert json.loads(out) == {"k": "REDACTED", "n": 1}
+
+
+def test_leak_non_utf8_neighbours():
+    r = redactor(SECRET)
+    data = b"\xff\xfe\x00" + SECRET + b"\x80\xc3\r\n"
+    assert r.redact(data) == b"\xff\xfe\x00" + M + b"\x80\xc3\r\n"
+
+
+def test_leak_names():
+    r = redactor(SECRET.decode())
+    assert r.redact_name("dump-" + SECRET.decode() + ".log") == "dump-REDACTED.log"
+    raw = os.fsdecode(b"\xff" + SECRET)  # undecodable bytes next to the secret
+    assert r.redact_name(raw) == os.fsdecode(b"\xffREDACTED")
+    assert r.redact_name("innocent") == "innocent"
+
+
+def test_leak_short_secret_in_name_only_whole():
+    r = Redactor()
+    r.add("prod", allow_short=True)
+    assert r.redact_name("prod") == "REDACTED"
+    assert r.redact_name("production") == "production"
+
+
+def test_leak_secret_registered_after_files_were_mirrored():
+    # A redactor only knows what was registered when it ran: the earlier copy
+    # keeps the secret, so the mirror must recopy everything when secrets change.
+    data = b"late " + SECRET
+    assert redactor(b"other-secret").redact(data) == data
+    assert redactor(b"other-secret", SECRET).redact(data) == b"late " + M
+
+
+def test_leak_short_secret_refused_without_value():
+    with pytest.raises(SecretRefused) as info:
+        redactor(b"1234567")
+    assert "1234567" not in str(info.value) and "1234567" not in repr(info.value)
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"true", M),
+        (b"  true\n", b"  " + M + b"\n"),
+        (b"true\r\n", M + b"\r\n"),
+        (b"it is true", b"it is true"),
+        (b"true" + b" " * 300, b"true" + b" " * 300),  # past SHORT_FILE_MAX: not whole-file rule
+    ],
+)
+def test_leak_short_secrets_whole_file_only(data: bytes, expected: bytes):
+    r = Redactor()
+    r.add("true", allow_short=True)
+    assert r.redact(data) == expected
+    assert chunked(r, [data[i : i + 1] for i in range(len(data))]) == expected
+
+
+def test_leak_marker_containing_secret():
+    r = Redactor(marker="TOKEN_hunter22_X")
+    with pytest.raises(InvalidInput) as info:
+        r.add("hunter22")
+    assert "hunter22" not in str(info.value) and "literal #1" in str(info.value)
+    with pytest.raises(InvalidInput):
+        Redactor().add("prefix-REDACTED-suffix")  # would re-match in redacted output
+
+
+def test_leak_applied_twice_is_stable():
+    r = redactor(b"abcdefgh", b"cdefghijklmn", b"line-1-secret\nline-2-secret")
+    data = b"x abcdefghijklmn y line-1-secret\r\nline-2-secret z " + base64.b64encode(b"abcdefgh")
+    once = r.redact(data)
+    assert r.redact(once) == once
