@@ -1,0 +1,298 @@
+"""Output contracts: the verdict comes from the log's last non-empty line, never the marker."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sessionstore import verdict as verdict_module
+from sessionstore.cli.check import check
+from sessionstore.errors import InvalidInput
+from sessionstore.store import Record, RecordState, Session, Store, read_record
+from sessionstore.verdict import (
+    LINE_LIMIT,
+    TAIL_LIMIT,
+    Outcome,
+    Verdict,
+    declares_output_contract,
+    evaluate_output_contract,
+    judge,
+    output_verdict,
+)
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Session:
+    return Store(tmp_path / "store").create(id="s1", pid=None)
+
+
+def trial(session: Session, log: bytes | None, marker: dict[str, Any] | None = None) -> Record:
+    writer = session.trials.begin()
+    if log is not None:
+        writer.write_bytes("run.log", log)
+    return writer.complete(marker if marker is not None else {})
+
+
+def outcome(session: Session, log: bytes) -> Verdict:
+    return evaluate_output_contract(trial(session, log), log="run.log")
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        b"PASS",
+        b"PASS\n",
+        b"building\nPASS\n",
+        b"x\nPASS\r\n",
+        b"x\nPASS \t\n\n  \r\n\n",
+        b"PASS\n\n",
+    ],
+)
+def test_pass(session: Session, log: bytes) -> None:
+    assert outcome(session, log) == Verdict(Outcome.PASS, "", session.trials.path / "1/run.log")
+
+
+@pytest.mark.parametrize(
+    ("log", "detail"),
+    [
+        (b"FAIL:out of memory\n", "out of memory"),
+        (b"PASS\nFAIL: ttft 250 ms > 200 ms \r\n", "ttft 250 ms > 200 ms"),
+        (b"FAIL\n", ""),
+        (b"FAIL:\n", ""),
+        (b"FAIL:a:b\n", "a:b"),
+        (b"FAIL:caf\xc3\xa9 \xff\n", "café \ufffd"),
+    ],
+)
+def test_fail_carries_the_detail(session: Session, log: bytes, detail: str) -> None:
+    verdict = outcome(session, log)
+    assert (verdict.outcome, verdict.detail) == (Outcome.FAIL, detail)
+    assert not verdict.passed
+
+
+@pytest.mark.parametrize(
+    ("log", "detail"),
+    [
+        (b"", "log is empty"),
+        (b"\n \r\n\t\n", "log has no non-empty line"),
+        (b"PASS\ndone\n", "last line is not PASS or FAIL:<detail>: 'done'"),
+        (b"pass\n", "last line is not PASS or FAIL:<detail>: 'pass'"),
+        (b"PASSED\n", "last line is not PASS or FAIL:<detail>: 'PASSED'"),
+        (b"  PASS\n", "last line is not PASS or FAIL:<detail>: '  PASS'"),
+        (b"FAILED\n", "last line is not PASS or FAIL:<detail>: 'FAILED'"),
+        (b"PASS: fine\n", "last line is not PASS or FAIL:<detail>: 'PASS: fine'"),
+        (b"exit code 0\n", "last line is not PASS or FAIL:<detail>: 'exit code 0'"),
+    ],
+)
+def test_anything_else_is_indeterminate(session: Session, log: bytes, detail: str) -> None:
+    verdict = outcome(session, log)
+    assert (verdict.outcome, verdict.detail) == (Outcome.INDETERMINATE, detail)
+    assert not verdict.passed
+
+
+def test_the_log_decides_not_the_marker_status(session: Session) -> None:
+    record = trial(
+        session,
+        b"benchmark ok\nFAIL:verification crashed\n",
+        {"status": "verified", "failed": False, "output_contract": {"log": "run.log"}},
+    )
+    assert evaluate_output_contract(record).outcome is Outcome.FAIL
+    # And the other way round: a marker saying failed does not fail a PASS log.
+    record = trial(session, b"PASS\n", {"status": "failed", "failed": True})
+    assert evaluate_output_contract(record, "run.log").outcome is Outcome.PASS
+
+
+def test_in_flight_and_torn_records_are_indeterminate(session: Session) -> None:
+    writer = session.trials.begin()
+    writer.write_bytes("run.log", b"PASS\n")
+    in_flight = read_record(1, writer.path, "trial.json")
+    assert evaluate_output_contract(in_flight, "run.log") == Verdict(
+        Outcome.INDETERMINATE, "record is in_flight"
+    )
+    (writer.path / "trial.json").write_bytes(b"{")
+    torn = read_record(1, writer.path, "trial.json")
+    verdict = evaluate_output_contract(torn, "run.log")
+    assert verdict.outcome is Outcome.INDETERMINATE
+    assert verdict.detail.startswith("record is torn: trial.json: invalid JSON")
+
+
+def test_missing_or_odd_log_files_are_indeterminate(session: Session) -> None:
+    record = trial(session, None)
+    assert evaluate_output_contract(record, "run.log").detail == "log file is missing"
+    os.mkdir(record.path / "dir")
+    assert evaluate_output_contract(record, "dir").detail == "log is not a regular file"
+    os.mkfifo(record.path / "fifo")
+    assert evaluate_output_contract(record, "fifo").detail == "log is not a regular file"
+
+
+def test_symlinks_may_not_leave_the_record(session: Session, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.log"
+    outside.write_bytes(b"PASS\n")
+    record = trial(session, b"PASS\n")
+    os.symlink(outside, record.path / "escape.log")
+    os.symlink("run.log", record.path / "inside.log")
+    os.symlink("..", record.path / "up")
+    verdict = evaluate_output_contract(record, "escape.log")
+    assert verdict.outcome is Outcome.INDETERMINATE
+    assert verdict.detail == f"log 'escape.log' resolves outside the record ({outside})"
+    assert evaluate_output_contract(record, "up/1/run.log").outcome is Outcome.PASS
+    assert evaluate_output_contract(record, "up/2/x").outcome is Outcome.INDETERMINATE
+    assert evaluate_output_contract(record, "inside.log").outcome is Outcome.PASS
+
+
+@pytest.mark.parametrize(
+    ("log", "problem"),
+    [
+        ("../2/run.log", "must not contain '..'"),
+        ("/etc/passwd", "must be a path relative to the record directory"),
+        ("", "empty or contains NUL"),
+        (".sstmp-1-x", "names a temp file, which is never part of a record"),
+    ],
+)
+def test_a_malformed_log_argument_is_refused(session: Session, log: str, problem: str) -> None:
+    record = trial(session, b"PASS\n")
+    with pytest.raises(InvalidInput) as caught:
+        evaluate_output_contract(record, log)
+    assert str(caught.value) == f"--log {log!r}: {problem}"
+
+
+def test_a_declared_contract_names_the_log(session: Session) -> None:
+    record = trial(session, b"PASS\n", {"output_contract": {"log": "run.log"}})
+    assert declares_output_contract(record)
+    expected = Verdict(Outcome.PASS, "", record.path / "run.log")
+    assert output_verdict(record) == evaluate_output_contract(record) == expected
+    plain = trial(session, b"PASS\n", {"failed": False})
+    assert not declares_output_contract(plain) and output_verdict(plain) is None
+    assert evaluate_output_contract(plain).detail == (
+        "no log given and the record declares no output_contract"
+    )
+
+
+@pytest.mark.parametrize(
+    ("declared", "detail"),
+    [
+        ("run.log", 'output_contract must be {"log": "<path>"}'),
+        ({"log": 3}, 'output_contract must be {"log": "<path>"}'),
+        ({"log": "../../x"}, "output_contract.log '../../x': must not contain '..'"),
+    ],
+)
+def test_a_malformed_declaration_is_indeterminate(
+    session: Session, declared: object, detail: str
+) -> None:
+    record = trial(session, b"PASS\n", {"output_contract": declared})
+    assert output_verdict(record) == Verdict(Outcome.INDETERMINATE, detail)
+
+
+def test_a_huge_log_is_read_from_its_end(session: Session) -> None:
+    record = trial(session, b"")
+    with open(record.path / "run.log", "r+b") as f:
+        f.truncate(8 * 1024**3)  # sparse: 8 GiB that a whole read would take minutes for
+        f.seek(0, os.SEEK_END)
+        f.write(b"\nFAIL:late\n")
+    assert evaluate_output_contract(record, "run.log").detail == "late"
+
+
+def test_limits(session: Session) -> None:
+    tail = outcome(session, b"PASS\n" + b" \n" * (TAIL_LIMIT // 2 + 1))
+    assert tail.detail == f"no non-empty line in the last {TAIL_LIMIT} bytes of the log"
+    long = outcome(session, b"PASS\n" + b"x" * (LINE_LIMIT + 1) + b"\n")
+    assert long.detail == f"the log's last line is longer than {LINE_LIMIT} bytes"
+    assert outcome(session, b"x" * (LINE_LIMIT + 1)).detail == long.detail
+    assert outcome(session, b"x" * LINE_LIMIT + b"\nPASS").outcome is Outcome.PASS
+
+
+lines = st.lists(
+    st.sampled_from([b"PASS", b"FAIL", b"FAIL:x y", b"", b" ", b"\r", b"ok", b"\xff", b"\t"]),
+    max_size=12,
+)
+
+
+@given(lines)
+def test_the_backward_reader_agrees_with_a_whole_file_reference(parts: Any) -> None:
+    """Law: with any chunk size, the verdict equals judging the whole file split on newlines."""
+    data = b"\n".join(parts)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "run.log").write_bytes(data)
+        record = Record(1, Path(tmp), RecordState.COMPLETED, {}, None)
+        _check_against_reference(record, data)
+
+
+def _check_against_reference(record: Record, data: bytes) -> None:
+    non_empty = [line.rstrip() for line in data.split(b"\n") if line.strip()]
+    last = non_empty[-1].decode("utf-8", "replace") if non_empty else None
+    expected = (
+        Outcome.PASS
+        if last == "PASS"
+        else Outcome.FAIL
+        if last is not None and (last == "FAIL" or last.startswith("FAIL:"))
+        else Outcome.INDETERMINATE
+    )
+    for chunk in (1, 2, 3, 7, 64 * 1024):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(verdict_module, "_CHUNK", chunk)
+            assert evaluate_output_contract(record, "run.log").outcome is expected
+
+
+# The CLI: exit 0 pass, 1 fail, 4 indeterminate (and errors that prevent judging), 2 usage.
+
+
+def run_check(session: Session, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(check, [str(session.path), *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_cli_exit_codes_and_output(session: Session) -> None:
+    trial(session, b"PASS\n", {"output_contract": {"log": "run.log"}})
+    trial(session, b"FAIL:too slow\n", {"status": "verified"})
+    trial(session, b"", {})
+    assert run_check(session, "--trial", "1") == (0, "pass\n", "")
+    assert run_check(session, "--trial", "2", "--log", "run.log") == (1, "fail: too slow\n", "")
+    assert run_check(session, "--trial", "3", "--log", "run.log") == (
+        4,
+        "indeterminate: log is empty\n",
+        "",
+    )
+    code, out, _ = run_check(session, "--trial", "9", "--log", "run.log")
+    assert (code, out) == (4, f"indeterminate: no record 9 in {session.trials.path}\n")
+
+
+def test_cli_json_and_attempts(session: Session) -> None:
+    writer = session.service.begin()
+    writer.write_bytes("out/service.log", b"FAIL:no GPU\n")
+    writer.complete({"trial": 1, "status": "verified"})
+    code, out, _ = run_check(session, "--attempt", "1", "--log", "out/service.log", "--json")
+    assert code == 1
+    assert orjson.loads(out) == {
+        "collection": "service",
+        "n": 1,
+        "outcome": "fail",
+        "detail": "no GPU",
+        "log": str(session.service.path / "1/out/service.log"),
+    }
+
+
+def test_cli_errors(session: Session, tmp_path: Path) -> None:
+    trial(session, b"PASS\n")
+    code, _, err = run_check(session, "--trial", "1", "--log", "../1/run.log")
+    assert code == 2
+    assert err.endswith("Error: Invalid value for --log '../1/run.log': must not contain '..'\n")
+    code, _, err = run_check(session, "--log", "run.log")
+    assert (code, err.splitlines()[-1]) == (2, "Error: give exactly one of --trial N, --attempt K")
+    result = CliRunner().invoke(check, ["nope", "--trial", "1", "--store", str(tmp_path)])
+    assert result.exit_code == 4
+    assert result.stderr == (
+        f"Error: no session 'nope' in store {tmp_path}; list sessions with `sessionstore inspect`\n"
+    )
+
+
+def test_judge_reads_the_record_now(session: Session) -> None:
+    assert judge(session.trials, 1, "run.log").outcome is Outcome.INDETERMINATE
+    trial(session, b"PASS\n")
+    assert judge(session.trials, 1, "run.log").passed

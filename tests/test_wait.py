@@ -1,0 +1,294 @@
+"""Waiting for records with real watchdog observers, real threads and real processes.
+
+Event-driven tests use a poll interval far longer than the test's deadline,
+so a prompt return proves the event path worked; the fallback tests take
+events away and prove the periodic re-check alone still converges.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from watchdog.observers import Observer
+
+from sessionstore import wait as wait_module
+from sessionstore.errors import WaitTimedOut
+from sessionstore.store import RecordState, Session, Store
+from sessionstore.wait import wait_record, wait_report
+
+NO_POLL = 60.0  # longer than any test here waits: only an event can end these waits
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Session:
+    return Store(tmp_path / "store").create(id="s1", pid=None)
+
+
+@pytest.fixture
+def later() -> Iterator[Callable[[float, Callable[[], Any]], None]]:
+    """Run a function on a thread after a delay; joined (and its error raised) at teardown."""
+    threads: list[threading.Thread] = []
+    errors: list[BaseException] = []
+
+    def schedule(delay: float, func: Callable[[], Any]) -> None:
+        def run() -> None:
+            time.sleep(delay)
+            try:
+                func()
+            except BaseException as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        threads.append(thread)
+
+    yield schedule
+    for thread in threads:
+        thread.join(10)
+    if errors:
+        raise errors[0]
+
+
+def complete_trial(session: Session, record: dict[str, Any] | None = None) -> None:
+    writer = session.trials.begin()
+    writer.write_text("run.log", "PASS\n")
+    writer.complete(record or {"failed": False})
+
+
+def timed(func: Callable[[], Any]) -> tuple[Any, float]:
+    start = time.monotonic()
+    result = func()
+    return result, time.monotonic() - start
+
+
+def test_returns_at_once_when_already_completed(session: Session) -> None:
+    complete_trial(session)
+    record, elapsed = timed(lambda: session.trials.wait(1, timeout=0))
+    assert record.state is RecordState.COMPLETED and record.data == {"failed": False}
+    assert elapsed < 1
+
+
+def test_a_writer_thread_wakes_the_waiter_by_event(session: Session, later: Any) -> None:
+    later(0.3, lambda: complete_trial(session, {"failed": False, "x": 1}))
+    path = session.trials.path / "1"
+    record, elapsed = timed(lambda: wait_record(path, "trial.json", 1, 20, poll_interval=NO_POLL))
+    assert record.state is RecordState.COMPLETED and record.data == {"failed": False, "x": 1}
+    assert 0.3 <= elapsed < 5
+
+
+def test_collection_and_record_directories_created_late(tmp_path: Path, later: Any) -> None:
+    workspace = tmp_path / "raw"  # a raw workspace: no manifest, no trials/ yet
+    workspace.mkdir()
+    session = Session.open(workspace)
+
+    def write() -> None:
+        (workspace / "trials").mkdir()
+        time.sleep(0.2)
+        (workspace / "trials" / "1").mkdir()
+        time.sleep(0.2)
+        (workspace / "trials" / "1" / ".sstmp-1-x").write_text('{"late": true}')
+        os.replace(workspace / "trials/1/.sstmp-1-x", workspace / "trials/1/trial.json")
+
+    later(0.3, write)
+    path = session.trials.path / "1"
+    record, elapsed = timed(lambda: wait_record(path, "trial.json", 1, 20, poll_interval=NO_POLL))
+    assert record.data == {"late": True}
+    assert elapsed < 5
+
+
+def test_waits_for_the_report_in_the_session_directory(session: Session, later: Any) -> None:
+    later(0.3, lambda: session.finish({"best_trial": 1}))
+    record, elapsed = timed(lambda: wait_report(session, 20, poll_interval=NO_POLL))
+    assert record.n == 0 and record.data == {"best_trial": 1, "status": "done"}
+    assert elapsed < 5
+
+
+def test_times_out_with_the_record_still_in_flight(session: Session) -> None:
+    session.trials.begin()
+    with pytest.raises(WaitTimedOut) as caught:
+        timed(lambda: session.trials.wait(1, timeout=0.3))
+    assert caught.value.timeout == 0.3 and caught.value.path == session.trials.path / "1"
+    assert isinstance(caught.value, TimeoutError)
+    with pytest.raises(WaitTimedOut):
+        session.trials.wait(7, timeout=0)
+
+
+def test_an_old_torn_marker_is_returned_at_once(session: Session) -> None:
+    writer = session.trials.begin()
+    marker = writer.path / "trial.json"
+    marker.write_text('{"cut')
+    os.utime(marker, (time.time() - 60, time.time() - 60))
+    record, elapsed = timed(lambda: wait_record(writer.path, "trial.json", 1, 20, settle=30))
+    assert record.state is RecordState.TORN and record.error
+    assert elapsed < 5
+
+
+def test_a_fresh_torn_marker_that_stays_torn_is_returned_after_settling(session: Session) -> None:
+    writer = session.trials.begin()
+    (writer.path / "trial.json").write_text("[1, 2]")
+    record, elapsed = timed(lambda: wait_record(writer.path, "trial.json", 1, 20, settle=0.5))
+    assert record.state is RecordState.TORN
+    assert 0.4 <= elapsed < 5
+
+
+def test_a_non_atomic_writer_finishing_within_the_settle_time_reads_completed(
+    session: Session, later: Any
+) -> None:
+    writer = session.trials.begin()
+    marker = writer.path / "trial.json"
+
+    def rest() -> None:
+        with open(marker, "a") as f:
+            f.write(' "slow": true}')
+
+    marker.write_text("{")  # written in place, against the format's rule
+    later(0.4, rest)
+    record = wait_record(writer.path, "trial.json", 1, 20, settle=3, poll_interval=NO_POLL)
+    assert record.state is RecordState.COMPLETED and record.data == {"slow": True}
+
+
+def test_at_the_deadline_a_torn_marker_is_returned_as_torn(session: Session) -> None:
+    writer = session.trials.begin()
+    (writer.path / "trial.json").write_text("{")
+    record = wait_record(writer.path, "trial.json", 1, 0.2, settle=30)
+    assert record.state is RecordState.TORN
+
+
+class _DeafObserver(Observer):  # type: ignore[misc,valid-type]
+    """A real observer whose watches are never added: every event is lost."""
+
+    def schedule(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _deaf() -> Any:
+    observer = _DeafObserver()
+    observer.start()
+    return observer
+
+
+@pytest.mark.parametrize(
+    "observer",
+    [pytest.param(_deaf, id="events-lost"), pytest.param(lambda: None, id="no-observer")],
+)
+def test_the_periodic_recheck_converges_without_events(
+    session: Session, later: Any, monkeypatch: pytest.MonkeyPatch, observer: Any
+) -> None:
+    monkeypatch.setattr(wait_module, "_new_observer", observer)
+    later(0.3, lambda: complete_trial(session))
+    path = session.trials.path / "1"
+    record, elapsed = timed(lambda: wait_record(path, "trial.json", 1, 20, poll_interval=0.2))
+    assert record.state is RecordState.COMPLETED
+    assert elapsed < 5
+
+
+def test_observer_threads_are_stopped_after_each_wait(session: Session) -> None:
+    before = threading.active_count()
+    for _ in range(3):
+        with pytest.raises(WaitTimedOut):
+            session.trials.wait(1, timeout=0.05)
+    complete_trial(session)
+    session.trials.wait(1)
+    assert threading.active_count() == before
+
+
+def test_many_log_writes_do_not_end_the_wait(session: Session, later: Any) -> None:
+    writer = session.trials.begin()
+
+    def chatter() -> None:
+        with open(writer.path / "run.log", "a") as f:
+            for i in range(200):
+                f.write(f"line {i}\n")
+                f.flush()
+
+    later(0, chatter)
+    with pytest.raises(WaitTimedOut):
+        wait_record(writer.path, "trial.json", 1, 0.5, poll_interval=NO_POLL)
+
+
+# The CLI, as a harness runs it: a separate process waiting on files another writes.
+
+
+def cli(*args: str, **kwargs: Any) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "sessionstore", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "NO_COLOR": "1"},
+        **kwargs,
+    )
+
+
+def finish(proc: subprocess.Popen[bytes]) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=30)
+    return proc.returncode, out.decode(), err.decode()
+
+
+def test_cli_waits_for_a_trial_another_process_writes(session: Session) -> None:
+    store = str(session.path.parent)
+    proc = cli("wait", "s1", "--trial", "1", "--json", "--store", store)
+    time.sleep(0.5)
+    writer = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from sessionstore.store import Session;"
+            "Session.open(sys.argv[1]).trials.begin().complete({'failed': False})",
+            str(session.path),
+        ],
+        check=True,
+        timeout=30,
+    )
+    assert writer.returncode == 0
+    code, out, err = finish(proc)
+    assert code == 0, err
+    assert orjson.loads(out) == {
+        "n": 1,
+        "state": "completed",
+        "record": {"failed": False},
+        "error": None,
+    }
+
+
+def test_cli_plain_output_and_report(session: Session) -> None:
+    complete_trial(session)
+    session.finish({})
+    code, out, _ = finish(cli("wait", str(session.path), "--trial", "1"))
+    assert (code, out) == (0, f"trial 1 completed: {session.trials.path / '1'}\n")
+    code, out, _ = finish(cli("wait", str(session.path), "--report"))
+    assert (code, out) == (0, f"report completed: {session.path}\n")
+
+
+def test_cli_timeout_exits_3(session: Session) -> None:
+    code, out, err = finish(cli("wait", str(session.path), "--attempt", "2", "--timeout", "0.2"))
+    path = session.service.path / "2"
+    assert (code, out, err) == (3, "", f"Error: attempt 2 not completed after 0.2 s: {path}\n")
+
+
+def test_cli_torn_exits_1(session: Session) -> None:
+    writer = session.trials.begin()
+    marker = writer.path / "trial.json"
+    marker.write_bytes(b"")
+    os.utime(marker, (time.time() - 60, time.time() - 60))
+    code, out, err = finish(cli("wait", str(session.path), "--trial", "1", "--json"))
+    assert code == 1
+    assert orjson.loads(out)["state"] == "torn"
+    assert err == f"Error: trial 1 is torn: {marker}: empty file\n"
+
+
+@pytest.mark.parametrize(
+    "args", [(), ("--trial", "1", "--report"), ("--trial", "1", "--attempt", "1")]
+)
+def test_cli_needs_exactly_one_record(session: Session, args: tuple[str, ...]) -> None:
+    code, _, err = finish(cli("wait", str(session.path), *args))
+    assert code == 2
+    assert err.endswith("Error: give exactly one of --trial N, --attempt K, --report\n")
