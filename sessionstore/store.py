@@ -326,6 +326,18 @@ class Session:
             self.manifest = {**self.manifest, "status": final}
             write_atomic(self.path / MANIFEST, jsonio.dumps(self.manifest))
 
+    def export(self, n: int, dest: str | os.PathLike[str]) -> Path:
+        """Write a self-contained copy of completed trial `n` to the new directory `dest`.
+
+        File references in the record's marker and configs are rewritten to
+        the copies (rules in `sessionstore.export`), so the copy reproduces
+        after this session and its workspace are deleted. Raises
+        `RecordNotFound`, `InvalidInput` (not completed, or `dest` exists).
+        """
+        from sessionstore.export import export_record
+
+        return export_record(self, n, Path(dest))
+
     def contract(self, template: str | os.PathLike[str] | None = None) -> str:
         """The trial contract an agent is given, rendered for this session.
 
@@ -372,6 +384,11 @@ class Store:
         for pid_ in previous_ids:
             if not (self.root / pid_).is_dir():
                 raise SessionNotFound(pid_, self.root)
+        if previous_ids:
+            from sessionstore.lineage import check_previous
+
+            # Refuses a running previous session; warns (LineageWarning) about chain gaps.
+            check_previous(self, previous_ids)
         writer = os.getpid() if pid == "self" else pid
         try:
             manifest = Manifest(
@@ -397,20 +414,36 @@ class Store:
                 if id is not None:
                     raise SessionExists(target)
                 continue
-            if self._publish(target, manifest.model_dump(mode="json"), constraints_obj):
+            if self._publish(
+                target, manifest.model_dump(mode="json"), constraints_obj, previous_ids
+            ):
                 return Session.open(target)
             if id is not None:
                 raise SessionExists(target)
         raise SessionExists(self.root / "<generated>")
 
-    def _publish(self, target: Path, manifest: dict[str, Any], constraints: dict[str, Any]) -> bool:
-        """Build the session under a temp name, then rename it into place (False if taken)."""
+    def _publish(
+        self,
+        target: Path,
+        manifest: dict[str, Any],
+        constraints: dict[str, Any],
+        previous: list[str] | None = None,
+    ) -> bool:
+        """Build the session under a temp name, then rename it into place (False if taken).
+
+        The lineage copies of `previous` sessions are built inside the staging
+        directory too, so a session never appears with a partial `previous/`.
+        """
         staging = self.root / temp_name()
         os.mkdir(staging, DIR_MODE)
         try:
             os.chmod(staging, DIR_MODE)  # mkdir honours the umask; the mode is part of the format
             for sub in (TRIALS, SERVICE):
                 os.mkdir(staging / sub, DIR_MODE)
+            if previous:
+                from sessionstore.lineage import copy_previous
+
+                copy_previous(self, staging, previous)
             write_atomic(staging / CONSTRAINTS, jsonio.dumps(constraints))
             write_atomic(staging / MANIFEST, jsonio.dumps(manifest))
             try:

@@ -1,23 +1,36 @@
-"""What a session is doing, derived from its files alone: status and progress.
+"""What a session is doing, derived from its files alone: status, progress, best trial.
 
-The rules (docs/format.md, "Derived state"):
+The rules (docs/inspect.md):
 - status: a completed `report.json` ends the session (its `status`, done or
-  failed); otherwise the manifest's status, except that a running session
-  whose recorded writer process is gone (pid and start time) is `interrupted`.
-- progress while trialing counts the trial being worked on (the highest in-flight
-  one, else completed + 1, capped at the planned count), so `trialing (2/3)`
-  never reads as two finished; once any verification attempt exists it counts
-  completed trials: `verifying (3/3)`, and the highest-numbered attempt's
-  result decides `verified`/`verification failed` (missing or torn: verifying).
+  failed); else a manifest status of done or failed; else the session is
+  running, except that a running session whose recorded writer process is
+  gone (pid and start time, so a recycled pid does not count) is
+  `interrupted`. A session with no recorded writer is never interrupted.
+- progress, from the records alone whatever the status: while trialing, the
+  trial being worked on (the highest in-flight one, else completed + 1,
+  capped at the planned count), so `trialing (2/3)` never reads as two
+  finished; once any verification attempt exists, the completed count:
+  `verifying (3/3)`, and the highest-numbered attempt's result decides
+  `verified` / `verification failed` (a missing or torn result: verifying).
+
+Reading is plain dicts and one directory scan per collection: `inspect`
+over thousands of records must stay close to the cost of reading the files.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from sessionstore import jsonio
+from sessionstore.atomic import is_temp_name
+from sessionstore.best import Best, Objective, Score, best_trial, score_trials
+from sessionstore.layout import CONSTRAINTS, record_number
 from sessionstore.procinfo import process_alive
-from sessionstore.store import Record, RecordState, Session
+from sessionstore.store import Collection, Record, RecordState, Session, read_record
+
+STATUSES = ("running", "interrupted", "done", "failed")
 
 
 @dataclass(frozen=True)
@@ -32,8 +45,12 @@ class Progress:
         count = f"{self.current}/{self.planned}" if self.planned else f"{self.current}"
         return f"{self.phase} ({count})"
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"phase": self.phase, "current": self.current, "planned": self.planned}
 
-def _planned(session: Session) -> int | None:
+
+def planned_trials(session: Session) -> int | None:
+    """The manifest's planned trial count, if it is a positive integer."""
     value = (session.manifest or {}).get("trials")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
@@ -49,16 +66,18 @@ def session_status(session: Session, report: Record | None = None) -> str:
         return str(status)
     pid = manifest.get("pid")
     started = manifest.get("pid_started_at")
-    if isinstance(pid, int) and not process_alive(
-        pid, float(started) if isinstance(started, int | float) else None
+    if (
+        isinstance(pid, int)
+        and not isinstance(pid, bool)
+        and not process_alive(pid, float(started) if isinstance(started, int | float) else None)
     ):
         return "interrupted"
     return "running"
 
 
 def session_progress(session: Session, trials: list[Record], attempts: list[Record]) -> Progress:
-    """Progress from the records alone, whatever the status."""
-    planned = _planned(session)
+    """Progress from the records alone, whatever the status (records in numeric order)."""
+    planned = planned_trials(session)
     completed = sum(1 for r in trials if r.state is RecordState.COMPLETED)
     if attempts:
         latest = attempts[-1]
@@ -77,9 +96,37 @@ def session_progress(session: Session, trials: list[Record], attempts: list[Reco
     return Progress("trialing", current, planned)
 
 
+def scan_collection(collection: Collection) -> tuple[list[Record], list[str]]:
+    """Records in numeric order and foreign entry names, from one directory scan."""
+    numbers: list[int] = []
+    foreign: list[str] = []
+    try:
+        with os.scandir(collection.path) as it:
+            for entry in it:
+                if is_temp_name(entry.name):
+                    continue
+                n = record_number(entry.name)
+                if n is not None and entry.is_dir(follow_symlinks=False):
+                    numbers.append(n)
+                else:
+                    foreign.append(entry.name)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    numbers.sort()
+    base = collection.path
+    records = [read_record(n, base / str(n), collection.marker) for n in numbers]
+    return records, sorted(foreign)
+
+
+def read_constraints(session: Session) -> tuple[dict[str, Any], str | None]:
+    """The requested constraints and a parse error; a torn file reads as `{}` plus its error."""
+    _, data, error = jsonio.read_object(session.path / CONSTRAINTS)
+    return data or {}, f"{CONSTRAINTS}: {error}" if error else None
+
+
 @dataclass
 class SessionView:
-    """Everything `inspect` shows about one session, computed once."""
+    """Everything `inspect` shows about one session, computed once from its files."""
 
     session: Session
     status: str
@@ -87,13 +134,30 @@ class SessionView:
     trials: list[Record]
     service: list[Record]
     report: Record
+    constraints: dict[str, Any]
+    objective: Objective
+    scores: list[Score]
+    best: Best | None
+    constraints_error: str | None = None
     foreign: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, session: Session) -> SessionView:
-        trials = session.trials.records()
-        service = session.service.records()
+    def load(cls, session: Session, objective: Objective | None = None) -> SessionView:
+        """Read a session's records once and derive status, progress and the best trial."""
+        objective = objective or Objective()
+        trials, trials_foreign = scan_collection(session.trials)
+        service, service_foreign = scan_collection(session.service)
         report = session.report()
+        constraints, constraints_error = read_constraints(session)
+        scores = score_trials(trials, constraints, objective)
+        foreign = {
+            name: found
+            for name, found in (
+                (session.trials.name, trials_foreign),
+                (session.service.name, service_foreign),
+            )
+            if found
+        }
         return cls(
             session=session,
             status=session_status(session, report),
@@ -101,34 +165,69 @@ class SessionView:
             trials=trials,
             service=service,
             report=report,
-            foreign={c.name: f for c in (session.trials, session.service) if (f := c.foreign())},
+            constraints=constraints,
+            objective=objective,
+            scores=scores,
+            best=best_trial(trials, constraints, objective, scores),
+            constraints_error=constraints_error,
+            foreign=foreign,
         )
+
+    @property
+    def name(self) -> str | None:
+        value = (self.session.manifest or {}).get("name")
+        return value if isinstance(value, str) else None
+
+    @property
+    def created_at(self) -> str | None:
+        value = (self.session.manifest or {}).get("created_at")
+        return value if isinstance(value, str) else None
+
+    @property
+    def previous(self) -> list[str]:
+        """The pinned previous session ids (strings only)."""
+        value = (self.session.manifest or {}).get("previous")
+        return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
     def summary(self) -> dict[str, Any]:
         """The list view's JSON: one object per session."""
-        manifest = self.session.manifest or {}
         return {
             "id": self.session.id,
             "path": str(self.session.path),
-            "name": manifest.get("name"),
+            "name": self.name,
             "status": self.status,
             "progress": str(self.progress),
-            "created_at": manifest.get("created_at"),
+            "phase": self.progress.phase,
+            "progress_counts": self.progress.to_dict(),
+            "created_at": self.created_at,
             "trial_counts": {
                 state.value: sum(1 for r in self.trials if r.state is state)
                 for state in RecordState
             },
             "service": len(self.service),
+            "best": self.best.to_dict() if self.best else None,
+            "constraints": self.constraints,
+            "constraints_error": self.constraints_error,
+            "previous": self.previous,
             "manifest_error": self.session.manifest_error,
         }
 
     def detail(self) -> dict[str, Any]:
         """The detail view's JSON: the summary plus every record in numeric order."""
+        from sessionstore.lineage import lineage_info
+
         return {
             **self.summary(),
             "manifest": self.session.manifest,
+            "objective": self.objective.to_dict(),
             "trials": [r.to_dict() for r in self.trials],
+            # Per trial, what the tables and the spark show: the objective value and verdict.
+            "scores": [
+                {"n": s.n, "value": s.value, "meets_constraints": s.meets_constraints}
+                for s in self.scores
+            ],
             "service": [r.to_dict() for r in self.service],
             "report": self.report.to_dict() | {"n": None},
             "foreign": self.foreign,
+            "lineage": lineage_info(self.session),
         }

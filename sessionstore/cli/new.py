@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import click
@@ -65,6 +66,7 @@ def new(
       sessionstore new --name tune --trials 3 --constraints '{"max_ttft_ms": 200}'
       ID=$(sessionstore new --pid $$ --constraints @constraints.json)
     """
+    from sessionstore.lineage import LineageWarning
     from sessionstore.store import Store
 
     parsed = _load_json_option(constraints, "--constraints") if constraints else None
@@ -76,15 +78,26 @@ def new(
         if not sep or not key:
             raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--label")
         label_map[key] = val
-    session = Store(store_dir or default_store()).create(
-        id=session_id,
-        name=name,
-        trials=trials,
-        constraints=parsed,
-        previous=previous,
-        labels=label_map,
-        pid=pid,
-    )
+    # The library warns (LineageWarning) about chained sessions left out; a person
+    # running `new` must see each one, once, on stderr and not in the printed id.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LineageWarning)
+        session = Store(store_dir or default_store()).create(
+            id=session_id,
+            name=name,
+            trials=trials,
+            constraints=parsed,
+            previous=previous,
+            labels=label_map,
+            pid=pid,
+        )
+    for warning in caught:
+        if issubclass(warning.category, LineageWarning):
+            click.echo(f"warning: {warning.message}", err=True)
+        else:
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
     if as_json:
         emit_json({"id": session.id, "path": str(session.path)})
     else:

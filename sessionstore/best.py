@@ -1,0 +1,242 @@
+"""Which trial is best: an objective, the session's constraints, and the ranking rules.
+
+Rules (docs/inspect.md, "Best trial"):
+- The objective is a dotted key path into the trial record plus a direction;
+  by default `benchmark.metrics.output_tok_per_s`, higher is better.
+- Only completed trials whose objective value is a finite number compete: a
+  torn or in-flight trial, or one without the value ("no benchmark"), never wins.
+- A trial meets the constraints unless it says `failed: true` or one of the
+  simple `min_<path>` / `max_<path>` constraints it can be checked against is
+  violated (see `check_constraints`).
+- The best trial meeting the constraints wins; if none meets them, the best
+  trial with a value is still returned, with `meets_constraints=False` (shown `*`).
+  Ties go to the lower trial number (it got there first).
+
+Everything here works on plain dicts: pydantic is kept off the read path.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sessionstore.store import Record, RecordState
+
+DEFAULT_OBJECTIVE = "benchmark.metrics.output_tok_per_s"
+# Where a constraint's path is looked up when it does not resolve from the record root.
+METRICS_PREFIX = ("benchmark", "metrics")
+
+Direction = Literal["higher", "lower"]
+
+
+def lookup(record: Mapping[str, Any], path: str | tuple[str, ...]) -> Any:
+    """The value at a dotted key path in a JSON object, or None if any step is missing."""
+    value: Any = record
+    for key in path.split(".") if isinstance(path, str) else path:
+        if not isinstance(value, Mapping) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def as_number(value: Any) -> float | None:
+    """`value` as a float if it is a finite JSON number (booleans are not numbers)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What "best" means: a dotted key path into the trial record and a direction."""
+
+    path: str = DEFAULT_OBJECTIVE
+    direction: Direction = "higher"
+
+    @property
+    def name(self) -> str:
+        """The last key of the path, for column headers (`output_tok_per_s`)."""
+        return self.path.rsplit(".", 1)[-1]
+
+    def value(self, record: Record) -> float | None:
+        """The objective value of a completed trial, or None if it cannot compete."""
+        if record.state is not RecordState.COMPLETED or record.data is None:
+            return None
+        return as_number(lookup(record.data, self.path))
+
+    def better(self, a: float, b: float) -> bool:
+        """Whether `a` is strictly better than `b`."""
+        return a > b if self.direction == "higher" else a < b
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "direction": self.direction}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One simple constraint checked against one trial."""
+
+    key: str  # the constraint's key, e.g. "min_context_length"
+    path: str  # where the value was found in the record, e.g. "context_length"
+    limit: float
+    value: float
+    ok: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "path": self.path,
+            "limit": self.limit,
+            "value": self.value,
+            "ok": self.ok,
+        }
+
+
+def check_constraints(record: Mapping[str, Any], constraints: Mapping[str, Any]) -> list[Check]:
+    """Check the simple constraints that apply to this trial record.
+
+    A constraint `min_<path>` or `max_<path>` whose limit is a number is
+    checked when `<path>` (dotted) resolves to a number in the record, from its
+    root or else under `benchmark.metrics`; the limit is inclusive. Constraints
+    that do not resolve are not checked here: the harness's `failed` flag is
+    the verdict for them.
+    """
+    checks: list[Check] = []
+    for key, raw_limit in constraints.items():
+        kind, sep, path = key.partition("_")
+        limit = as_number(raw_limit)
+        if not sep or kind not in ("min", "max") or not path or limit is None:
+            continue
+        found_path, value = path, as_number(lookup(record, path))
+        if value is None:
+            found_path = ".".join((*METRICS_PREFIX, path))
+            value = as_number(lookup(record, found_path))
+        if value is None:
+            continue
+        ok = value >= limit if kind == "min" else value <= limit
+        checks.append(Check(key, found_path, limit, value, ok))
+    return checks
+
+
+def meets_constraints(record: Mapping[str, Any], constraints: Mapping[str, Any]) -> bool:
+    """False when the trial says `failed: true` or violates a checkable constraint."""
+    if record.get("failed") is True:
+        return False
+    return all(check.ok for check in check_constraints(record, constraints))
+
+
+@dataclass(frozen=True)
+class Score:
+    """One trial as ranked: its objective value and whether it meets the constraints."""
+
+    n: int
+    value: float | None
+    meets_constraints: bool | None  # None when the trial is not completed
+
+
+def score_trials(
+    trials: Iterable[Record], constraints: Mapping[str, Any], objective: Objective
+) -> list[Score]:
+    """Every trial's objective value and constraint verdict, in the trials' order."""
+    scores: list[Score] = []
+    for record in trials:
+        meets = None
+        if record.state is RecordState.COMPLETED and record.data is not None:
+            meets = meets_constraints(record.data, constraints)
+        scores.append(Score(record.n, objective.value(record), meets))
+    return scores
+
+
+@dataclass(frozen=True)
+class Best:
+    """The winning trial. `meets_constraints=False` means no trial met them (shown `*`)."""
+
+    n: int
+    value: float
+    objective: Objective
+    meets_constraints: bool
+    failed: bool
+    checks: tuple[Check, ...]
+
+    @property
+    def mark(self) -> str:
+        """`*` when the best trial does not meet the constraints, else empty."""
+        return "" if self.meets_constraints else "*"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "value": self.value,
+            "objective": self.objective.path,
+            "direction": self.objective.direction,
+            "meets_constraints": self.meets_constraints,
+            "failed": self.failed,
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+
+def pick_best(scores: Iterable[Score], objective: Objective) -> Score | None:
+    """The best score by the rules in the module docstring, or None if nothing competes."""
+    best: Score | None = None
+    best_value = 0.0
+    for score in scores:
+        if score.value is None:
+            continue
+        if best is None:
+            best, best_value = score, score.value
+            continue
+        # Meeting the constraints beats any value; then the value; ties keep the earlier trial.
+        meets, best_meets = bool(score.meets_constraints), bool(best.meets_constraints)
+        better = meets if meets != best_meets else objective.better(score.value, best_value)
+        if better:
+            best, best_value = score, score.value
+    return best
+
+
+def best_trial(
+    trials: list[Record],
+    constraints: Mapping[str, Any],
+    objective: Objective | None = None,
+    scores: list[Score] | None = None,
+) -> Best | None:
+    """The best trial of `trials` (see the module docstring), or None if none competes.
+
+    Pass `scores` from `score_trials` to avoid scoring twice.
+    """
+    objective = objective or Objective()
+    scores = scores if scores is not None else score_trials(trials, constraints, objective)
+    winner = pick_best(scores, objective)
+    if winner is None or winner.value is None:
+        return None
+    record = next(r for r in trials if r.n == winner.n)
+    data = record.data or {}
+    return Best(
+        n=winner.n,
+        value=winner.value,
+        objective=objective,
+        meets_constraints=bool(winner.meets_constraints),
+        failed=data.get("failed") is True,
+        checks=tuple(check_constraints(data, constraints)),
+    )
+
+
+def report_fields(best: Best | None, constraints: Mapping[str, Any]) -> dict[str, Any]:
+    """Fields for `session.finish(report)`: the requested constraints beside the verified values.
+
+    `verified` holds the objective value and every checked constraint's value
+    of the best trial, so a report built from a trial that fell short says
+    both what was asked and what was achieved.
+    """
+    if best is None:
+        return {"best_trial": None, "constraints": dict(constraints), "verified": None}
+    verified: dict[str, Any] = {best.objective.path: best.value}
+    verified.update({check.path: check.value for check in best.checks})
+    return {
+        "best_trial": best.n,
+        "meets_constraints": best.meets_constraints,
+        "constraints": dict(constraints),
+        "verified": verified,
+    }

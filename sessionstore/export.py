@@ -1,0 +1,130 @@
+"""Export one trial record as a self-contained directory (`Session.export`).
+
+The export holds every regular file of the record (the marker, configs,
+`patches/`...; symlinks and temp entries are skipped), plus
+`sessionstore-export.json` saying where it came from, the session's
+requested constraints, and each reference that was rewritten.
+
+Which references are rewritten: in the record's text files named `*.json`,
+`*.yml`, `*.yaml` or `*.toml` (the marker included), a path token (a run of
+characters without whitespace, quotes, or any of `,;:=[](){}<>`, so a
+`local:remote` mapping is two tokens) that points at a file of this record
+by either
+  - the record's directory in the session (`<store>/<id>/trials/<n>/<file>`), or
+  - the same record in any workspace (`.../trials/<n>/<file>` or `trials/<n>/<file>`),
+becomes the absolute path of the exported copy. A path relative to the
+record (`patches/fix.diff`) already resolves inside the export and is left
+alone, as is anything that names a file outside this record.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from sessionstore import jsonio
+from sessionstore.atomic import fsync_dir, temp_name
+from sessionstore.errors import InvalidInput
+from sessionstore.layout import CONSTRAINTS
+from sessionstore.store import DIR_MODE, FILE_MODE, RecordState, Session
+
+EXPORT_MANIFEST = "sessionstore-export.json"
+TEXT_SUFFIXES = (".json", ".yml", ".yaml", ".toml")
+_TOKEN = re.compile(r"[^\s\"'`,;:=\[\](){}<>]+")
+# Characters that could not be written into a JSON or YAML string unescaped.
+_UNSAFE_DEST = re.compile(r"[\"\\\x00-\x1f]")
+
+
+def rewrite_references(text: str, collection: str, n: int, files: set[str], dest: Path) -> str:
+    """`text` with path tokens naming this record's files pointing into `dest` (module docstring).
+
+    The record's own session path ends in `<collection>/<n>/` like any
+    workspace path to it, so one suffix rule covers both.
+    """
+    anchor = f"{collection}/{n}/"
+
+    def rewrite(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token.startswith(anchor):
+            rest = token[len(anchor) :]
+        else:
+            _, sep, rest = token.rpartition("/" + anchor)
+            if not sep:
+                return token
+        return str(dest / rest) if rest in files else token
+
+    return _TOKEN.sub(rewrite, text)
+
+
+def export_record(session: Session, n: int, dest: Path, collection: str = "trials") -> Path:
+    """Copy completed record `n` of `collection` into the new directory `dest`; returns it.
+
+    Built in a temp directory beside `dest` and renamed into place, so `dest`
+    appears whole or not at all. Raises `RecordNotFound`, `InvalidInput`.
+    """
+    source = (session.trials if collection == "trials" else session.service).get(n)
+    if source.state is not RecordState.COMPLETED:
+        raise InvalidInput(f"{source.path}", f"record is {source.state}; export a completed one")
+    dest = Path(os.path.abspath(dest))
+    if os.path.lexists(dest):
+        raise InvalidInput(str(dest), "already exists; export into a new directory")
+    if _UNSAFE_DEST.search(str(dest)):
+        raise InvalidInput(str(dest), "contains quotes, backslashes or control characters")
+    files = [
+        rel
+        for rel in source.files()
+        if not (source.path / rel).is_symlink() and rel != EXPORT_MANIFEST
+    ]
+    file_set = set(files)
+    _, constraints, _ = jsonio.read_object(session.path / CONSTRAINTS)
+    rewritten: list[dict[str, str]] = []
+    staging = dest.parent / temp_name()
+    os.mkdir(staging, DIR_MODE)
+    try:
+        for rel in files:
+            data = (source.path / rel).read_bytes()
+            if rel.endswith(TEXT_SUFFIXES):
+                text = data.decode("utf-8", "surrogateescape")
+                new = rewrite_references(text, collection, n, file_set, dest)
+                if new != text:
+                    rewritten.append({"file": rel})
+                    data = new.encode("utf-8", "surrogateescape")
+            target = staging / rel
+            target.parent.mkdir(DIR_MODE, parents=True, exist_ok=True)
+            _write(target, data)
+        _write(
+            staging / EXPORT_MANIFEST,
+            jsonio.dumps(
+                {
+                    "session": session.id,
+                    "collection": collection,
+                    "n": n,
+                    "source": str(source.path),
+                    "constraints": constraints,
+                    "files": files,
+                    "rewritten": rewritten,
+                }
+            ),
+        )
+        for directory in {staging / rel for rel in files} | {staging / EXPORT_MANIFEST}:
+            fsync_dir(directory.parent)
+        os.rename(staging, dest)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    fsync_dir(dest.parent)
+    return dest
+
+
+def _write(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,122 @@
+"""Export: a self-contained copy of one trial that outlives its session and workspace."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+from inspect_helpers import metrics, torn_trial, trial
+
+from sessionstore.errors import InvalidInput, RecordNotFound
+from sessionstore.export import EXPORT_MANIFEST, rewrite_references
+from sessionstore.store import Store
+from sessionstore.summary import SessionView
+
+
+def test_export_best_trial_reproduces_after_session_and_workspace_are_deleted(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "ws"
+    store = Store(tmp_path / "store")
+    session = store.create(id="s", constraints={"min_context_length": 4096}, pid=None)
+    trial(session, metrics(10.0))
+    # The agent wrote absolute workspace paths, a session path and a relative one.
+    ws_patch = workspace / "trials" / "2" / "patches" / "fix.diff"
+    n = trial(
+        session,
+        metrics(99.0) | {"files": [str(ws_patch), "trials/2/patches/kernel.cu"]},
+        {
+            "task.yml": (
+                "files:\n"
+                f"  - {ws_patch}:/workflow/fix.diff\n"
+                f"  - {session.path}/trials/2/patches/kernel.cu\n"
+                "  - patches/fix.diff\n"
+                f"  - {workspace}/trials/1/task.yml\n"  # another trial's file: left alone
+                "commands:\n  - patch -p1 < /workflow/fix.diff\n"
+            ),
+            "patches/fix.diff": "--- a\n+++ b\n+fixed\n",
+            "patches/kernel.cu": "__global__ void k() {}\n",
+        },
+    )
+    best = SessionView.load(session).best
+    assert best is not None and best.n == n
+
+    dest = session.export(n, tmp_path / "export")
+    shutil.rmtree(store.root)
+    shutil.rmtree(workspace, ignore_errors=True)
+
+    task = (dest / "task.yml").read_text()
+    assert f"  - {dest}/patches/fix.diff:/workflow/fix.diff\n" in task
+    assert f"  - {dest}/patches/kernel.cu\n" in task
+    assert "  - patches/fix.diff\n" in task
+    assert f"  - {workspace}/trials/1/task.yml\n" in task
+    marker = orjson.loads((dest / "trial.json").read_bytes())
+    assert marker["files"] == [f"{dest}/patches/fix.diff", f"{dest}/patches/kernel.cu"]
+    for path in marker["files"]:
+        assert Path(path).is_file()
+    assert (dest / "patches" / "fix.diff").read_text() == "--- a\n+++ b\n+fixed\n"
+    manifest = orjson.loads((dest / EXPORT_MANIFEST).read_bytes())
+    assert manifest["session"] == "s"
+    assert manifest["n"] == n
+    assert manifest["constraints"] == {"min_context_length": 4096}
+    assert sorted(r["file"] for r in manifest["rewritten"]) == ["task.yml", "trial.json"]
+
+
+def test_export_keeps_bytes_of_files_without_references(tmp_path: Path) -> None:
+    session = Store(tmp_path / "store").create(id="s", pid=None)
+    raw = b"a: 1\r\nb: \xff /ws/trials/1/nothing\n"
+    n = trial(session, metrics(1.0), {"cfg.yml": raw, "blob.bin": "x"})
+    dest = session.export(n, tmp_path / "out")
+    source = session.trials.get(n).path
+    for name in ("cfg.yml", "blob.bin", "trial.json"):
+        assert (dest / name).read_bytes() == (source / name).read_bytes()
+
+
+def test_export_refuses_existing_destination(tmp_path: Path) -> None:
+    session = Store(tmp_path / "store").create(id="s", pid=None)
+    n = trial(session, metrics(1.0))
+    (tmp_path / "out").mkdir()
+    with pytest.raises(InvalidInput, match="already exists"):
+        session.export(n, tmp_path / "out")
+
+
+def test_export_refuses_records_that_are_not_completed(tmp_path: Path) -> None:
+    session = Store(tmp_path / "store").create(id="s", pid=None)
+    in_flight = trial(session, None)
+    torn = torn_trial(session)
+    for n in (in_flight, torn):
+        with pytest.raises(InvalidInput, match="export a completed one"):
+            session.export(n, tmp_path / f"out{n}")
+    with pytest.raises(RecordNotFound):
+        session.export(99, tmp_path / "out99")
+    assert not list(tmp_path.glob("out*"))
+
+
+def test_export_is_all_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    session = Store(tmp_path / "store").create(id="s", pid=None)
+    n = trial(session, metrics(1.0), {"a.yml": "a\n", "b.yml": "b\n"})
+    import sessionstore.export as export
+
+    def fail(path: Path, data: bytes) -> None:
+        raise OSError(28, "injected: no space left on device")
+
+    monkeypatch.setattr(export, "_write", fail)
+    with pytest.raises(OSError):
+        session.export(n, tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
+
+
+def test_rewrite_law_idempotent() -> None:
+    dest = Path("/exports/best")
+    files = {"patches/a.diff"}
+    once = rewrite_references("x: /ws/trials/3/patches/a.diff\n", "trials", 3, files, dest)
+    assert once == "x: /exports/best/patches/a.diff\n"
+    assert rewrite_references(once, "trials", 3, files, dest) == once
+
+
+def test_rewrite_ignores_other_records_and_unknown_files() -> None:
+    dest = Path("/e")
+    text = "/ws/trials/13/patches/a.diff /ws/trials/3/patches/missing.diff /ws/xtrials/3/a"
+    assert rewrite_references(text, "trials", 3, {"patches/a.diff"}, dest) == text

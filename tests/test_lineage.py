@@ -1,0 +1,243 @@
+"""Lineage: what `previous/<id>/` holds, refusals, warnings, and healing after a crash."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+from click.testing import CliRunner
+from inspect_helpers import attempt, metrics, set_manifest, trial
+
+from sessionstore import lineage
+from sessionstore.atomic import is_temp_name
+from sessionstore.cli import cli
+from sessionstore.errors import PreviousRunning, SessionNotFound
+from sessionstore.lineage import LineageWarning, include_previous, select_files
+from sessionstore.store import Session, Store
+from sessionstore.summary import SessionView
+
+EXPECTED = [
+    "constraints.json",
+    "report.json",
+    "service/1/service.yml",
+    "service/1/verification.json",
+    "trials/1/patches/deep/b.diff",
+    "trials/1/patches/fix.diff",
+    "trials/1/task.yml",
+    "trials/1/trial.json",
+    "trials/2/task.yml",  # in flight: its config, no marker
+]
+
+
+def finished_session(store: Store, session_id: str, **create: Any) -> Session:
+    """A finished session with every kind of file lineage must copy or skip."""
+    session = store.create(id=session_id, constraints={"max_ttft_ms": 200}, pid=None, **create)
+    trial(
+        session,
+        metrics(100.0),
+        {
+            "task.yml": "files: [patches/fix.diff]\r\n",
+            "patches/fix.diff": "+x\n",
+            "patches/deep/b.diff": "+y\n",
+            "agent.log": "noise\n",
+            "logs/run.txt": "noise\n",
+        },
+    )
+    trial(session, None, {"task.yml": "in flight\n", "stdout.log": "noise\n"})
+    attempt(session, {"trial": 1, "status": "verified"})
+    (session.service.path / "1" / "server.log").write_text("noise\n")
+    (session.trials.path / "README").write_text("foreign\n")
+    os.symlink("/etc/hostname", session.trials.path / "1" / "link.yml")
+    session.finish({"best_trial": 1})
+    return session
+
+
+def files_under(path: Path) -> list[str]:
+    return sorted(
+        p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file() or p.is_symlink()
+    )
+
+
+def test_lineage_copies_only_records_configs_patches_and_reports(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    old = finished_session(store, "old")
+    assert select_files(old.path) == EXPECTED
+    new = store.create(id="new", previous=["old"])
+    copy = new.path / "previous" / "old"
+    assert files_under(copy) == EXPECTED
+    for rel in EXPECTED:
+        assert (copy / rel).read_bytes() == (old.path / rel).read_bytes()
+    assert new.manifest is not None and new.manifest["previous"] == ["old"]
+
+
+def test_lineage_copy_reads_as_a_raw_session(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    finished_session(store, "old")
+    new = store.create(id="new", previous=["old"])
+    view = SessionView.load(Session.open(new.path / "previous" / "old"))
+    assert view.status == "done"
+    assert [r.state.value for r in view.trials] == ["completed", "in_flight"]
+    assert view.best is not None and view.best.n == 1
+    assert SessionView.load(new).detail()["lineage"] == [
+        {
+            "id": "old",
+            "path": str(new.path / "previous" / "old"),
+            "copied": True,
+            "trials": 2,
+            "service": 1,
+        }
+    ]
+
+
+def test_lineage_refuses_a_running_previous_session(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.create(id="busy")  # this process is its writer, and it is alive
+    with pytest.raises(PreviousRunning):
+        store.create(id="new", previous=["busy"])
+    assert not (tmp_path / "new").exists()
+
+
+def test_lineage_refuses_a_cli_session_without_report(tmp_path: Path) -> None:
+    # No writer recorded: only report.json can say it ended, so it counts as running.
+    store = Store(tmp_path)
+    store.create(id="open", pid=None)
+    with pytest.raises(PreviousRunning):
+        store.create(id="new", previous=["open"])
+
+
+def test_lineage_accepts_an_interrupted_previous_session(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    crashed = store.create(id="crashed", pid=None)
+    trial(crashed, metrics(5.0))
+    set_manifest(crashed, pid=proc.pid, pid_started_at=1.0)
+    new = store.create(id="new", previous=["crashed"])
+    assert (new.path / "previous" / "crashed" / "trials" / "1" / "trial.json").is_file()
+
+
+def test_lineage_missing_previous_session_is_not_found(tmp_path: Path) -> None:
+    with pytest.raises(SessionNotFound):
+        Store(tmp_path).create(id="new", previous=["ghost"])
+
+
+def test_lineage_warns_when_a_chained_parent_is_left_out(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    finished_session(store, "grandparent")
+    finished_session(store, "parent", previous=["grandparent"])
+    with pytest.warns(LineageWarning, match="'parent' builds on 'grandparent'"):
+        store.create(id="child", previous=["parent"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        store.create(id="child2", previous=["parent", "grandparent"])
+
+
+def test_lineage_warning_printed_by_new_on_stderr(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    finished_session(store, "grandparent")
+    finished_session(store, "parent", previous=["grandparent"])
+    args = ["new", "--store", str(tmp_path), "--id", "child", "--previous", "parent"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "child\n"
+    assert result.stderr.startswith("warning: previous session 'parent' builds on 'grandparent'")
+
+
+def test_lineage_create_crash_mid_copy_publishes_nothing(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    finished_session(store, "old")
+    real = lineage._copy_file
+    calls = 0
+
+    def crash_half_way(source: Path, target: Path) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 4:
+            raise OSError(5, "injected I/O error")
+        real(source, target)
+
+    with mock.patch.object(lineage, "_copy_file", crash_half_way), pytest.raises(OSError):
+        store.create(id="new", previous=["old"])
+    assert sorted(os.listdir(tmp_path)) == ["old"]  # no session, no staging debris
+    assert files_under(store.create(id="new", previous=["old"]).path / "previous/old") == EXPECTED
+
+
+def test_lineage_heal_after_injected_crash(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    finished_session(store, "old")
+    new = store.create(id="new", previous=["old"])
+    copy = new.path / "previous" / "old"
+    (copy / "trials" / "1" / "trial.json").unlink()  # damage the copy
+    real = lineage._copy_file
+    calls = 0
+
+    def crash_half_way(source: Path, target: Path) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == len(EXPECTED) // 2:
+            raise OSError(28, "injected: no space left on device")
+        real(source, target)
+
+    with mock.patch.object(lineage, "_copy_file", crash_half_way), pytest.raises(OSError):
+        include_previous(store, new)
+    # The failed pass changed nothing visible: no partial copy, no debris.
+    assert not any(is_temp_name(n) for n in os.listdir(copy.parent))
+    include_previous(store, new)  # the next call heals
+    assert files_under(copy) == EXPECTED
+    include_previous(store, new)  # and is idempotent
+    assert files_under(copy) == EXPECTED
+
+
+_KILLED_COPIER = """
+import os, sys
+from sessionstore import lineage
+from sessionstore.lineage import include_previous
+from sessionstore.store import Store
+real, calls = lineage._copy_file, [0]
+def die_half_way(source, target):
+    calls[0] += 1
+    if calls[0] == 4:
+        os._exit(9)  # a real crash: no cleanup, no exception handlers
+    real(source, target)
+lineage._copy_file = die_half_way
+store = Store(sys.argv[1])
+include_previous(store, store.open("new"))
+"""
+
+
+def test_lineage_heal_after_a_killed_copier(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    finished_session(store, "old")
+    new = store.create(id="new", previous=["old"])
+    previous_dir = new.path / "previous"
+    import shutil
+
+    shutil.rmtree(previous_dir / "old")  # as if the first copy never finished
+    proc = subprocess.run([sys.executable, "-c", _KILLED_COPIER, str(tmp_path)], check=False)
+    assert proc.returncode == 9
+    debris = [n for n in os.listdir(previous_dir) if is_temp_name(n)]
+    assert debris and "old" not in os.listdir(previous_dir)  # partial copy only as a temp
+    assert not SessionView.load(new).detail()["lineage"][0]["copied"]
+    include_previous(store, new)
+    assert sorted(os.listdir(previous_dir)) == ["old"]
+    assert files_under(previous_dir / "old") == EXPECTED
+
+
+def test_lineage_heal_keeps_copy_of_a_deleted_previous_session(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    old = finished_session(store, "old")
+    new = store.create(id="new", previous=["old"])
+    import shutil
+
+    shutil.rmtree(old.path)
+    assert include_previous(store, new) == [new.path / "previous" / "old"]
+    assert files_under(new.path / "previous" / "old") == EXPECTED
+    shutil.rmtree(new.path / "previous" / "old")
+    with pytest.raises(SessionNotFound):
+        include_previous(store, new)
