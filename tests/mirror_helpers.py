@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from sessionstore.atomic import is_temp_name
-from sessionstore.mirror import CACHE_NAME, Mirror, PassReport
+from sessionstore.mirror import RESERVED_PREFIX, Mirror, PassReport
 
 # Wider than the default racy window (10 ms or one tick), so a file written
 # before `settle()` is always trusted by the next pass.
@@ -30,14 +30,14 @@ def write(path: Path, data: bytes, mode: int | None = None) -> Path:
 
 
 def tree(root: Path) -> dict[str, bytes]:
-    """Every regular file under `root` (relative path -> bytes), ours excluded."""
+    """Every regular file under `root` (relative path -> bytes), minus our cache, locks, temps."""
     found: dict[str, bytes] = {}
     if not root.exists():
         return found
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for name in filenames:
-            if name == CACHE_NAME or is_temp_name(name):
+            if name.startswith(RESERVED_PREFIX) or is_temp_name(name):
                 continue
             p = Path(dirpath, name)
             if p.is_symlink() or not p.is_file():

@@ -1,0 +1,139 @@
+"""`sessionstore mirror`: exit codes, --json, the stderr summary, secrets never printed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+from mirror_helpers import SESSIONSTORE, settle, tree, write
+
+from sessionstore.cli import cli
+
+pytestmark = pytest.mark.timeout(60)
+
+SECRET = "ghp_SuperSecretToken0123456789"
+
+
+@pytest.fixture
+def src(tmp_path: Path) -> Path:
+    write(tmp_path / "src" / "trials" / "1" / "log.txt", f"token {SECRET}\n".encode())
+    write(tmp_path / "src" / "trials" / "1" / "trial.json", b"{}")
+    write(tmp_path / "src" / "trials" / "2" / "trial.json", b"{torn")
+    (tmp_path / "src" / "link").symlink_to("/etc/hostname")
+    settle()
+    return tmp_path / "src"
+
+
+def secrets_file(tmp: Path) -> Path:
+    return write(tmp / "s.env", f"T={SECRET}\n".encode())
+
+
+def invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["mirror", *args], env=env)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_json_report_and_summary(src: Path, tmp_path: Path) -> None:
+    code, out, err = invoke(str(src), str(tmp_path / "dst"), "--once", "--json", "--no-fsync")
+    assert code == 0
+    doc = orjson.loads(out)
+    assert {"copied", "unchanged", "unstable", "held_back", "skipped", "errors"} <= doc.keys()
+    assert doc["copied"] == ["trials/1/log.txt", "trials/1/trial.json"]
+    assert err.splitlines() == [
+        "mirror: 2 copied, 0 unchanged, 0 unstable, 1 held back, 1 skipped, 0 errors",
+        "  held back: trials/2/trial.json: not a JSON object: "
+        "unexpected character, expected a string key at line 1 column 2",
+        "  skipped: link: symlink",
+    ]
+
+
+def test_without_once_is_a_usage_error(src: Path, tmp_path: Path) -> None:
+    code, _, err = invoke(str(src), str(tmp_path / "dst"))
+    assert code == 2
+    assert "the daemon is not available yet; pass --once" in err
+    assert not (tmp_path / "dst").exists()
+
+
+def test_missing_source_exits_0_and_creates_nothing(tmp_path: Path) -> None:
+    code, _, err = invoke(str(tmp_path / "nope"), str(tmp_path / "dst"), "--once")
+    assert code == 0 and "does not exist" in err
+    assert not (tmp_path / "dst").exists()
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        pytest.param(lambda tmp: (["--secret", SECRET], None), id="value"),
+        pytest.param(lambda tmp: (["--secret-env", "TOKEN"], {"TOKEN": SECRET}), id="env"),
+        pytest.param(
+            lambda tmp: (
+                ["--secrets-file", str(write(tmp / "s.env", f"T={SECRET}\n".encode()))],
+                None,
+            ),
+            id="file",
+        ),
+    ],
+)
+def test_secrets_are_redacted_and_never_printed(src: Path, tmp_path: Path, how: object) -> None:
+    args, env = how(tmp_path)  # type: ignore[operator]
+    dst = tmp_path / "dst"
+    code, out, err = invoke(str(src), str(dst), "--once", "--json", *args, env=env)
+    assert code == 0
+    assert SECRET not in out + err
+    assert tree(dst)["trials/1/log.txt"] == b"token REDACTED\n"
+
+
+def test_a_short_secret_is_refused_with_one_line_and_no_value(src: Path, tmp_path: Path) -> None:
+    code, out, err = invoke(str(src), str(tmp_path / "dst"), "--once", "--secret", "pw123")
+    assert code == 1
+    assert "pw123" not in out + err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "dst").exists()
+
+
+def test_short_secrets_can_be_allowed(src: Path, tmp_path: Path) -> None:
+    code, _, _ = invoke(
+        str(src), str(tmp_path / "dst"), "--once", "--secret", "pw123", "--allow-short-secrets"
+    )
+    assert code == 0
+
+
+def test_an_unset_secret_env_is_exit_1(src: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "NOPE_UNSET"}
+    code, _, err = invoke(
+        str(src), str(tmp_path / "dst"), "--once", "--secret-env", "NOPE_UNSET", env=env
+    )
+    assert code == 1 and "NOPE_UNSET" in err
+
+
+def test_delete_flag_reaches_the_library(src: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "dst"
+    invoke(str(src), str(dst), "--once", "--no-fsync")
+    (src / "trials" / "1" / "log.txt").unlink()
+    code, out, _ = invoke(str(src), str(dst), "--once", "--delete", "--json")
+    assert code == 0 and orjson.loads(out)["deleted"] == ["trials/1/log.txt"]
+
+
+def test_real_process_round_trip_and_no_heavy_imports(src: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "dst"
+    code = (
+        "import sys, runpy; sys.argv = ['sessionstore', 'mirror', *sys.argv[1:]];"
+        "\ntry: runpy.run_module('sessionstore', run_name='__main__')"
+        "\nexcept SystemExit as e: code = e.code"
+        "\nelse: code = 0"
+        "\nheavy = [m for m in ('rich', 'pydantic', 'sessionstore.redact') if m in sys.modules]"
+        "\nprint('HEAVY', heavy, file=sys.stderr); sys.exit(code)"
+    )
+    proc = subprocess.run(
+        [SESSIONSTORE[0], "-c", code, str(src), str(dst), "--once", "--json"],
+        capture_output=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert b"HEAVY []" in proc.stderr
+    assert orjson.loads(proc.stdout)["ok"] is True
+    assert (dst / "trials" / "1" / "trial.json").exists()

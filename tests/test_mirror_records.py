@@ -1,0 +1,177 @@
+"""Markers last, and --delete."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+from mirror_helpers import paths, run, settle, tree, write
+
+from sessionstore.mirror import CACHE_NAME
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def src(tmp_path: Path) -> Path:
+    return tmp_path / "src"
+
+
+@pytest.fixture
+def dst(tmp_path: Path) -> Path:
+    return tmp_path / "dst"
+
+
+def test_marker_waits_for_an_unstable_record_file(src: Path, dst: Path) -> None:
+    rec = src / "trials" / "1"
+    write(rec / "patches" / "a.diff", b"+x\n")
+    write(rec / "trial.json", b'{"failed": false}')
+    settle()
+    write(rec / "task.yml", b"fresh")  # inside the racy window: not committed this pass
+    report = run(src, dst)
+    assert paths(report.unstable) == ["trials/1/task.yml"]
+    assert report.held_back == [
+        {"path": "trials/1/trial.json", "reason": "waiting for 1 file"},
+        {"path": "report.json", "reason": "waiting for 2 files"},
+    ] or report.held_back == [{"path": "trials/1/trial.json", "reason": "waiting for 1 file"}]
+    assert not (dst / "trials" / "1" / "trial.json").exists()
+    assert (dst / "trials" / "1" / "patches" / "a.diff").exists()
+    settle()
+    report = run(src, dst)
+    assert report.copied == ["trials/1/task.yml", "trials/1/trial.json"]
+
+
+def test_a_torn_marker_is_held_back_with_the_parse_error(src: Path, dst: Path) -> None:
+    write(src / "service" / "2" / "service.yml", b"x")
+    write(src / "service" / "2" / "verification.json", b'{"status": "verif')
+    write(src / "trials" / "3" / "trial.json", b"[1, 2]")
+    settle()
+    report = run(src, dst)
+    reasons = {i["path"]: i["reason"] for i in report.held_back}
+    assert reasons["service/2/verification.json"].startswith("not a JSON object: ")
+    assert "verif" not in reasons["service/2/verification.json"]  # never quotes content
+    assert reasons["trials/3/trial.json"] == "not a JSON object: a JSON list"
+    assert tree(dst) == {"service/2/service.yml": b"x"}
+
+
+def test_markers_count_at_any_depth_but_only_in_record_dirs(src: Path, dst: Path) -> None:
+    write(src / "previous" / "ab12cd34" / "trials" / "3" / "trial.json", b"oops")
+    write(src / "notes" / "7" / "trial.json", b"oops")  # not under trials/: an ordinary file
+    write(src / "trials" / "07" / "trial.json", b"oops")  # not a record number
+    settle()
+    report = run(src, dst)
+    assert paths(report.held_back) == ["previous/ab12cd34/trials/3/trial.json"]
+    assert set(tree(dst)) == {"notes/7/trial.json", "trials/07/trial.json"}
+
+
+def test_report_json_waits_for_the_whole_pass(src: Path, dst: Path) -> None:
+    write(src / "report.json", b'{"best": 1}')
+    write(src / "trials" / "1" / "trial.json", b"{}")
+    settle()
+    write(src / "trials" / "2" / "log", b"fresh")
+    report = run(src, dst)
+    assert paths(report.held_back) == ["report.json"]
+    settle()
+    report = run(src, dst)
+    assert "report.json" in report.copied
+    assert tree(dst)["report.json"] == b'{"best": 1}'
+
+
+def test_a_marker_already_committed_is_kept_when_the_record_is_touched(
+    src: Path, dst: Path
+) -> None:
+    write(src / "trials" / "1" / "log", b"1")
+    write(src / "trials" / "1" / "trial.json", b'{"v": 1}')
+    settle()
+    run(src, dst)
+    write(src / "trials" / "1" / "trial.json", b"torn{")
+    settle()
+    report = run(src, dst)
+    assert paths(report.held_back) == ["trials/1/trial.json", "report.json"] or paths(
+        report.held_back
+    ) == ["trials/1/trial.json"]
+    assert (dst / "trials" / "1" / "trial.json").read_bytes() == b'{"v": 1}'
+
+
+def test_durable_marker_commit_fsyncs_the_record_first(
+    src: Path, dst: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(src / "trials" / "1" / "patches" / "a.diff", b"+")
+    write(src / "trials" / "1" / "trial.json", b"{}")
+    settle()
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            events.append("fsync " + os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def replace(a: str, b: str) -> None:
+        events.append("rename " + str(b))
+        real_replace(a, b)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    run(src, dst, durable=True)
+    marker_at = events.index(f"rename {dst / 'trials' / '1' / 'trial.json'}")
+    assert f"fsync {dst / 'trials' / '1' / 'patches'}" in events[:marker_at]
+
+
+# -- delete --------------------------------------------------------------------
+
+
+def test_nothing_is_deleted_by_default(src: Path, dst: Path) -> None:
+    write(src / "a", b"1")
+    write(src / "d" / "b", b"2")
+    settle()
+    run(src, dst)
+    (src / "a").unlink()
+    (src / "d" / "b").unlink()
+    report = run(src, dst)
+    assert report.deleted == []
+    assert tree(dst) == {"a": b"1", "d/b": b"2"}
+
+
+def test_delete_removes_what_the_source_lost_but_never_our_files(src: Path, dst: Path) -> None:
+    write(src / "keep", b"k")
+    write(src / "gone", b"g")
+    write(src / "d" / "sub" / "x", b"x")
+    settle()
+    run(src, dst)
+    (src / "gone").unlink()
+    (src / "d" / "sub" / "x").unlink()
+    (src / "d" / "sub").rmdir()
+    (src / "d").rmdir()
+    write(dst / ".sessionstore-lock", b"daemon")
+    live_temp = dst / f".sstmp-{os.getpid()}-0123456789abcdef"
+    live_temp.write_bytes(b"being written")
+    report = run(src, dst, delete=True)
+    assert sorted(report.deleted) == ["d/sub/x", "gone"]
+    assert tree(dst) == {"keep": b"k"}
+    assert not (dst / "d").exists()
+    assert (dst / CACHE_NAME).exists() and (dst / ".sessionstore-lock").exists()
+    assert live_temp.exists()
+
+
+def test_delete_is_skipped_when_the_listing_had_an_error(
+    src: Path, dst: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(src / "gone", b"g")
+    write(src / "private" / "f", b"p")
+    settle()
+    run(src, dst)
+    (src / "gone").unlink()
+    real_open = os.open
+
+    def deny(path: object, flags: int, *args: object, **kwargs: object) -> int:
+        if path == "private":
+            raise PermissionError(errno.EACCES, "Permission denied", "private")
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", deny)
+    report = run(src, dst, delete=True)
+    assert report.deleted == [] and report.delete_skipped
+    assert tree(dst) == {"gone": b"g", "private/f": b"p"}

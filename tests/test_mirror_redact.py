@@ -1,0 +1,105 @@
+"""Secrets never reach the destination: not in content, names, cache, or report."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+from mirror_helpers import paths, run, settle, tree, write
+
+from sessionstore.mirror import CACHE_NAME, Mirror
+
+redact = pytest.importorskip("sessionstore.redact")
+pytestmark = pytest.mark.timeout(60)
+
+SECRET = "hf_TopSecretValue123"
+OTHER = "sk-AnotherSecret456"
+
+
+def redactor(*values: str) -> object:
+    r = redact.Redactor()
+    for v in values:
+        r.add(v)
+    return r
+
+
+def everything_under(root: Path) -> bytes:
+    """All names and bytes under root, for 'the secret appears nowhere' checks."""
+    blob = bytearray()
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            blob += os.fsencode(name) + b"\n"
+            p = Path(dirpath, name)
+            if p.is_file():
+                blob += p.read_bytes()
+    return bytes(blob)
+
+
+def test_content_and_names_are_redacted_everywhere(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / f"dir-{SECRET}" / f"file-{SECRET}.txt", f"token={SECRET}\r\n".encode())
+    write(src / "trials" / "1" / "trial.json", orjson.dumps({"token": SECRET}))
+    settle()
+    report = Mirror(src, dst, redactor(SECRET), durable=False, chunk_size=3).run_once()
+    assert tree(dst) == {
+        "dir-REDACTED/file-REDACTED.txt": b"token=REDACTED\r\n",
+        "trials/1/trial.json": b'{"token":"REDACTED"}',
+    }
+    assert SECRET.encode() not in everything_under(dst)
+    assert SECRET not in orjson.dumps(report.to_dict()).decode()
+    cache = (dst / CACHE_NAME).read_bytes()
+    assert hashlib.sha256(SECRET.encode()).hexdigest().encode() not in cache
+    assert orjson.loads(cache)["redactor"].keys() == {"salt", "scrypt"}
+
+
+def test_a_redacted_no_op_pass_reads_nothing(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "a.txt", f"x {SECRET} y".encode())
+    settle()
+    r = redactor(SECRET)
+    Mirror(src, dst, r, durable=False).run_once()
+    report = Mirror(src, dst, r, durable=False).run_once()
+    assert report.unchanged == 1 and report.copied == []
+
+
+def test_two_names_that_redact_alike_are_a_collision_error(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / f"k-{SECRET}", b"one")
+    write(src / f"k-{OTHER}", b"two")
+    write(src / "fine", b"ok")
+    settle()
+    report = Mirror(src, dst, redactor(SECRET, OTHER), durable=False).run_once()
+    assert paths(report.errors) == ["k-REDACTED"]
+    assert "collision" in report.errors[0]["error"]
+    assert tree(dst) == {"fine": b"ok"}
+
+
+def test_a_secret_registered_later_re_redacts_mirrored_files(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "log.txt", f"leaked {SECRET}\n".encode())
+    write(src / "clean.txt", b"nothing to hide\n")
+    settle()
+    run(src, dst)
+    assert (dst / "log.txt").read_bytes() == f"leaked {SECRET}\n".encode()
+    clean_ino = (dst / "clean.txt").stat().st_ino
+    report = Mirror(src, dst, redactor(SECRET), durable=False).run_once()
+    assert report.copied == ["log.txt"]
+    assert (dst / "log.txt").read_bytes() == b"leaked REDACTED\n"
+    assert (dst / "clean.txt").stat().st_ino == clean_ino  # compared, not rewritten
+    # Adding one more secret invalidates again.
+    report = Mirror(src, dst, redactor(SECRET, OTHER), durable=False).run_once()
+    assert report.copied == [] and report.unchanged == 2
+
+
+def test_a_marker_whose_redaction_stays_valid_json_is_committed(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "service" / "1" / "verification.json", orjson.dumps({"reason": f"bad {SECRET}"}))
+    settle()
+    report = Mirror(src, dst, redactor(SECRET), durable=False).run_once()
+    assert report.copied == ["service/1/verification.json"]
+    assert orjson.loads((dst / "service" / "1" / "verification.json").read_bytes()) == {
+        "reason": "bad REDACTED"
+    }
