@@ -129,6 +129,8 @@ def wait_record(
     """
     if timeout is not None and timeout < 0:
         raise ValueError("timeout must be >= 0 or None")
+    if n < 0 or (n == 0) != (marker == REPORT):
+        raise ValueError(f"record numbers start at 1 (n=0 is the report only), not {n}")
     record_dir = os.path.abspath(path)
     marker_path = os.path.join(record_dir, marker)
     if n == 0:

@@ -122,6 +122,13 @@ def test_times_out_with_the_record_still_in_flight(session: Session) -> None:
         session.trials.wait(7, timeout=0)
 
 
+def test_bad_arguments_are_refused(session: Session) -> None:
+    with pytest.raises(ValueError, match="record numbers start at 1"):
+        session.trials.wait(0, timeout=0)
+    with pytest.raises(ValueError, match="timeout must be >= 0"):
+        session.trials.wait(1, timeout=-1)
+
+
 def test_an_old_torn_marker_is_returned_at_once(session: Session) -> None:
     writer = session.trials.begin()
     marker = writer.path / "trial.json"
