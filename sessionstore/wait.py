@@ -21,6 +21,7 @@ whose clock runs ahead). At the deadline a torn marker is returned as torn.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -56,8 +57,21 @@ class _Wakeup:
                 return
 
 
+# watchdog logs this at ERROR when an event arrives while an emitter stops, which
+# is every wait that ends while its directories are busy; nothing is lost (the
+# wait is over), so the line is dropped rather than printed on every CLI exit.
+_STOP_RACE = "InotifyEmitter.queue_events() called when the thread is inactive"
+
+
+def _drop_stop_race(record: logging.LogRecord) -> bool:
+    return record.msg != _STOP_RACE
+
+
 def _new_observer() -> Any:
     """A started watchdog observer, or None when none can run here (then only polling)."""
+    inotify_log = logging.getLogger("watchdog.observers.inotify")
+    if _drop_stop_race not in inotify_log.filters:
+        inotify_log.addFilter(_drop_stop_race)
     try:
         from watchdog.observers import Observer
 

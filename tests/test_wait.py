@@ -7,6 +7,7 @@ events away and prove the periodic re-check alone still converges.
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -206,6 +207,18 @@ def test_observer_threads_are_stopped_after_each_wait(session: Session) -> None:
     complete_trial(session)
     session.trials.wait(1)
     assert threading.active_count() == before
+
+
+def test_watchdogs_benign_stop_race_is_not_logged(
+    session: Session, caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(WaitTimedOut):
+        session.trials.wait(1, timeout=0)  # installs the filter
+    inotify_log = logging.getLogger("watchdog.observers.inotify")
+    with caplog.at_level(logging.INFO):
+        inotify_log.error(wait_module._STOP_RACE)
+        inotify_log.error("a real inotify problem")
+    assert [r.getMessage() for r in caplog.records] == ["a real inotify problem"]
 
 
 def test_many_log_writes_do_not_end_the_wait(session: Session, later: Any) -> None:
