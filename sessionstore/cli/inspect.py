@@ -19,34 +19,68 @@ from sessionstore.cli.common import (
 @click.argument("target", required=False)
 @store_option
 @json_option
+@click.option(
+    "--objective",
+    default=None,
+    metavar="PATH",
+    help="Dotted key path ranking trials (default: benchmark.metrics.output_tok_per_s).",
+)
+@click.option(
+    "--higher/--lower",
+    "higher",
+    default=True,
+    help="Whether a higher objective value is better (default: --higher).",
+)
+@click.option(
+    "--color/--no-color",
+    "color",
+    default=None,
+    help="Force colour on or off (default: only on a terminal without NO_COLOR).",
+)
 @library_errors
-def inspect(target: str | None, store_dir: Path | None, as_json: bool) -> None:
+def inspect(
+    target: str | None,
+    store_dir: Path | None,
+    as_json: bool,
+    objective: str | None,
+    higher: bool,
+    color: bool | None,
+) -> None:
     """Show the store's sessions, or one session (an id or a session directory path).
+
+    The list shows each session's status and progress, its best trial (`*`
+    when no trial met the constraints) and its constraints; one session adds
+    its trials, verification attempts, lineage and a spark chart of the
+    objective.
 
     \b
     Examples:
       sessionstore inspect
       sessionstore inspect 1a2b3c4d
+      sessionstore inspect 1a2b3c4d --objective benchmark.metrics.ttft_ms.p99 --lower
       sessionstore inspect ./workspace --json
     """
+    from sessionstore.best import DEFAULT_OBJECTIVE, Objective
     from sessionstore.cli.target import resolve
     from sessionstore.store import Store
     from sessionstore.summary import SessionView
 
     store = Store(store_dir or default_store())
+    goal = Objective(objective or DEFAULT_OBJECTIVE, "higher" if higher else "lower")
     if target is None:
-        views = [SessionView.load(s) for s in store.sessions()]
+        views = [SessionView.load(s, goal) for s in store.sessions()]
         if as_json:
             emit_json([v.summary() for v in views])
-        else:
-            from sessionstore.cli.views import print_session_list
+            return
+        from sessionstore.cli.views import make_console, session_list
 
-            print_session_list(views, store.root)
+        session_list(make_console(color), views, store.root)
         return
-    view = SessionView.load(resolve(store, target))
+    view = SessionView.load(resolve(store, target), goal)
+    detail = view.detail()
     if as_json:
-        emit_json(view.detail())
-    else:
-        from sessionstore.cli.views import print_session_detail
+        emit_json(detail)
+        return
+    from sessionstore.cli.views import make_console, session_detail
 
-        print_session_detail(view)
+    session_detail(make_console(color), view, detail["lineage"])

@@ -1,12 +1,21 @@
-"""Rich tables for people; scripts use `--json` instead."""
+"""Rich tables for people; scripts use `--json` instead.
+
+Every renderer takes the Console to print on, so tests render at fixed widths
+into a string. Colour is decided by the Console (see `make_console`): none
+when the output is not a terminal or NO_COLOR is set.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from sessionstore.best import Best, as_number, check_constraints, lookup
+from sessionstore.spark import bars, window
 from sessionstore.store import Record, RecordState
 from sessionstore.summary import SessionView
 
@@ -15,65 +24,334 @@ _STATE_STYLE = {
     RecordState.IN_FLIGHT: "yellow",
     RecordState.TORN: "bold red",
 }
+_STATUS_STYLE = {"running": "cyan", "interrupted": "bold red", "done": "green", "failed": "red"}
+_BAR_STYLE = {"ok": "green", "failed": "red", "best": "bold gold1", "missing": "dim"}
+# Extra metric columns in the trials table besides the objective (kept few for 60 columns).
+_EXTRA_METRICS = 2
+_STAR_NOTE = "* no trial met the constraints; the best trial that fell short is shown"
 
 
-def _console() -> Console:
-    # rich honours NO_COLOR and drops colour when stdout is not a terminal.
-    return Console()
+def make_console(color: bool | None = None, width: int | None = None) -> Console:
+    """A Console for stdout. `color=None`: colour only on a terminal and without NO_COLOR.
+
+    `--color` forces colour (an explicit flag overrides NO_COLOR, as
+    no-color.org allows); `--no-color` turns every style off.
+    """
+    # No automatic highlighting: colour carries meaning here (failed red, best gold).
+    if color is None:
+        return Console(width=width, highlight=False)  # rich checks isatty and NO_COLOR itself
+    if color:
+        return Console(width=width, highlight=False, force_terminal=True, no_color=False)
+    return Console(width=width, highlight=False, color_system=None, no_color=True)
 
 
-def print_session_list(views: list[SessionView], root: Path) -> None:
-    """One row per session, newest first."""
-    console = _console()
+def fmt_number(value: float) -> str:
+    """Short human form: integers whole, large values to one decimal, small to 4 digits."""
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    if abs(value) >= 1000:
+        return f"{value:.1f}"
+    return f"{value:.4g}"
+
+
+def _created(view: SessionView, compact: bool) -> str:
+    created = view.created_at or ""
+    text = created[:16].replace("T", " ")
+    return text[5:] if compact else text
+
+
+def best_cell(best: Best | None) -> str:
+    """`#3 1234.5` or `#2 980*` (the star: no trial met the constraints); empty without one."""
+    if best is None:
+        return ""
+    return f"#{best.n} {fmt_number(best.value)}{best.mark}"
+
+
+def constraints_cell(constraints: dict[str, Any], error: str | None = None) -> str:
+    if error:
+        return "torn constraints.json"
+    return ", ".join(f"{k}={_scalar(v)}" for k, v in constraints.items())
+
+
+def _scalar(value: Any) -> str:
+    number = as_number(value)
+    if number is not None:
+        return fmt_number(number)
+    if isinstance(value, str):
+        return value
+    import orjson
+
+    return orjson.dumps(value).decode()
+
+
+def status_text(view: SessionView) -> Text:
+    """`running: trialing (2/3)`, styled by status; wraps only at its spaces."""
+    text = Text()
+    text.append(view.status, style=_STATUS_STYLE.get(view.status, ""))
+    text.append(f" {view.progress}")
+    return text
+
+
+def _longest_word(cells: list[str], cap: int) -> int:
+    return min(max((len(w) for cell in cells for w in cell.split()), default=1), cap)
+
+
+def fit_widths(
+    natural: list[int], minimum: list[int], available: int, first: dict[int, int] | None = None
+) -> list[int]:
+    """Shrink column widths from `natural` toward `minimum` until they fit `available`.
+
+    Columns in `first` (index -> floor) give way first, down to their floor;
+    then the widest column that can still give way loses one character at a
+    time, so every column keeps a fair share instead of one starving the rest.
+    """
+    widths = [max(n, m) for n, m in zip(natural, minimum, strict=True)]
+    for index, floor in (first or {}).items():
+        excess = sum(widths) - available
+        if excess > 0:
+            widths[index] = max(widths[index] - excess, floor, minimum[index])
+    while sum(widths) > available:
+        slack = [(w - m, w, i) for i, (w, m) in enumerate(zip(widths, minimum, strict=True))]
+        gain, _, index = max(slack, key=lambda item: (item[0] > 0, item[1], item[0]))
+        if gain <= 0:
+            break
+        widths[index] -= 1
+    return widths
+
+
+def session_list(console: Console, views: list[SessionView], root: Path) -> None:
+    """One row per session, newest first. Long cells wrap or truncate; none starves the rest.
+
+    ID and CREATED never wrap; NAME truncates with an ellipsis; STATUS, BEST
+    and CONSTRAINTS wrap (at spaces when they can) and keep room for their
+    longest word up to a cap, so a narrow terminal gets taller rows.
+    """
     if not views:
         console.print(f"no sessions in {root}")
         return
-    table = Table(box=None, header_style="bold")
-    table.add_column("ID", no_wrap=True)
-    table.add_column("NAME", no_wrap=True, overflow="ellipsis", max_width=24)
-    table.add_column("STATUS")
-    table.add_column("TRIALS", justify="right")
-    table.add_column("CREATED", no_wrap=True)
+    compact = console.width < 80
+    gap = 1 if compact else 2
+    rows: list[list[str | Text]] = []
+    starred = False
     for view in views:
-        summary = view.summary()
-        counts = summary["trial_counts"]
-        table.add_row(
-            summary["id"] or Path(summary["path"]).name,
-            summary["name"] or "",
-            f"{view.status} {view.progress}",
-            f"{counts['completed']}/{len(view.trials)}",
-            (summary["created_at"] or "")[:19].replace("T", " "),
+        starred = starred or (view.best is not None and not view.best.meets_constraints)
+        rows.append(
+            [
+                view.session.id or view.session.path.name,
+                view.name or "",
+                status_text(view),
+                best_cell(view.best),
+                constraints_cell(view.constraints, view.constraints_error),
+                _created(view, compact),
+            ]
         )
+    headers = ["ID", "NAME", "STATUS", "BEST", "CONSTRAINTS", "CREATED"]
+    plain = [[str(cell) for cell in row] for row in rows]
+    natural = [max(len(h), *(len(r[i]) for r in plain)) for i, h in enumerate(headers)]
+    minimum = [
+        natural[0],
+        min(natural[1], 5),
+        _longest_word([r[2] for r in plain], 12),
+        _longest_word([r[3] for r in plain], 7 if compact else 10),
+        _longest_word([r[4] for r in plain], 10 if compact else 16),
+        natural[5],
+    ]
+    minimum = [max(m, len(h)) for m, h in zip(minimum, headers, strict=True)]
+    available = console.width - gap * (len(headers) - 1)
+    # Truncating NAME loses less than wrapping the data columns, so it gives way first.
+    widths = fit_widths(natural, minimum, available, first={1: max(5, console.width // 8)})
+    table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, gap, 0, 0))
+    for i, header in enumerate(headers):
+        wraps = header in ("STATUS", "BEST", "CONSTRAINTS")
+        table.add_column(
+            header,
+            width=widths[i],
+            no_wrap=not wraps,
+            overflow="fold" if wraps else "ellipsis",
+        )
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
+    objective = views[0].objective
+    console.print(f"BEST: {objective.path}, {objective.direction} is better", style="dim")
+    if starred:
+        console.print(_STAR_NOTE, style="dim")
 
 
-def _records_table(title: str, records: list[Record]) -> Table:
-    table = Table(title=title, title_justify="left", box=None, header_style="bold")
-    table.add_column("N", justify="right")
-    table.add_column("STATE")
-    table.add_column("DETAIL", overflow="fold")
-    for record in records:
-        detail = record.error or ""
-        if record.data is not None:
-            detail = ", ".join(
-                f"{k}={v}" for k, v in record.data.items() if not isinstance(v, dict)
-            )
-        table.add_row(str(record.n), f"[{_STATE_STYLE[record.state]}]{record.state}[/]", detail)
+def _metric_paths(view: SessionView) -> list[str]:
+    """Up to `_EXTRA_METRICS` numeric metrics besides the objective, in first-seen order."""
+    paths: list[str] = []
+    for record in view.trials:
+        metrics = lookup(record.data or {}, "benchmark.metrics")
+        if not isinstance(metrics, dict):
+            continue
+        for key, value in metrics.items():
+            path = f"benchmark.metrics.{key}"
+            if isinstance(value, dict) and as_number(value.get("mean")) is not None:
+                path += ".mean"
+            elif as_number(value) is None:
+                continue
+            if path != view.objective.path and path not in paths:
+                paths.append(path)
+            if len(paths) == _EXTRA_METRICS:
+                return paths
+    return paths
+
+
+def _trials_table(view: SessionView) -> Table:
+    table = Table(title="trials", title_justify="left", box=None, header_style="bold")
+    extra = _metric_paths(view)
+    table.add_column("N", justify="right", no_wrap=True)
+    table.add_column("STATE", no_wrap=True)
+    for path in [view.objective.path, *extra]:
+        header = path.removeprefix("benchmark.metrics.")
+        table.add_column(header, justify="right", overflow="fold", min_width=min(len(header), 16))
+    table.add_column("FAILED", no_wrap=True)
+    table.add_column("NOTE", overflow="fold", ratio=1)
+    best = view.best
+    for record, score in zip(view.trials, view.scores, strict=True):
+        data = record.data or {}
+        values = [fmt_number(score.value) if score.value is not None else ""]
+        for path in extra:
+            number = as_number(lookup(data, path))
+            values.append(fmt_number(number) if number is not None else "")
+        failed = ""
+        if record.state is RecordState.COMPLETED:
+            failed = "yes" if data.get("failed") is True else "no"
+        table.add_row(
+            str(record.n),
+            Text(str(record.state), style=_STATE_STYLE[record.state]),
+            *values,
+            Text(failed, style="red" if failed == "yes" else ""),
+            _note(record, view.constraints, best),
+        )
     return table
 
 
-def print_session_detail(view: SessionView) -> None:
-    """Header, trials, verification attempts, foreign entries and problems."""
-    console = _console()
+def _note(record: Record, constraints: dict[str, Any], best: Best | None) -> Text:
+    """The best marker, a torn record's error, or the constraints a trial violates."""
+    if record.error:
+        return Text(record.error, style="red")
+    parts = []
+    if best is not None and record.n == best.n:
+        parts.append(f"best{best.mark}")
+    if record.data is not None:
+        for check in check_constraints(record.data, constraints):
+            if not check.ok:
+                op = "< min" if check.key.startswith("min_") else "> max"
+                name = check.path.removeprefix("benchmark.metrics.")
+                parts.append(f"{name} {fmt_number(check.value)} {op} {fmt_number(check.limit)}")
+    return Text("; ".join(parts))
+
+
+def _attempts_table(records: list[Record]) -> Table:
+    table = Table(
+        title="verification attempts", title_justify="left", box=None, header_style="bold"
+    )
+    table.add_column("N", justify="right", no_wrap=True)
+    table.add_column("STATE", no_wrap=True)
+    table.add_column("TRIAL", justify="right", no_wrap=True)
+    table.add_column("RESULT", no_wrap=True)
+    table.add_column("REASON", overflow="fold", ratio=1)
+    for record in records:
+        data = record.data or {}
+        trial = data.get("trial")
+        result = data.get("status")
+        reason = record.error or data.get("reason") or ""
+        table.add_row(
+            str(record.n),
+            Text(str(record.state), style=_STATE_STYLE[record.state]),
+            str(trial) if isinstance(trial, int) else "",
+            str(result) if isinstance(result, str) else "",
+            Text(str(reason), style="red" if record.error or result == "failed" else ""),
+        )
+    return table
+
+
+def _spark(console: Console, view: SessionView) -> Text | None:
+    """The objective across trials on one line; a long session shows its latest trials."""
+    if not view.trials:
+        return None
+    label = f"{view.objective.name} "
+    every = bars(view.scores, view.best)
+    values = [s.value for s in view.scores if s.value is not None]
+    scale = f"0 to {fmt_number(max(values))}" if values else "no values"
+    # Room for the widest possible caption, so the line never wraps.
+    caption_room = len(f" {scale}, trials {every[-1].n}-{every[-1].n}")
+    shown = window(every, max(console.width - len(label) - caption_room, 10))
+    text = Text()
+    text.append(label, style="bold")
+    for bar in shown:
+        text.append(bar.char, style=_BAR_STYLE[bar.kind])
+    span = f"trial {shown[0].n}" if len(shown) == 1 else f"trials {shown[0].n}-{shown[-1].n}"
+    text.append(f" {scale}, {span}", style="dim")
+    return text
+
+
+def _best_line(view: SessionView) -> str:
+    best = view.best
+    if best is None:
+        return "best: none (no completed trial has a value)"
+    verdict = (
+        "meets the constraints" if best.meets_constraints else "* no trial met the constraints"
+    )
+    return f"best: #{best.n} {view.objective.name}={fmt_number(best.value)} ({verdict})"
+
+
+def session_detail(console: Console, view: SessionView, lineage: list[dict[str, Any]]) -> None:
+    """Header, spark, trials, verification attempts, lineage, foreign entries and problems."""
     session = view.session
-    console.print(f"[bold]{session.id or '(no manifest)'}[/]  {session.path}")
-    console.print(f"status: {view.status}  progress: {view.progress}")
+    head = Text(session.id or "(no manifest)", style="bold")
+    if view.name:
+        head.append(f"  {view.name}")
+    console.print(head)
+    console.print(f"path: {session.path}", overflow="fold")
+    console.print(Text("status: ").append_text(status_text(view)))
+    if view.created_at:
+        console.print(f"created: {_created(view, False)} UTC")
+    constraints = constraints_cell(view.constraints, view.constraints_error) or "none"
+    console.print(f"constraints: {constraints}", overflow="fold")
+    console.print(_best_line(view))
+    if lineage:
+        parts = [
+            f"{item['id']} ({item['trials']} trials)"
+            if item["copied"]
+            else f"{item['id']} (not copied)"
+            for item in lineage
+        ]
+        console.print(f"previous: {', '.join(parts)}", overflow="fold")
     if session.manifest_error:
-        console.print(f"[bold red]manifest:[/] {session.manifest_error}")
-    if view.report.state is RecordState.TORN:
-        console.print(f"[bold red]report:[/] {view.report.error}")
-    console.print(_records_table("trials", view.trials))
+        console.print(Text(f"manifest: {session.manifest_error}", style="bold red"))
+    if view.constraints_error:
+        console.print(Text(f"constraints: {view.constraints_error}", style="bold red"))
+    _report_lines(console, view.report)
+    spark = _spark(console, view)
+    if spark is not None:
+        console.print()
+        console.print(spark, overflow="fold")
+    console.print()
+    console.print(_trials_table(view))
     if view.service:
-        console.print(_records_table("verification attempts", view.service))
+        console.print()
+        console.print(_attempts_table(view.service))
     for collection, names in view.foreign.items():
-        console.print(f"[yellow]foreign entries in {collection}/:[/] {', '.join(names)}")
+        console.print(
+            Text(f"foreign entries in {collection}/: {', '.join(names)}", style="yellow"),
+            overflow="fold",
+        )
+
+
+def _report_lines(console: Console, report: Record) -> None:
+    if report.state is RecordState.TORN:
+        console.print(Text(f"report: {report.error}", style="bold red"))
+        return
+    if report.data is None:
+        return
+    line = f"report: {report.data.get('status', 'done')}"
+    if isinstance(report.data.get("best_trial"), int):
+        line += f", best trial {report.data['best_trial']}"
+    console.print(line)
+    for key in ("constraints", "verified"):
+        value = report.data.get(key)
+        if isinstance(value, dict):
+            console.print(f"  {key}: {constraints_cell(value) or 'none'}", overflow="fold")

@@ -1,0 +1,125 @@
+"""The rich views: reviewed snapshots at 60/80/120 columns, the spark chart, colour rules.
+
+Snapshots live in tests/snapshots/; after an intended change, regenerate with
+`SNAPSHOT_UPDATE=1 pytest tests/test_inspect_views.py`, then review the diff
+by eye before committing it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+from pathlib import Path
+
+import pytest
+from inspect_helpers import SNAPSHOTS, WIDTHS, demo_store, metrics, render, trial
+from rich.console import Console
+
+from sessionstore.best import Best, Objective, Score
+from sessionstore.cli.views import fit_widths, session_detail, session_list
+from sessionstore.spark import BLOCKS, bars
+from sessionstore.store import Store
+from sessionstore.summary import SessionView
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
+    # A relative store root keeps printed paths identical on every machine.
+    monkeypatch.chdir(tmp_path)
+    return demo_store(Path("store"))
+
+
+def check_snapshot(name: str, text: str) -> None:
+    path = SNAPSHOTS / name
+    if os.environ.get("SNAPSHOT_UPDATE"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"missing snapshot {path}; run with SNAPSHOT_UPDATE=1 and review it"
+    assert text == path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_session_list_snapshot(store: Store, width: int) -> None:
+    views = [SessionView.load(s) for s in store.sessions()]
+    text = render(session_list, views, store.root, width=width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    check_snapshot(f"list_{width}.txt", text)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("session_id", ["trialing", "verified", "all-failed", "crashed"])
+def test_session_detail_snapshot(store: Store, session_id: str, width: int) -> None:
+    view = SessionView.load(store.open(session_id))
+    text = render(session_detail, view, view.detail()["lineage"], width=width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    check_snapshot(f"detail_{session_id}_{width}.txt", text)
+
+
+def test_list_keeps_every_id_and_creation_time_whole(store: Store) -> None:
+    views = [SessionView.load(s) for s in store.sessions()]
+    for width in WIDTHS:
+        text = render(session_list, views, store.root, width=width)
+        for view in views:
+            assert f"{view.session.id} " in text
+            assert (view.created_at or "")[5:16].replace("T", " ") in text
+
+
+def test_list_name_truncates_with_ellipsis(store: Store) -> None:
+    views = [SessionView.load(s) for s in store.sessions()]
+    text = render(session_list, views, store.root, width=80)
+    assert "llama-3…" in text and "tensor-parallel" not in text
+
+
+def test_fit_widths_shares_the_shrinking() -> None:
+    assert fit_widths([10, 40, 30], [10, 5, 8], 60) == [10, 25, 25]
+    assert fit_widths([10, 40, 30], [10, 5, 8], 60, first={1: 12}) == [10, 20, 30]
+    assert fit_widths([3, 3], [3, 3], 4) == [3, 3]  # cannot go below the minimums
+
+
+# --- spark ----------------------------------------------------------------------
+
+
+def best(n: int, meets: bool) -> Best:
+    return Best(n, 1.0, Objective(), meets, not meets, ())
+
+
+def test_spark_bars_scale_from_zero() -> None:
+    scores = [Score(1, 50.0, True), Score(2, 100.0, True), Score(3, 25.0, True)]
+    chars = [b.char for b in bars(scores, best(2, True))]
+    # Heights compare as the numbers do: 100 is twice 50 is twice 25.
+    assert chars == [BLOCKS[4], BLOCKS[8], BLOCKS[2]]
+
+
+def test_spark_tiny_positive_value_stays_visible_and_missing_is_marked() -> None:
+    scores = [Score(1, 0.001, True), Score(2, 1000.0, True), Score(3, None, None)]
+    assert [b.char for b in bars(scores, None)] == [BLOCKS[1], BLOCKS[8], "·"]
+
+
+def test_spark_failed_red_best_gold_only_when_nothing_meets() -> None:
+    scores = [Score(1, 5.0, False), Score(2, 9.0, False)]
+    assert [b.kind for b in bars(scores, best(2, False))] == ["failed", "best"]
+    scores = [Score(1, 5.0, True), Score(2, 9.0, False), Score(3, 7.0, True)]
+    assert [b.kind for b in bars(scores, best(3, True))] == ["ok", "failed", "ok"]
+
+
+def test_spark_colours_on_a_terminal(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="s", pid=None)
+    trial(session, metrics(5.0) | {"failed": True})
+    trial(session, metrics(9.0) | {"failed": True})
+    view = SessionView.load(session)
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=80, force_terminal=True, color_system="256")
+    session_detail(console, view, [])
+    out = buffer.getvalue()
+    assert "\x1b[31m" + BLOCKS[4] in out  # trial 1: failed, red
+    # trial 2: best while nothing meets, gold (bright yellow where rich downgrades gold1)
+    assert re.search(r"\x1b\[1;(?:38;5;220|93)m" + BLOCKS[8], out)
+
+
+def test_no_colour_when_not_a_terminal(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="s", pid=None)
+    trial(session, metrics(5.0) | {"failed": True})
+    buffer = io.StringIO()
+    session_detail(Console(file=buffer, width=80), SessionView.load(session), [])
+    assert "\x1b[" not in buffer.getvalue()
