@@ -23,7 +23,7 @@ from sessionstore.atomic import TEMP_PREFIX
 from sessionstore.errors import InvalidInput, TemplateError
 from sessionstore.layout import CONSTRAINTS, MANIFEST, MARKERS, REPORT, SERVICE, TRIALS
 from sessionstore.store import Session
-from sessionstore.template import _parse, render
+from sessionstore.template import render, used_variables
 
 __all__ = ["DEFAULT_TEMPLATE", "contract_variables", "default_template", "render_contract"]
 
@@ -99,7 +99,7 @@ def render_contract(session: Session, template: str | os.PathLike[str] | None = 
     except OSError as exc:
         raise InvalidInput(source, f"cannot read the template: {exc.strerror}") from None
     try:
-        used = _used_names(text)
+        used = used_variables(text)
         for name, line, column in used:
             if name not in variables:
                 known = ", ".join(sorted(variables))
@@ -109,10 +109,3 @@ def render_contract(session: Session, template: str | os.PathLike[str] | None = 
         return render(text, **{name: variables[name] for name, _, _ in used})
     except TemplateError as exc:
         raise TemplateError(exc.problem, exc.line, exc.column, source) from None
-
-
-def _used_names(text: str) -> list[tuple[str, int, int]]:
-    """The variables `text` uses (placeholders and flags of both branches), in source order."""
-    # render() has no public "which names" query; _parse is its own cached parse,
-    # so this costs nothing extra and can never disagree with render().
-    return list(_parse(text)[1])

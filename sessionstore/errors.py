@@ -140,4 +140,6 @@ class WaitTimedOut(SessionStoreError, TimeoutError):
     def __init__(self, path: Path, timeout: float) -> None:
         self.path = path
         self.timeout = timeout
-        super().__init__(f"{path}: not completed after {timeout:g} s")
+        super().__init__(
+            f"{path}: not completed after {timeout:g} s; wait longer or check that its writer runs"
+        )

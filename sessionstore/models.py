@@ -66,6 +66,12 @@ class Benchmark(_Open):
     metrics: dict[str, Any] = Field(default_factory=dict)
 
 
+class OutputContract(_Open):
+    """Declares that a record is judged by its recorded output, not by a status field."""
+
+    log: str = Field(description="The log file, relative to the record directory.")
+
+
 class TrialRecord(_Open):
     """`trials/<n>/trial.json`: one completed trial."""
 
@@ -74,6 +80,9 @@ class TrialRecord(_Open):
     resources: dict[str, Any] | None = Field(None, description="Hardware the trial ran on.")
     context_length: int | None = None
     learned: str | None = Field(None, description="What the agent learned from this trial.")
+    output_contract: OutputContract | None = Field(
+        None, description="Judge this trial by the last line of this log (PASS / FAIL:detail)."
+    )
 
 
 class VerificationRecord(_Open):
@@ -83,6 +92,9 @@ class VerificationRecord(_Open):
     run_name: str | None = None
     status: Literal["verified", "failed"] | None = None
     reason: str | None = None
+    output_contract: OutputContract | None = Field(
+        None, description="Judge this attempt by the last line of this log (PASS / FAIL:detail)."
+    )
 
 
 class Report(_Open):

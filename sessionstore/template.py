@@ -99,6 +99,14 @@ def render(text: str, /, **variables: object) -> str:
     return "".join(out)
 
 
+def used_variables(text: str) -> list[tuple[str, int, int]]:
+    """The variables `text` uses (flags and placeholders of every branch), with line and column.
+
+    One entry per use, in source order. Raises TemplateError for a malformed template.
+    """
+    return list(_parse(text)[1])
+
+
 def _render(nodes: tuple[_Node, ...], variables: Mapping[str, object], out: list[str]) -> None:
     for node in nodes:
         if isinstance(node, str):

@@ -582,3 +582,10 @@ def test_json_without_placeholders_renders_unchanged(value: object) -> None:
     text = json.dumps(value, ensure_ascii=False)
     assume(not re.search(r"\{[^\W\d]\w*\}|<!--[?!]", text))
     assert render(text) == text
+
+
+def test_used_variables_lists_every_use_in_both_branches() -> None:
+    from sessionstore.template import used_variables
+
+    text = "<!--?if a-->{b}<!--?else-->\n  {c} {b}\n<!--?end-->"
+    assert used_variables(text) == [("a", 1, 1), ("b", 1, 13), ("c", 2, 3), ("b", 2, 7)]

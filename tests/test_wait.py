@@ -291,7 +291,11 @@ def test_cli_plain_output_and_report(session: Session) -> None:
 def test_cli_timeout_exits_3(session: Session) -> None:
     code, out, err = finish(cli("wait", str(session.path), "--attempt", "2", "--timeout", "0.2"))
     path = session.service.path / "2"
-    assert (code, out, err) == (3, "", f"Error: attempt 2 not completed after 0.2 s: {path}\n")
+    expected = (
+        f"Error: attempt 2: {path}: not completed after 0.2 s;"
+        " wait longer or check that its writer runs\n"
+    )
+    assert (code, out, err) == (3, "", expected)
 
 
 def test_cli_torn_exits_1(session: Session) -> None:

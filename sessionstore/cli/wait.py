@@ -73,7 +73,7 @@ def wait(
     try:
         record = collection.wait(n, timeout) if collection else wait_report(session, timeout)
     except WaitTimedOut as exc:
-        error = click.ClickException(f"{what} not completed after {exc.timeout:g} s: {exc.path}")
+        error = click.ClickException(f"{what}: {exc}")
         error.exit_code = EXIT_TIMED_OUT
         raise error from None
     except KeyboardInterrupt:
