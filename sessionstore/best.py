@@ -35,7 +35,8 @@ def lookup(record: Mapping[str, Any], path: str | tuple[str, ...]) -> Any:
     """The value at a dotted key path in a JSON object, or None if any step is missing."""
     value: Any = record
     for key in path.split(".") if isinstance(path, str) else path:
-        if not isinstance(value, Mapping) or key not in value:
+        # JSON objects are dicts; the exact check is much cheaper than an ABC check.
+        if not (type(value) is dict or isinstance(value, Mapping)) or key not in value:
             return None
         value = value[key]
     return value

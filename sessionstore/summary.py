@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sessionstore import jsonio
@@ -28,7 +29,7 @@ from sessionstore.atomic import is_temp_name
 from sessionstore.best import Best, Objective, Score, best_trial, score_trials
 from sessionstore.layout import CONSTRAINTS, record_number
 from sessionstore.procinfo import process_alive
-from sessionstore.store import Collection, Record, RecordState, Session, read_record
+from sessionstore.store import Collection, Record, RecordState, Session
 
 STATUSES = ("running", "interrupted", "done", "failed")
 
@@ -113,9 +114,56 @@ def scan_collection(collection: Collection) -> tuple[list[Record], list[str]]:
     except (FileNotFoundError, NotADirectoryError):
         pass
     numbers.sort()
-    base = collection.path
-    records = [read_record(n, base / str(n), collection.marker) for n in numbers]
+    base, base_text, marker = collection.path, str(collection.path), collection.marker
+    records = [_read_record(n, base, f"{base_text}/{n}", marker) for n in numbers]
     return records, sorted(foreign)
+
+
+_CHUNK = 1 << 16
+
+
+def fast_read_record(n: int, path: str, marker: str) -> Record:
+    """`store.read_record` for listings: the same states and errors, several times faster.
+
+    Reads in 64 KiB chunks with `os.read` instead of asking for the whole size
+    cap at once (a buffered `read(64 MiB)` allocates the cap per file), which
+    is most of the cost of `inspect` over tens of thousands of markers.
+    """
+    return _read_record(n, None, path, marker)
+
+
+def _read_record(n: int, base: Path | None, path: str, marker: str) -> Record:
+    # `base / str(n)` parses one component; Path(path) would re-parse the whole path,
+    # a measurable share of listing tens of thousands of records.
+    record_path = base / str(n) if base is not None else Path(path)
+    try:
+        fd = os.open(f"{path}/{marker}", os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return Record(n, record_path, RecordState.IN_FLIGHT, None, None)
+    except OSError as exc:
+        return _torn(n, record_path, marker, f"unreadable: {exc.strerror}")
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        while chunk := os.read(fd, _CHUNK):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > jsonio.MAX_MARKER_BYTES:
+                return _torn(n, record_path, marker, f"larger than {jsonio.MAX_MARKER_BYTES} bytes")
+    except IsADirectoryError:
+        return _torn(n, record_path, marker, "is a directory, not a file")
+    except OSError as exc:
+        return _torn(n, record_path, marker, f"unreadable: {exc.strerror}")
+    finally:
+        os.close(fd)
+    data, error = jsonio.parse_object(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+    if error is not None:
+        return _torn(n, record_path, marker, error)
+    return Record(n, record_path, RecordState.COMPLETED, data, None)
+
+
+def _torn(n: int, path: Path, marker: str, error: str) -> Record:
+    return Record(n, path, RecordState.TORN, None, f"{marker}: {error}")
 
 
 def read_constraints(session: Session) -> tuple[dict[str, Any], str | None]:
