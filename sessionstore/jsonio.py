@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -11,6 +11,7 @@ import orjson
 # A marker is a small document; anything bigger is almost certainly not one and
 # reading it whole would let a stray file stall a listing.
 MAX_MARKER_BYTES = 64 * 1024 * 1024
+_CHUNK = 1 << 16
 
 
 def dumps(obj: Any) -> bytes:
@@ -47,21 +48,33 @@ def parse_object(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
     return value, None
 
 
-def read_object(path: Path) -> tuple[bool, dict[str, Any] | None, str | None]:
+def read_object(path: str | os.PathLike[str]) -> tuple[bool, dict[str, Any] | None, str | None]:
     """Read a JSON object file: (exists, object or None, error or None).
 
-    One `open` decides existence, so a listing costs one syscall per missing file.
+    One `open` decides existence, so a listing costs one syscall per missing
+    file. Reads in 64 KiB chunks: a buffered `read(MAX_MARKER_BYTES + 1)`
+    would allocate the whole cap per file, the main cost of listing tens of
+    thousands of markers.
     """
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_MARKER_BYTES + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         return False, None, None
+    except OSError as exc:
+        return True, None, f"unreadable: {exc.strerror}"
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        while chunk := os.read(fd, _CHUNK):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > MAX_MARKER_BYTES:
+                return True, None, f"larger than {MAX_MARKER_BYTES} bytes"
     except IsADirectoryError:
         return True, None, "is a directory, not a file"
     except OSError as exc:
         return True, None, f"unreadable: {exc.strerror}"
-    if len(data) > MAX_MARKER_BYTES:
-        return True, None, f"larger than {MAX_MARKER_BYTES} bytes"
-    obj, error = parse_object(data)
+    finally:
+        os.close(fd)
+    obj, error = parse_object(chunks[0] if len(chunks) == 1 else b"".join(chunks))
     return True, obj, error

@@ -191,7 +191,7 @@ class Collection:
         # collection on every record; a stale hint only costs extra mkdir attempts.
         self._next: int | None = None
 
-    def _scan(self) -> tuple[list[int], list[str]]:
+    def _entries(self) -> tuple[list[int], list[str]]:
         numbers: list[int] = []
         foreign: list[str] = []
         try:
@@ -210,15 +210,21 @@ class Collection:
 
     def numbers(self) -> list[int]:
         """Record numbers present, in numeric order (10 after 9)."""
-        return self._scan()[0]
+        return self._entries()[0]
 
     def foreign(self) -> list[str]:
         """Entry names that are not records (ignored by the engine, shown by `inspect`)."""
-        return self._scan()[1]
+        return self._entries()[1]
+
+    def scan(self) -> tuple[list[Record], list[str]]:
+        """Every record in numeric order with its derived state, and the foreign names,
+        from one directory listing."""
+        numbers, foreign = self._entries()
+        return [read_record(n, self.path / str(n), self.marker) for n in numbers], foreign
 
     def records(self) -> list[Record]:
         """Every record in numeric order, each with its derived state."""
-        return [read_record(n, self.path / str(n), self.marker) for n in self.numbers()]
+        return self.scan()[0]
 
     def get(self, n: int) -> Record:
         """Record `n`; raises `RecordNotFound` if its directory does not exist."""

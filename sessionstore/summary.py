@@ -19,17 +19,14 @@ over thousands of records must stay close to the cost of reading the files.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from sessionstore import jsonio
-from sessionstore.atomic import is_temp_name
 from sessionstore.best import Best, Objective, Score, best_trial, score_trials
-from sessionstore.layout import CONSTRAINTS, record_number
+from sessionstore.layout import CONSTRAINTS
 from sessionstore.procinfo import process_alive
-from sessionstore.store import Collection, Record, RecordState, Session
+from sessionstore.store import Record, RecordState, Session
 
 STATUSES = ("running", "interrupted", "done", "failed")
 
@@ -97,75 +94,6 @@ def session_progress(session: Session, trials: list[Record], attempts: list[Reco
     return Progress("trialing", current, planned)
 
 
-def scan_collection(collection: Collection) -> tuple[list[Record], list[str]]:
-    """Records in numeric order and foreign entry names, from one directory scan."""
-    numbers: list[int] = []
-    foreign: list[str] = []
-    try:
-        with os.scandir(collection.path) as it:
-            for entry in it:
-                if is_temp_name(entry.name):
-                    continue
-                n = record_number(entry.name)
-                if n is not None and entry.is_dir(follow_symlinks=False):
-                    numbers.append(n)
-                else:
-                    foreign.append(entry.name)
-    except (FileNotFoundError, NotADirectoryError):
-        pass
-    numbers.sort()
-    base, base_text, marker = collection.path, str(collection.path), collection.marker
-    records = [_read_record(n, base, f"{base_text}/{n}", marker) for n in numbers]
-    return records, sorted(foreign)
-
-
-_CHUNK = 1 << 16
-
-
-def fast_read_record(n: int, path: str, marker: str) -> Record:
-    """`store.read_record` for listings: the same states and errors, several times faster.
-
-    Reads in 64 KiB chunks with `os.read` instead of asking for the whole size
-    cap at once (a buffered `read(64 MiB)` allocates the cap per file), which
-    is most of the cost of `inspect` over tens of thousands of markers.
-    """
-    return _read_record(n, None, path, marker)
-
-
-def _read_record(n: int, base: Path | None, path: str, marker: str) -> Record:
-    # `base / str(n)` parses one component; Path(path) would re-parse the whole path,
-    # a measurable share of listing tens of thousands of records.
-    record_path = base / str(n) if base is not None else Path(path)
-    try:
-        fd = os.open(f"{path}/{marker}", os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return Record(n, record_path, RecordState.IN_FLIGHT, None, None)
-    except OSError as exc:
-        return _torn(n, record_path, marker, f"unreadable: {exc.strerror}")
-    chunks: list[bytes] = []
-    total = 0
-    try:
-        while chunk := os.read(fd, _CHUNK):
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > jsonio.MAX_MARKER_BYTES:
-                return _torn(n, record_path, marker, f"larger than {jsonio.MAX_MARKER_BYTES} bytes")
-    except IsADirectoryError:
-        return _torn(n, record_path, marker, "is a directory, not a file")
-    except OSError as exc:
-        return _torn(n, record_path, marker, f"unreadable: {exc.strerror}")
-    finally:
-        os.close(fd)
-    data, error = jsonio.parse_object(chunks[0] if len(chunks) == 1 else b"".join(chunks))
-    if error is not None:
-        return _torn(n, record_path, marker, error)
-    return Record(n, record_path, RecordState.COMPLETED, data, None)
-
-
-def _torn(n: int, path: Path, marker: str, error: str) -> Record:
-    return Record(n, path, RecordState.TORN, None, f"{marker}: {error}")
-
-
 def read_constraints(session: Session) -> tuple[dict[str, Any], str | None]:
     """The requested constraints and a parse error; a torn file reads as `{}` plus its error."""
     _, data, error = jsonio.read_object(session.path / CONSTRAINTS)
@@ -193,8 +121,8 @@ class SessionView:
     def load(cls, session: Session, objective: Objective | None = None) -> SessionView:
         """Read a session's records once and derive status, progress and the best trial."""
         objective = objective or Objective()
-        trials, trials_foreign = scan_collection(session.trials)
-        service, service_foreign = scan_collection(session.service)
+        trials, trials_foreign = session.trials.scan()
+        service, service_foreign = session.service.scan()
         report = session.report()
         constraints, constraints_error = read_constraints(session)
         scores = score_trials(trials, constraints, objective)

@@ -348,3 +348,31 @@ def test_finish_writes_report_and_status(store: Store) -> None:
 def test_session_open_of_missing_path_raises(tmp_path: Path) -> None:
     with pytest.raises(SessionNotFound):
         Session.open(tmp_path / "nope")
+
+
+def test_markers_spanning_many_read_chunks_and_oversized_markers(store: Store) -> None:
+    from sessionstore.jsonio import MAX_MARKER_BYTES
+
+    session = store.create()
+    big = {"log": "x" * 300_000, "n": list(range(1000))}
+    session.trials.begin().complete(big)
+    oversized = session.trials.begin()
+    with open(oversized.path / "trial.json", "wb") as f:
+        f.truncate(MAX_MARKER_BYTES + 1)  # sparse: no disk used
+    first, second = session.trials.records()
+    assert first.state is RecordState.COMPLETED and first.data == big
+    assert second.state is RecordState.TORN
+    assert second.error == f"trial.json: larger than {MAX_MARKER_BYTES} bytes"
+
+
+def test_scan_returns_records_and_foreign_names_from_one_listing(store: Store) -> None:
+    session = store.create()
+    session.trials.begin().complete({})
+    session.trials.begin()
+    (session.trials.path / "README").write_text("x")
+    records, foreign = session.trials.scan()
+    assert [(r.n, r.state) for r in records] == [
+        (1, RecordState.COMPLETED),
+        (2, RecordState.IN_FLIGHT),
+    ]
+    assert foreign == ["README"]

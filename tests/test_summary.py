@@ -7,18 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import orjson
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from inspect_helpers import attempt, metrics, set_manifest, torn_trial, trial
 
 from sessionstore.cli import cli
 from sessionstore.procinfo import process_start_time
-from sessionstore.store import Session, Store, read_record
+from sessionstore.store import Session, Store
 from sessionstore.summary import (
     SessionView,
-    fast_read_record,
     session_progress,
     session_status,
 )
@@ -248,33 +244,3 @@ def test_session_progress_is_pure_over_records(tmp_path: Path) -> None:
     trial(session, metrics(1.0))
     records = session.trials.records()
     assert str(session_progress(session, records, [])) == "trialing (2/2)"
-
-
-# --- the listing's fast reader ---------------------------------------------------
-
-marker_contents = st.one_of(
-    st.dictionaries(
-        st.text(max_size=5), st.integers(-(2**53), 2**53) | st.text(max_size=5), max_size=4
-    ).map(orjson.dumps),
-    st.sampled_from([b"", b"[]", b"null", b"3", b'"x"', b'{"a": 1', b"\xff\xfe", b"{}"]),
-    st.binary(max_size=40),
-)
-
-
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(content=marker_contents)
-def test_fast_reader_law_agrees_with_read_record(tmp_path: Path, content: bytes) -> None:
-    record = tmp_path / "1"
-    record.mkdir(exist_ok=True)
-    (record / "trial.json").write_bytes(content)
-    assert fast_read_record(1, str(record), "trial.json") == read_record(1, record, "trial.json")
-
-
-def test_fast_reader_agrees_on_missing_and_directory_markers(tmp_path: Path) -> None:
-    assert fast_read_record(1, str(tmp_path), "trial.json") == read_record(
-        1, tmp_path, "trial.json"
-    )
-    (tmp_path / "trial.json").mkdir()
-    fast = fast_read_record(1, str(tmp_path), "trial.json")
-    assert fast == read_record(1, tmp_path, "trial.json")
-    assert fast.error == "trial.json: is a directory, not a file"
