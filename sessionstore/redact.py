@@ -16,17 +16,46 @@ Design choices, each there to close a leak other maskers have:
   over the 8-byte needle prefixes locates candidate regions (every needle
   occurrence starts inside one of its hits), and an overlapping automaton
   over the full needles runs only on those regions.
-* Streaming keeps `max_pattern_len - 1` bytes back. A merged range that
-  reaches the cut stays *open*: its marker is emitted once and the range is
-  continued in the next chunk, so a long run of overlapping secrets never
-  makes the buffer grow and the output equals whole-buffer output for every
-  chunking.
+* The output holds no needle and no token, so redacting twice equals
+  redacting once. Merging input matches is not enough: a secret that begins
+  with the end of the marker (`EDabcdefgh`) reappears in `REDACTEDabcdefgh`
+  when its remainder follows another secret, one that ends with the marker's
+  start (`...R`) when its head precedes one, and `xoxb-` + a secret becomes a
+  Slack token. So ranges are settled left to right against the *output*:
+  a range's start moves left one byte at a time while the output before it
+  plus the marker holds an occurrence crossing into the marker, and its end
+  moves right over every occurrence crossing out of its rendering (marker
+  plus kept line breaks) into the following bytes. Proof sketch: take any
+  occurrence in the final output. Inside a gap it would be an input match,
+  which lies inside a range. Else let R be the last range it touches. If it
+  ends past R's rendering, it is in the window R's last right check saw (the
+  output up to R plus the raw bytes up to the next range's first start,
+  which a later left move only brings closer), so R would have grown. If it
+  ends inside R's rendering it ends inside the marker (a needle may not
+  contain the marker; no token ends in a line break) and was seen by R's
+  last left check, so R's start would have moved. Each step covers one more input
+  byte, so settling ends.
+* Moving right is unbounded but streams: the range stays open. Moving left
+  cannot stream in bounded memory in general (secret `aaaaaaaR`: in
+  `aaa...a` + another secret, every `a` before the marker completes it, so
+  nothing could be emitted until the run ends). It stops after `max_len`
+  bytes and raises InvalidInput instead of emitting such an occurrence. It
+  takes a run in which every byte ends the head of some needle whose tail is
+  a start of the marker, like `aaaaaaaR` next to many `a`; a moved start
+  usually settles after a byte or two.
+* Streaming: every step above reads at most `3 * max_len` bytes past the
+  range it settles (a `max_len` window, needles complete up to its end, and
+  a left move of up to `max_len` by a range not yet found), so `_settle()`
+  takes a step only when those bytes are buffered and otherwise stops; a
+  range still growing stays *open* (its marker emitted once, continued in
+  the next call). So stream output equals whole-buffer output for every
+  chunking, and a long run of overlapping secrets never grows the buffer.
 * Short secrets (under 8 bytes) cannot be matched anywhere without corrupting
   unrelated bytes, so they are refused unless allowed, and an allowed one is
   redacted only when a whole file (of at most `SHORT_FILE_MAX` bytes) is that
   value, ignoring surrounding whitespace.
-* Optional token patterns (`_redact_patterns`) have bounded length, so they
-  stream with their own hold-back.
+* Optional token patterns (`_redact_patterns`) have bounded length, which
+  `max_len` includes, so they stream like needles.
 
 Thread-safety: registration and the lazy automaton build take a lock; after
 registration a `Redactor` may be used from several threads at once. A
@@ -89,24 +118,35 @@ class _Compiled:
     def max_len(self) -> int:
         return max(self.needle_max, PATTERN_MAX_LEN if self.patterns else 0)
 
-    def spans(
-        self, buf: bytes, final: bool, whole: bool, carried: Span | None = None
-    ) -> list[Span]:
-        """Merged ranges to replace in `buf`; unless `final`, only those already certain.
+    @property
+    def reach(self) -> int:
+        """How far a byte's fate can depend on the bytes after it (see `StreamRedactor`)."""
+        return 3 * self.max_len
+
+    def spans(self, buf: bytes, final: bool, whole: bool) -> list[Span]:
+        """Every needle and token occurrence in `buf`; unless `final`, only the complete ones.
 
         `whole` says `buf` is the entire file, the only case short secrets apply to.
         """
         found = self._literal_spans(buf)
         if self.patterns:
             found.extend(pattern_spans(buf, final))
-        if carried is not None:
-            found.append(carried)
         if whole and self.shorts and len(buf) <= SHORT_FILE_MAX:
             core = buf.strip()
             if core in self.shorts:
                 start = len(buf) - len(buf.lstrip())
                 found.append((start, start + len(core)))
-        return _merge(found)
+        return found
+
+    def crossing(self, window: bytes, at: int) -> list[Span]:
+        """Occurrences in `window` that contain both `window[at - 1]` and `window[at]`."""
+        found: list[Span] = []
+        if self.matcher is not None:
+            hits = self.matcher.find_matches_as_indexes(window, overlapping=True)
+            found.extend((s, e) for _, s, e in hits if s < at < e)
+        if self.patterns:
+            found.extend((s, e) for s, e in pattern_spans(window, True) if s < at < e)
+        return found
 
     def _literal_spans(self, buf: bytes) -> list[Span]:
         if self.detector is None or self.matcher is None:
@@ -127,26 +167,6 @@ class _Compiled:
                 found.extend((start + s, start + e) for _, s, e in window)
             spans.extend(_merge(found))
         return spans
-
-    def render(self, buf: bytes, spans: list[Span], upto: int, continues: bool) -> bytes:
-        """`buf[:upto]` with each span replaced by the marker plus its CR/LF bytes.
-
-        `continues` says the first span (starting at 0) continues a range whose
-        marker was already emitted.
-        """
-        out: list[bytes] = []
-        pos = 0
-        for start, end in spans:
-            if start >= upto:
-                break
-            out.append(buf[pos:start])
-            if not (continues and start == 0):
-                out.append(self.marker)
-            pos = min(end, upto)
-            # Keeping the line breaks keeps line numbers and diff hunk counts valid.
-            out.append(buf[start:pos].translate(None, _NOT_NEWLINE))
-        out.append(buf[pos:upto])
-        return b"".join(out)
 
 
 def _windows(
@@ -316,14 +336,12 @@ class Redactor:
 
     @property
     def max_pattern_len(self) -> int:
-        """Length of the longest needle or token pattern; streams hold back one less."""
+        """Length of the longest needle or token pattern; streams hold back up to 3 times it."""
         return self._compile().max_len
 
     def redact(self, data: bytes) -> bytes:
         """Return `data` with every secret occurrence replaced."""
-        compiled = self._compile()
-        spans = compiled.spans(data, final=True, whole=True)
-        return compiled.render(data, spans, len(data), False)
+        return StreamRedactor(self._compile())._settle(data, final=True, whole=True)[0]
 
     def stream(self) -> StreamRedactor:
         """Fresh streaming state for one file, using the secrets registered so far."""
@@ -380,19 +398,24 @@ class StreamRedactor:
     """Redacts one file chunk by chunk in bounded memory.
 
     The concatenation of every `feed()` result and `finish()` equals
-    `Redactor.redact()` of the whole input, however it was chunked.
+    `Redactor.redact()` of the whole input, however it was chunked: both run
+    `_settle()`, which takes a step only once the bytes that step depends on
+    are all in the buffer, and otherwise stops and resumes on the next chunk.
     """
 
     def __init__(self, compiled: _Compiled) -> None:
         self._c = compiled
-        self._holdback = max(compiled.max_len - 1, 0)
         self._buf = b""
+        # The last max_len bytes of output: the context a needle or token could
+        # share with a marker.
+        self._tail = b""
+        # A range whose marker was emitted may still grow: it covers the first
+        # `_carried` bytes of `_buf` (already rendered) and continues from there.
+        self._open = False
+        self._carried = 0
         # Until more than SHORT_FILE_MAX bytes arrived the file may still be a
         # whole-file short secret, so nothing may be emitted yet.
         self._gated = bool(compiled.shorts)
-        # An open range reaches from before the buffer to `_open_end` (an
-        # index into `_buf`); its marker has already been emitted.
-        self._open_end: int | None = None
         self._consumed = False  # some input already left the buffer
         self._finished = False
 
@@ -405,20 +428,10 @@ class StreamRedactor:
             if len(self._buf) <= SHORT_FILE_MAX:
                 return b""
             self._gated = False
-        cut = len(self._buf) - self._holdback
-        if cut <= 0:
+        if len(self._buf) <= self._c.reach:
             return b""
-        spans = self._c.spans(self._buf, False, False, self._carried())
-        out = self._c.render(self._buf, spans, cut, self._open_end is not None)
-        # A range that reaches the cut (or ends on it, where an adjacent match
-        # could still merge with it) stays open across the cut.
-        self._open_end = None
-        for start, end in spans:
-            if start < cut <= end:
-                self._open_end = end - cut
-            if start >= cut:
-                break
-        self._buf = self._buf[cut:]
+        out, keep = self._settle(self._buf, final=False, whole=False)
+        self._buf = self._buf[keep:]
         self._consumed = True
         return out
 
@@ -428,8 +441,106 @@ class StreamRedactor:
             raise ValueError("stream already finished")
         self._finished = True
         buf, self._buf = self._buf, b""
-        spans = self._c.spans(buf, True, not self._consumed, self._carried())
-        return self._c.render(buf, spans, len(buf), self._open_end is not None)
+        return self._settle(buf, final=True, whole=not self._consumed)[0]
 
-    def _carried(self) -> Span | None:
-        return None if self._open_end is None else (0, self._open_end)
+    def _settle(self, buf: bytes, final: bool, whole: bool) -> tuple[bytes, int]:
+        """Render `buf` (continuing this stream's state); return output and bytes used.
+
+        Ranges are taken left to right. A new range's start moves left one
+        byte at a time while the output before it plus the marker holds an
+        occurrence crossing into the marker; its end moves right over every
+        occurrence that crosses out of its rendering. Unless `final`, a step
+        that needs bytes beyond the buffer is not taken: the output so far and
+        the index to keep the buffer from are returned instead.
+        """
+        c = self._c
+        width = c.max_len
+        n = len(buf)
+        found = c.spans(buf, final, whole)
+        if self._open:
+            found.append((0, self._carried))
+        ranges = _merge(found)
+        out: list[bytes] = []
+        pos = 0  # buf[:pos] is rendered
+        idx = 0  # ranges[idx:] are not yet part of the output
+        current = self._open  # a range ends at pos, its marker emitted, and may grow
+
+        def emit(data: bytes) -> None:
+            out.append(data)
+            tail = data if len(data) >= width else self._tail + data
+            self._tail = tail[-width:]
+
+        def grow(end: int) -> None:
+            # Extend the current range to `end`, merging ranges it reaches or touches.
+            nonlocal pos, idx
+            while idx < len(ranges) and ranges[idx][0] <= end:
+                end = max(end, ranges[idx][1])
+                idx += 1
+            emit(buf[pos:end].translate(None, _NOT_NEWLINE))
+            pos = end
+
+        if current:
+            pos = self._carried
+            grow(pos)
+        while True:
+            if current:
+                if not final and n - pos < c.reach:
+                    break
+                nxt = ranges[idx][0] if idx < len(ranges) else n
+                look = buf[pos : min(nxt, pos + width - 1)]
+                crossing = c.crossing(self._tail + look, len(self._tail))
+                if crossing:
+                    grow(pos + max(e for _, e in crossing) - len(self._tail))
+                    continue
+                # A range close enough that moving its start left could reach this one.
+                near = idx < len(ranges) and nxt - pos <= width
+                if near and self._start(buf, pos, nxt) == pos:
+                    grow(nxt)
+                    continue
+                current = False
+            # A range found this close to the end may still gain an earlier start.
+            if idx == len(ranges) or (not final and ranges[idx][0] > n - width):
+                break
+            start = self._start(buf, pos, ranges[idx][0])
+            emit(buf[pos:start])
+            emit(c.marker)
+            pos = start
+            grow(ranges[idx][0])
+            current = True
+        if final:
+            emit(buf[pos:])
+            return b"".join(out), n
+        self._open = current
+        if current:
+            # Keep every byte a needle still incomplete at the buffer end may start at.
+            keep = max(0, min(pos, n - width + 1))
+            self._carried = pos - keep
+        else:
+            # Not yet found ranges start after n - width and move left at most `width`.
+            keep = max(pos, n - 2 * width)
+            emit(buf[pos:keep])
+        return b"".join(out), keep
+
+    def _start(self, buf: bytes, floor: int, start: int) -> int:
+        """Where a range found at `start` begins so no occurrence crosses into its marker.
+
+        Moves left one byte at a time, at most `max_len` bytes and not below
+        `floor` (the end of the previous range: reaching it merges the two).
+        Raises InvalidInput past that bound, rather than emit such an occurrence.
+        """
+        c = self._c
+        width = c.max_len
+        pos = start
+        while pos > floor:
+            ctx = (self._tail + buf[max(floor, pos - width) : pos])[-width:]
+            if not c.crossing(ctx + c.marker, len(ctx)):
+                break
+            pos -= 1
+            if start - pos > width:
+                raise InvalidInput(
+                    "input",
+                    f"more than {width} bytes before a secret each complete a registered value "
+                    f"or token with the start of the marker {c.marker.decode()!r}; refusing to "
+                    "write output that contains it; choose another marker",
+                )
+        return pos

@@ -220,3 +220,49 @@ def test_leak_applied_twice_is_stable():
     data = b"x abcdefghijklmn y line-1-secret\r\nline-2-secret z " + base64.b64encode(b"abcdefgh")
     once = r.redact(data)
     assert r.redact(once) == once
+
+
+def test_leak_secret_starting_with_marker_end():
+    r = redactor(b"firstsecret1", b"EDabcdefgh")
+    data = b"firstsecret1abcdefgh"  # output REDACTEDabcdefgh would hold the second secret
+    assert r.redact(data) == M
+    assert chunked(r, [data[i : i + 1] for i in range(len(data))]) == M
+
+
+def test_leak_secret_ending_with_marker_start():
+    r = redactor(b"firstsecret1", b"abcdefgR")
+    data = b"xxabcdefgfirstsecret1yy"  # abcdefgREDACTED would hold the second secret
+    out = r.redact(data)
+    assert out == b"xxabcdefREDACTEDyy" and r.redact(out) == out
+    assert chunked(r, [data[i : i + 2] for i in range(0, len(data), 2)]) == out
+
+
+def test_leak_secret_completed_by_marker_again_and_again():
+    r = redactor(b"firstsecret1", b"Dabcdefg")
+    data = b"firstsecret1" + b"abcdefg" * 50 + b"!"  # each step uncovers the next copy
+    assert r.redact(data) == M + b"!"
+    assert chunked(r, [data[i : i + 5] for i in range(0, len(data), 5)]) == M + b"!"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"xoxb-ab!!secret-value!!", b"AKIA!!secret-valueABCDEFGH.", b"hf_" + b"a" * 26 + b"!!secret!"],
+)
+def test_leak_token_completed_by_marker(data: bytes):
+    r = Redactor(patterns=True)
+    r.add("!!secret-value" if b"-value" in data else "!!secret")
+    out = r.redact(data)
+    assert r.redact(out) == out
+    assert chunked(r, [data[i : i + 1] for i in range(len(data))]) == out
+
+
+def test_leak_run_the_marker_would_complete_is_refused_not_written():
+    # aaaaaaaR: before the marker, every `a` of a long run completes it again;
+    # no bounded-memory stream can decide where the run ends, so both refuse.
+    r = redactor(b"firstsecret1", b"aaaaaaaR")
+    data = b"a" * 200 + b"firstsecret1"
+    with pytest.raises(InvalidInput, match="choose another marker"):
+        r.redact(data)
+    with pytest.raises(InvalidInput):
+        chunked(r, [data[i : i + 7] for i in range(0, len(data), 7)])
+    assert r.redact(b"a" * 9 + b"firstsecret1") == b"a" * 6 + M  # a short run settles
