@@ -460,15 +460,17 @@ class StreamRedactor:
         if self._open:
             found.append((0, self._carried))
         ranges = _merge(found)
-        out: list[bytes] = []
+        # Gaps go out as views of `buf`: the final join is their only copy.
+        view = memoryview(buf)
+        out: list[bytes | memoryview] = []
         pos = 0  # buf[:pos] is rendered
         idx = 0  # ranges[idx:] are not yet part of the output
         current = self._open  # a range ends at pos, its marker emitted, and may grow
 
-        def emit(data: bytes) -> None:
+        def emit(data: bytes | memoryview) -> None:
             out.append(data)
-            tail = data if len(data) >= width else self._tail + data
-            self._tail = tail[-width:]
+            tail = data[-width:] if len(data) >= width else self._tail + data
+            self._tail = bytes(tail[-width:])
 
         def grow(end: int) -> None:
             # Extend the current range to `end`, merging ranges it reaches or touches.
@@ -502,13 +504,13 @@ class StreamRedactor:
             if idx == len(ranges) or (not final and ranges[idx][0] > n - width):
                 break
             start = self._start(buf, pos, ranges[idx][0])
-            emit(buf[pos:start])
+            emit(view[pos:start])
             emit(c.marker)
             pos = start
             grow(ranges[idx][0])
             current = True
         if final:
-            emit(buf[pos:])
+            emit(view[pos:])
             return b"".join(out), n
         self._open = current
         if current:
@@ -518,7 +520,7 @@ class StreamRedactor:
         else:
             # Not yet found ranges start after n - width and move left at most `width`.
             keep = max(pos, n - 2 * width)
-            emit(buf[pos:keep])
+            emit(view[pos:keep])
         return b"".join(out), keep
 
     def _start(self, buf: bytes, floor: int, start: int) -> int:
