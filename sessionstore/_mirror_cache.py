@@ -26,7 +26,6 @@ attack away from the secret itself.
 
 from __future__ import annotations
 
-import base64
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -55,12 +54,16 @@ def _encode_key(key: str) -> str:
     try:
         key.encode("utf-8")
     except UnicodeEncodeError:
+        import base64  # rare: only non-UTF-8 names pay for the import
+
         return "\0" + base64.b64encode(os.fsencode(key)).decode("ascii")
     return key
 
 
 def _decode_key(key: str) -> str:
     if key.startswith("\0"):
+        import base64
+
         return os.fsdecode(base64.b64decode(key[1:]))
     return key
 

@@ -36,7 +36,7 @@ import functools
 import os
 import stat
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,14 +45,14 @@ import orjson
 
 from sessionstore import _mirror_copy as rd
 from sessionstore._mirror_cache import CACHE_NAME, Cache, Entry
-from sessionstore.atomic import AtomicFile, fsync_dir, is_temp_name, sweep_temps
+from sessionstore.atomic import TEMP_PREFIX, AtomicFile, fsync_dir, is_temp_name, sweep_temps
 from sessionstore.errors import InvalidInput
 from sessionstore.layout import MARKERS, REPORT, record_number
 
 if TYPE_CHECKING:
     from sessionstore.redact import Redactor
 
-__all__ = ["CACHE_NAME", "RESERVED_PREFIX", "Mirror", "PassReport"]
+__all__ = ["CACHE_NAME", "DIRTY_NAME", "RESERVED_PREFIX", "Mirror", "PassReport"]
 
 # Destination entries we own (the cache, the daemon's lock): never mirrored over, never deleted.
 RESERVED_PREFIX = ".sessionstore-"
@@ -60,7 +60,10 @@ DEFAULT_CHUNK = 1 << 20
 # A write() in progress already stamped ctime when it started; a window wider than one
 # clock tick also covers big single in-place writes (10 ms of memcpy is ~50 MB).
 DEFAULT_MIN_WINDOW_NS = 10_000_000
-_OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+# Set while a pass may have temps in flight; its presence makes the next pass sweep.
+DIRTY_NAME = RESERVED_PREFIX + "mirror-dirty"
+_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
+_OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
 
 
 @dataclass
@@ -215,6 +218,11 @@ class _Pass:
         self.doomed: list[tuple[str, str]] = []  # (dest path, dest relpath) for --delete
         self.listing_failed = False
         self.dest_id: tuple[int, int] | None = None
+        self.dirty_path = ""
+        self.dirty = False
+        self.ready: set[str] = set()  # destination directories known to exist this pass
+        self.cached: Callable[[str], Entry | None] = _no_entry
+        self.list_dests = True
 
     # -- the pass ------------------------------------------------------------
 
@@ -232,6 +240,11 @@ class _Pass:
             if not self.ensure_root():
                 return
             self.cache = Cache.load(m.dest, m.redactor, m._fingerprints)
+            self.dirty_path = os.path.join(m.dest, DIRTY_NAME)
+            self.dirty = os.path.lexists(self.dirty_path)
+            self.cached = self.cache.entries.get if self.cache.trusted else _no_entry
+            # Read the destination's directories only when something there needs it.
+            self.list_dests = m.delete or self.dirty or not self.cache.trusted
             if subtrees is None or () in subtrees:
                 self.visit(root_fd, str(m.dest), "", None, None, full=True)
             else:
@@ -260,6 +273,7 @@ class _Pass:
             self.error(".", "destination is not a directory")
             return False
         self.dest_id = (st.st_dev, st.st_ino)
+        self.ready.add(str(dest))
         return True
 
     def visit_subtree(self, root_fd: int, parts: tuple[str, ...]) -> None:
@@ -278,11 +292,9 @@ class _Pass:
                     return  # gone or replaced since the caller saw it; a full pass settles it
                 fds.append(fd)
                 rel, dest = _join(rel, dname), os.path.join(dest, dname)
-                if i < len(parts) - 1 and not self.ensure_dir(dest, rel, None):
+                if not self.need_dir(dest, rel):
                     return
                 parent = parts[i - 1] if i else None
-            if not self.ensure_dir(dest, rel, None):
-                return
             self.visit(fd, dest, rel, parts[-1], parent, full=False)
         finally:
             for f in fds:
@@ -305,12 +317,12 @@ class _Pass:
         """Mirror one directory, recursively; returns how many files in it are not in place."""
         try:
             with os.scandir(src_fd) as it:
-                entries = sorted(it, key=_by_name)
+                entries = list(it)
         except OSError as exc:
             self.listing_failed = True
             self.error(rel or ".", f"cannot list: {describe(exc)}")
             return 1
-        dest_entries = self.list_dest(dest, rel)
+        dest_names = self.list_dest(dest, rel) if self.list_dests else None
 
         marker: str | None = None
         if src_name is None:
@@ -318,39 +330,31 @@ class _Pass:
         elif parent_name in MARKERS and record_number(src_name) is not None:
             marker = MARKERS[parent_name]
 
-        groups: dict[str, list[os.DirEntry[str]]] = {}
-        for e in entries:
-            if not is_temp_name(e.name):
-                groups.setdefault(self.name(e.name), []).append(e)
-
-        pending = 0
+        pairs, pending, expected = self.dest_names(entries, rel)
         subdirs: list[tuple[os.DirEntry[str], str, str]] = []
         held: tuple[os.DirEntry[str], str, str] | None = None
-        for dname, group in groups.items():
-            drel = _join(rel, dname)
-            if len(group) > 1:
-                self.error(drel, f"name collision: {len(group)} source names map to this name")
-                pending += 1
-                continue
-            e = group[0]
-            if not dname or "/" in dname or dname in (".", ".."):
-                self.error(drel, "the redacted name is not a valid file name")
-                pending += 1
-            elif dname.startswith(RESERVED_PREFIX) or is_temp_name(dname):
+        files = 0
+        for e, dname in pairs:
+            drel = f"{rel}/{dname}" if rel else dname
+            if dname[0] == "." and (dname.startswith((RESERVED_PREFIX, TEMP_PREFIX))):
                 self.skip(drel, "reserved name")
+            elif e.is_file(follow_symlinks=False):
+                files += 1
+                if e.name == marker:
+                    held = (e, dname, drel)
+                elif not self.unchanged(e, dest, dname, drel):
+                    pending += self.sync(src_fd, e, dest, dname, drel, False)
             elif e.is_dir(follow_symlinks=False):
                 subdirs.append((e, dname, drel))
             elif e.is_symlink():
                 self.skip(drel, "symlink")
-            elif not e.is_file(follow_symlinks=False):
-                self.skip(drel, "special file")
-            elif e.name == marker:
-                held = (e, dname, drel)
             else:
-                pending += self.sync(src_fd, e, dest, dname, drel, dest_entries.get(dname), False)
+                self.skip(drel, "special file")
 
         for e, dname, drel in subdirs:
-            pending += self.visit_child(src_fd, e, dest, dname, drel, src_name, dest_entries)
+            pending += self.visit_child(src_fd, e, dest, dname, drel, src_name)
+        if not files and not self.need_dir(dest, rel):  # mirror empty directories too
+            pending += 1
 
         if held is not None:
             e, dname, drel = held
@@ -358,14 +362,41 @@ class _Pass:
                 noun = "file" if pending == 1 else "files"
                 self.hold(drel, f"waiting for {pending} {noun}")
                 pending += 1
-            else:
-                pending += self.sync(src_fd, e, dest, dname, drel, dest_entries.get(dname), True)
+            elif not self.unchanged(e, dest, dname, drel):
+                pending += self.sync(src_fd, e, dest, dname, drel, True)
 
-        if self.m.delete:
-            for dname, dent in dest_entries.items():
-                if dname not in groups:
-                    self.doomed.append((dent.path, _join(rel, dname)))
+        if dest_names is not None and self.m.delete:
+            self.doomed.extend(
+                (os.path.join(dest, n), _join(rel, n)) for n in dest_names if n not in expected
+            )
         return pending
+
+    def dest_names(
+        self, entries: list[os.DirEntry[str]], rel: str
+    ) -> tuple[list[tuple[os.DirEntry[str], str]], int, Container[str]]:
+        """(entry, destination name) pairs, errors for names that collide, and every
+        destination name the source accounts for (for --delete). Our temps are ignored."""
+        if self.m.redactor is None:  # names map to themselves: no collision possible
+            pairs = [(e, e.name) for e in entries if not e.name.startswith(TEMP_PREFIX)]
+            return pairs, 0, {name for _, name in pairs}
+        redact_name = self.m.redactor.redact_name
+        groups: dict[str, list[os.DirEntry[str]]] = {}
+        for e in entries:
+            if not e.name.startswith(TEMP_PREFIX):
+                groups.setdefault(redact_name(e.name), []).append(e)
+        pending = 0
+        pairs = []
+        for dname, group in groups.items():
+            drel = _join(rel, dname)
+            if len(group) > 1:
+                self.error(drel, f"name collision: {len(group)} source names map to this name")
+                pending += 1
+            elif not dname or "/" in dname or dname in (".", ".."):
+                self.error(drel, "the redacted name is not a valid file name")
+                pending += 1
+            else:
+                pairs.append((group[0], dname))
+        return pairs, pending, groups
 
     def visit_child(
         self,
@@ -375,7 +406,6 @@ class _Pass:
         dname: str,
         drel: str,
         src_name: str | None,
-        dest_entries: dict[str, os.DirEntry[str]],
     ) -> int:
         if self.dest_id is not None and e.inode() == self.dest_id[1]:
             with contextlib.suppress(OSError):
@@ -397,26 +427,29 @@ class _Pass:
             if os.fstat(fd).st_ino != e.inode():
                 self.unstable(drel, "replaced during the pass")
                 return 1
-            child = os.path.join(dest, dname)
-            if not self.ensure_dir(child, drel, dest_entries.get(dname)):
-                return 1
-            return self.visit(fd, child, drel, e.name, src_name, full=False)
+            return self.visit(fd, f"{dest}/{dname}", drel, e.name, src_name, full=False)
         finally:
             os.close(fd)
 
     # -- destination ---------------------------------------------------------
 
-    def list_dest(self, dest: str, rel: str) -> dict[str, os.DirEntry[str]]:
-        """Destination entries by name (ours excluded), sweeping stale temps on the way."""
-        found: dict[str, os.DirEntry[str]] = {}
+    def list_dest(self, dest: str, rel: str) -> list[str]:
+        """Destination entry names (ours excluded), sweeping stale temps on the way.
+
+        Only when the pass must see the destination's own entries: for --delete,
+        or to sweep after a pass that was interrupted (see `DIRTY_NAME`).
+        """
+        found: list[str] = []
         temps = False
         try:
             with os.scandir(dest) as it:
                 for e in it:
-                    if is_temp_name(e.name):
+                    if e.name.startswith(TEMP_PREFIX):
                         temps = True
                     elif not e.name.startswith(RESERVED_PREFIX):
-                        found[e.name] = e
+                        found.append(e.name)
+        except FileNotFoundError:
+            pass  # not created yet: nothing to sweep or delete
         except OSError as exc:
             self.error(rel or ".", f"cannot list destination: {describe(exc)}")
             self.listing_failed = True
@@ -427,23 +460,68 @@ class _Pass:
                 self.error(rel or ".", f"cannot sweep temp files: {describe(exc)}")
         return found
 
-    def ensure_dir(self, path: str, rel: str, dent: os.DirEntry[str] | None) -> bool:
+    def need_dir(self, path: str, rel: str) -> bool:
+        """Make sure the destination directory exists (a real one), creating it 0700 if not.
+
+        Checked lazily, once per pass, only before something is written below it:
+        a pass that finds every file unchanged never stats a directory.
+        """
+        if path in self.ready:
+            return True
+        parent_rel = rel.rpartition("/")[0]
+        if not self.need_dir(os.path.dirname(path), parent_rel):
+            return False
         try:
-            if dent is not None and dent.is_dir(follow_symlinks=False):
-                return True
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            if stat.S_ISDIR(os.lstat(path).st_mode):
-                return True
-            self.error(rel, "the destination has a non-directory here")
-            return False
+            st = os.lstat(path)
+        except FileNotFoundError:
+            try:
+                self.touch()
+                os.mkdir(path, 0o700)
+            except OSError as exc:
+                self.error(rel, f"cannot create directory: {describe(exc)}")
+                return False
+            self.to_fsync.update((path, os.path.dirname(path)))
         except OSError as exc:
-            self.error(rel, f"cannot create directory: {describe(exc)}")
+            self.error(rel, f"cannot use directory: {describe(exc)}")
             return False
-        self.to_fsync.update((path, os.path.dirname(path)))
+        else:
+            if not stat.S_ISDIR(st.st_mode):
+                self.error(rel, "the destination has a non-directory here")
+                return False
+        self.ready.add(path)
         return True
 
+    def touch(self) -> None:
+        """Before the first change to the destination in this pass: flag it as in progress.
+
+        A pass killed midway leaves temps; finding the flag, the next pass lists
+        every destination directory and sweeps them. A pass that changes
+        nothing never lists the destination at all.
+        """
+        if self.dirty:
+            return
+        fd = os.open(self.dirty_path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | _CLOEXEC, 0o600)
+        os.close(fd)
+        if self.m.durable:
+            fsync_dir(self.m.dest)
+        self.dirty = True
+
     # -- one file --------------------------------------------------------------
+
+    def unchanged(self, e: os.DirEntry[str], dest: str, dname: str, drel: str) -> bool:
+        """The no-read fast path: two stats and a cache lookup (see `_unchanged`)."""
+        cached = self.cached(drel)
+        if cached is None:
+            return False
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            return False  # sync() sorts out vanished files and errors
+        if not _unchanged(cached, st, f"{dest}/{dname}"):
+            return False
+        self.entries[drel] = cached
+        self.report.unchanged += 1
+        return True
 
     def sync(
         self,
@@ -452,10 +530,9 @@ class _Pass:
         dest: str,
         dname: str,
         drel: str,
-        dent: os.DirEntry[str] | None,
         is_marker: bool,
     ) -> int:
-        """Bring one file up to date; returns 1 if it is not in place (0 if it is or vanished)."""
+        """Copy one file that `unchanged` did not vouch for; returns 1 if it is not in place."""
         try:
             st = e.stat(follow_symlinks=False)
         except FileNotFoundError:
@@ -463,18 +540,9 @@ class _Pass:
         except OSError as exc:
             self.error(drel, describe(exc))
             return 1
-        cached = self.cache.entries.get(drel) if self.cache.trusted else None
-        if cached is not None and dent is not None and _same_source(cached, st):
-            try:
-                dst = dent.stat(follow_symlinks=False)
-            except OSError:
-                dst = None
-            if dst is not None and _same_dest(cached, dst):
-                self.entries[drel] = cached
-                self.report.unchanged += 1
-                return 0
-        # Compare before writing when there is no record of what the destination holds.
-        compare = dent is not None and cached is None
+        path = f"{dest}/{dname}"
+        # No record of what the destination holds: compare before writing.
+        compare = self.cached(drel) is None and os.path.lexists(path)
         try:
             fd, st = rd.open_source(src_fd, e.name, st, self.m.window_ns)
         except rd.Vanished:
@@ -484,7 +552,6 @@ class _Pass:
         except OSError as exc:
             self.error(drel, describe(exc))
             return 1
-        path = os.path.join(dest, dname)
         try:
             done = self.copy(fd, st, path, drel, compare, is_marker)
         except rd.Unstable as exc:
@@ -522,6 +589,9 @@ class _Pass:
                 return True
         if is_marker and m.durable:
             self.flush()  # the record's files must be durable before its marker is
+        if not self.need_dir(os.path.dirname(path), drel.rpartition("/")[0]):
+            return False
+        self.touch()
         with AtomicFile(Path(path), mode, durable=m.durable, sync_dir=False) as out:
             if data is not None:
                 out.write(data)
@@ -559,6 +629,7 @@ class _Pass:
             if not (same and sink.at_eof()):
                 return None
             if stat.S_IMODE(dst.st_mode) != mode:
+                self.touch()
                 os.fchmod(dfd, mode)
             return _dest_sig(dst)
         finally:
@@ -616,13 +687,18 @@ class _Pass:
             )
             kept = {k: v for k, v in self.cache.entries.items() if not k.startswith(prefixes)}
             entries = {**kept, **entries} if self.cache.trusted else entries
-        if self.cache.trusted and entries == self.cache.entries:
-            return
-        self.cache.entries = entries
-        try:
-            self.cache.save(m.dest, self.cache.document(m.redactor, m._fingerprints), m.durable)
-        except OSError as exc:
-            self.error(CACHE_NAME, f"cannot write the change cache: {describe(exc)}")
+        if not (self.cache.trusted and entries == self.cache.entries):
+            self.cache.entries = entries
+            try:
+                doc = self.cache.document(m.redactor, m._fingerprints)
+                self.cache.save(m.dest, doc, m.durable)
+            except OSError as exc:
+                self.error(CACHE_NAME, f"cannot write the change cache: {describe(exc)}")
+        if self.dirty:
+            # Every temp of this pass is committed or removed, and this pass listed
+            # (and swept) the destination if the flag was set before it started.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.dirty_path)
 
     def remove(self, path: str, rel: str) -> None:
         """Delete a destination entry without a source; keeps our own (reserved) names."""
@@ -631,6 +707,7 @@ class _Pass:
         except FileNotFoundError:
             return
         try:
+            self.touch()
             if stat.S_ISDIR(st.st_mode):
                 with os.scandir(path) as it:
                     children = list(it)
@@ -656,28 +733,34 @@ def _identity(name: str) -> str:
     return name
 
 
-def _by_name(e: os.DirEntry[str]) -> str:
-    return e.name
-
-
 def _join(rel: str, name: str) -> str:
     return f"{rel}/{name}" if rel else name
 
 
-def _same_source(cached: Entry, st: os.stat_result) -> bool:
-    return (
-        cached[0] == st.st_size
+def _no_entry(_rel: str) -> None:
+    return None
+
+
+def _unchanged(cached: Entry, st: os.stat_result, dest_path: str) -> bool:
+    """Whether the source still is the committed version and the destination still holds it.
+
+    ctime first: it is the field that moves on every change.
+    """
+    if not (
+        cached[2] == st.st_ctime_ns
+        and cached[0] == st.st_size
         and cached[1] == st.st_mtime_ns
-        and cached[2] == st.st_ctime_ns
         and cached[3] == st.st_ino
         and cached[4] == st.st_dev
-    )
-
-
-def _same_dest(cached: Entry, dst: os.stat_result) -> bool:
+    ):
+        return False
+    try:
+        dst = os.lstat(dest_path)
+    except OSError:
+        return False
     return (
-        cached[5] == dst.st_size
-        and cached[6] == dst.st_mtime_ns
+        cached[6] == dst.st_mtime_ns
+        and cached[5] == dst.st_size
         and cached[7] == dst.st_ino
         and stat.S_ISREG(dst.st_mode)
     )

@@ -12,7 +12,7 @@ import pytest
 from mirror_helpers import converge, paths, run, settle, temps, tree, write
 
 from sessionstore.errors import InvalidInput
-from sessionstore.mirror import CACHE_NAME, Mirror
+from sessionstore.mirror import CACHE_NAME, DIRTY_NAME, Mirror
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -258,12 +258,33 @@ def test_no_temp_files_remain_and_stale_ones_are_swept(src: Path, dst: Path) -> 
     write(src / "d" / "f", b"x")
     settle()
     run(src, dst)
-    # A temp left by a dead writer (pid 2**22 + 1 is above the default pid_max).
+    # What a pass killed midway leaves: a temp of a dead writer (pid 2**22 + 1 is
+    # above the default pid_max) and the in-progress flag.
     stale = dst / "d" / f".sstmp-{2**22 + 1}-deadbeef"
     stale.write_bytes(b"debris")
+    (dst / DIRTY_NAME).touch()
     run(src, dst)
-    assert not stale.exists()
+    assert not stale.exists() and not (dst / DIRTY_NAME).exists()
     assert temps(dst) == []
+
+
+def test_a_pass_that_changes_nothing_never_lists_the_destination(
+    src: Path, dst: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(src / "d" / "f", b"x")
+    settle()
+    run(src, dst)
+    listed: list[object] = []
+    real = os.scandir
+
+    def spy(path: object = ".") -> object:
+        if isinstance(path, str) and path.startswith(str(dst)):
+            listed.append(path)
+        return real(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "scandir", spy)
+    assert run(src, dst).unchanged == 1
+    assert listed == [] and not (dst / DIRTY_NAME).exists()
 
 
 def test_file_replaced_by_directory_in_destination_is_an_error(src: Path, dst: Path) -> None:
@@ -292,7 +313,10 @@ def test_durable_pass_fsyncs_each_touched_directory_once(
 
     monkeypatch.setattr(os, "fsync", count)
     run(src, dst, durable=True)
-    assert sorted(synced) == sorted({str(dst.parent), str(dst), str(dst / "a"), str(dst / "b")})
+    touched = {str(dst.parent), str(dst), str(dst / "a"), str(dst / "b")}
+    # ... plus the root once more, first, for the in-progress flag.
+    assert synced[0] == str(dst)
+    assert sorted(synced[1:]) == sorted(touched)
 
 
 def test_no_fsync_means_no_fsync(src: Path, dst: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,199 @@
+"""Benchmark `sessionstore mirror --once` against `rsync -a`, whole-process, same tree, same run.
+
+A baseline, not a gate: it prints an environment header, the median (and p95)
+wall time of each scenario over --runs runs with a warm page cache, and the
+ratio to rsync next to the goal from issue 4.
+
+    python benchmarks/bench_mirror.py [--runs 5] [--durable-runs 3] [--dir /tmp/x]
+
+Scenarios (each tool gets its own destination, prepared identically):
+  no-op        nothing changed since the last pass
+  1% changed   100 of 10,000 files rewritten (new size, so rsync's quick check sees them)
+  copy         initial copy into an empty destination, `--no-fsync` vs `rsync -a`
+  durable      initial copy, default (fsync) vs `rsync -a --fsync`
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+SESSIONS, TRIALS = 200, 10
+FILES = {  # name -> typical size in bytes
+    "task.dstack.yml": 600,
+    "patches/model.diff": 3_000,
+    "patches/config.diff": 1_500,
+    "log.txt": 8_000,
+    "trial.json": 900,
+}
+BIG_LOG = 3 * 1024 * 1024  # a few trials have MB-sized logs
+
+
+def generate(src: Path, seed: int = 1) -> int:
+    """The session tree; returns the number of files (>= 10,000)."""
+    rng = random.Random(seed)
+    count = 0
+    for s in range(SESSIONS):
+        for t in range(1, TRIALS + 1):
+            rec = src / f"{s:08x}" / "trials" / str(t)
+            (rec / "patches").mkdir(parents=True, exist_ok=True)
+            for name, size in FILES.items():
+                n = size if rng.random() > 0.002 or name != "log.txt" else BIG_LOG
+                n = max(1, int(n * rng.uniform(0.5, 1.5)))
+                if name == "trial.json":
+                    learned = rng.randbytes(n // 2).hex().encode()
+                    data = b'{"trial": %d, "learned": "%s"}' % (t, learned)
+                else:
+                    data = rng.randbytes(n // 2).hex().encode()[:n]
+                (rec / name).write_bytes(data)
+                count += 1
+    return count
+
+
+def change_one_percent(src: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    files = sorted(p for p in src.rglob("*.txt"))
+    for p in rng.sample(files, len(files) // 10):  # 200 logs ...
+        if rng.random() < 0.5:  # ... of which ~100 get rewritten
+            p.write_bytes(rng.randbytes(rng.randrange(100, 9000)))
+
+
+def sessionstore_cmd() -> list[str]:
+    script = Path(sys.executable).with_name("sessionstore")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "sessionstore"]
+
+
+ENV = dict(os.environ)
+
+
+def timed(cmd: list[str]) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False, env=ENV
+    )
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd[0]} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
+    return elapsed
+
+
+def measure(runs: int, prepare: Callable[[int], None], cmd: list[str]) -> list[float]:
+    prepare(-1)
+    timed(cmd)  # warm-up
+    out = []
+    for i in range(runs):
+        prepare(i)
+        out.append(timed(cmd))
+    return out
+
+
+def stats(xs: list[float]) -> tuple[float, float]:
+    xs = sorted(xs)
+    p95 = xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
+    return statistics.median(xs), p95
+
+
+def header(src: Path, nfiles: int) -> None:
+    rsync = subprocess.run(["rsync", "--version"], capture_output=True, text=True).stdout
+    fs = subprocess.run(
+        ["stat", "-f", "-c", "%T", str(src)], capture_output=True, text=True
+    ).stdout.strip()
+    size = sum(p.stat().st_size for p in src.rglob("*") if p.is_file())
+    from sessionstore import __version__
+
+    print(f"sessionstore {__version__} | Python {platform.python_version()} | {sys.executable}")
+    print(f"{platform.platform()} | {os.cpu_count()} CPUs | filesystem {fs}")
+    print(rsync.splitlines()[0])
+    print(f"tree: {nfiles} files, {size / 1e6:.1f} MB, {SESSIONS} sessions x {TRIALS} trials")
+    startup = [timed([sys.executable, "-c", "pass"]) for _ in range(5)]
+    print(f"interpreter start-up (python -c pass): {statistics.median(startup) * 1e3:.0f} ms")
+    print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--durable-runs", type=int, default=5)
+    parser.add_argument("--dir", type=Path, default=None, help="work directory (default: tmp)")
+    parser.add_argument("--skip-durable", action="store_true")
+    args = parser.parse_args()
+    if shutil.which("rsync") is None:
+        raise SystemExit("rsync is not installed (apt-get install -y rsync)")
+    work = Path(tempfile.mkdtemp(prefix="bench-mirror-", dir=args.dir))
+    # Time what an installed package costs: bytecode cached (as pip does at install),
+    # even where PYTHONDONTWRITEBYTECODE is set; the cache goes to the work dir.
+    ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+    ENV["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    try:
+        src = work / "src"
+        nfiles = generate(src)
+        time.sleep(0.05)  # let the tree leave the racy window
+        header(src, nfiles)
+        ss = sessionstore_cmd()
+        d_ss, d_rs = work / "dst-ss", work / "dst-rsync"
+
+        def fresh(d: Path) -> Callable[[int], None]:
+            def prepare(_i: int) -> None:
+                shutil.rmtree(d, ignore_errors=True)
+                os.sync()
+
+            return prepare
+
+        def changed(_i: int) -> None:
+            change_one_percent(src, seed=1000 + _i)
+            time.sleep(0.05)
+
+        def nothing(_i: int) -> None:
+            pass
+
+        rows: list[tuple[str, list[float], list[float], str]] = []
+        m = [*ss, "mirror", str(src), str(d_ss), "--once"]
+        r = ["rsync", "-a", f"{src}/", f"{d_rs}/"]
+        print("running: initial copy --no-fsync ...", file=sys.stderr)
+        a = measure(args.runs, fresh(d_ss), [*m, "--no-fsync"])
+        b = measure(args.runs, fresh(d_rs), r)
+        rows.append(("initial copy (--no-fsync vs rsync -a)", a, b, "<= 1.5x"))
+        print("running: no-op ...", file=sys.stderr)
+        a = measure(args.runs, nothing, m)
+        b = measure(args.runs, nothing, r)
+        rows.append(("no-op pass", a, b, "<= 1.0x"))
+        print("running: 1% changed ...", file=sys.stderr)
+        # Both destinations must see the same changes: alternate tool per change.
+        a, b = [], []
+        timed(m)
+        timed(r)
+        for i in range(args.runs):
+            changed(i)
+            a.append(timed(m))
+            b.append(timed(r))
+        rows.append(("1% of files changed", a, b, "<= 1.0x"))
+        if not args.skip_durable:
+            print("running: durable initial copy ...", file=sys.stderr)
+            a = measure(args.durable_runs, fresh(d_ss), m)
+            b = measure(args.durable_runs, fresh(d_rs), [*r[:2], "--fsync", *r[2:]])
+            rows.append(("initial copy, durable (vs rsync -a --fsync)", a, b, "report"))
+
+        print(f"{'scenario':46} {'sessionstore':>18} {'rsync':>18} {'ratio':>7}  goal")
+        for name, a, b, goal in rows:
+            (ma, pa), (mb, pb) = stats(a), stats(b)
+            print(
+                f"{name:46} {ma * 1e3:8.0f} ms (p95 {pa * 1e3:4.0f}) "
+                f"{mb * 1e3:8.0f} ms (p95 {pb * 1e3:4.0f}) {ma / mb:6.2f}x  {goal}"
+            )
+        print(f"\nmedian of {args.runs} runs ({args.durable_runs} for durable), warm page cache")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
