@@ -68,17 +68,29 @@ def _decode_key(key: str) -> str:
     return key
 
 
-def fingerprint(redactor: Redactor | None, salt: bytes) -> str | None:
-    """A salted scrypt of everything that decides the redacted output; None without secrets."""
+def fingerprint(redactor: Redactor | None, salt: bytes, memo: dict[object, str]) -> str | None:
+    """A salted scrypt of everything that decides the redacted output; None without secrets.
+
+    `memo` keeps results across passes of one Mirror. Its key holds the
+    registered values themselves (in memory only), so a secret added to the
+    same Redactor between passes yields a new fingerprint, never a stale one.
+    """
     if not redactor:
         return None
-    import hashlib
+    needles = redactor.needles()
+    key = (salt, redactor.marker, redactor.patterns, needles)
+    found = memo.get(key)
+    if found is None:
+        import hashlib
 
-    parts = [b"marker", redactor.marker.encode(), b"patterns", b"1" if redactor.patterns else b"0"]
-    parts.extend(sorted(redactor.needles()))
-    # Length-prefix each part so no two different lists serialize alike.
-    blob = b"".join(len(p).to_bytes(8, "big") + p for p in parts)
-    return hashlib.scrypt(blob, salt=salt, n=2**14, r=8, p=1, dklen=32).hex()
+        marker = redactor.marker.encode()
+        parts = [b"marker", marker, b"patterns", b"1" if redactor.patterns else b"0"]
+        parts.extend(sorted(needles))
+        # Length-prefix each part so no two different lists serialize alike.
+        blob = b"".join(len(p).to_bytes(8, "big") + p for p in parts)
+        found = hashlib.scrypt(blob, salt=salt, n=2**14, r=8, p=1, dklen=32).hex()
+        memo[key] = found
+    return found
 
 
 class Cache:
@@ -90,39 +102,33 @@ class Cache:
         self.trusted = trusted
 
     @classmethod
-    def load(cls, root: Path, redactor: Redactor | None, fingerprints: dict[bytes, str]) -> Cache:
+    def load(cls, root: Path, redactor: Redactor | None, fingerprints: dict[object, str]) -> Cache:
         """Read the cache; anything wrong with it yields an untrusted, empty cache.
 
-        `fingerprints` memoizes scrypt per salt across passes of one Mirror.
+        `fingerprints` is the memo of `fingerprint`, kept by the Mirror across passes.
         """
         doc = _read(root / CACHE_NAME)
         if doc is None:
             return cls({}, os.urandom(16), trusted=False)
         stored = doc.get("redactor")
         salt = os.urandom(16)
-        expected: str | None = None
         if isinstance(stored, dict) and isinstance(stored.get("salt"), str):
             try:
                 salt = bytes.fromhex(stored["salt"])
             except ValueError:
                 return cls({}, os.urandom(16), trusted=False)
-        if redactor:
-            expected = fingerprints.get(salt)
-            if expected is None:
-                expected = fingerprints[salt] = fingerprint(redactor, salt) or ""
+        expected = fingerprint(redactor, salt, fingerprints)
         actual = stored.get("scrypt") if isinstance(stored, dict) else None
         if actual != expected:
             return cls({}, salt, trusted=False)
         return cls(doc["files"], salt, trusted=True)
 
-    def document(self, redactor: Redactor | None, fingerprints: dict[bytes, str]) -> dict[str, Any]:
+    def document(
+        self, redactor: Redactor | None, fingerprints: dict[object, str]
+    ) -> dict[str, Any]:
         """The JSON document for `entries` (keys encoded, fingerprint for the salt)."""
-        stored = None
-        if redactor:
-            fp = fingerprints.get(self.salt)
-            if fp is None:
-                fp = fingerprints[self.salt] = fingerprint(redactor, self.salt) or ""
-            stored = {"salt": self.salt.hex(), "scrypt": fp}
+        fp = fingerprint(redactor, self.salt, fingerprints)
+        stored = None if fp is None else {"salt": self.salt.hex(), "scrypt": fp}
         files = {_encode_key(k): v for k, v in self.entries.items()}
         return {"version": CACHE_VERSION, "redactor": stored, "files": files}
 

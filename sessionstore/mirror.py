@@ -152,7 +152,7 @@ class Mirror:
         src, dst = self.source.resolve(), self.dest.resolve()
         if src == dst or dst in src.parents:
             raise InvalidInput("mirror", "the source must not be the destination or inside it")
-        self.redactor = redactor if redactor else None
+        self.redactor = redactor
         self.durable = durable
         self.delete = delete
         self.window_ns = (
@@ -162,8 +162,8 @@ class Mirror:
         )
         self.chunk_size = chunk_size
         self._on_chunk = _on_chunk
-        # scrypt per cache salt, so a long-lived Mirror pays for the fingerprint once.
-        self._fingerprints: dict[bytes, str] = {}
+        # scrypt per (salt, secrets), so a long-lived Mirror pays for the fingerprint once.
+        self._fingerprints: dict[object, str] = {}
 
     def run_once(self) -> PassReport:
         """One full pass over the source. Never raises for a file's problem; see the report."""
@@ -209,9 +209,9 @@ class _Pass:
     def __init__(self, mirror: Mirror) -> None:
         self.m = mirror
         self.report = PassReport()
-        self.name: Callable[[str], str] = (
-            mirror.redactor.redact_name if mirror.redactor else _identity
-        )
+        # Checked per pass: secrets may be registered on the same Redactor later.
+        self.redactor = mirror.redactor if mirror.redactor else None
+        self.name: Callable[[str], str] = self.redactor.redact_name if self.redactor else _identity
         self.cache: Cache
         self.entries: dict[str, Entry] = {}
         self.to_fsync: set[str] = set()
@@ -239,7 +239,7 @@ class _Pass:
         try:
             if not self.ensure_root():
                 return
-            self.cache = Cache.load(m.dest, m.redactor, m._fingerprints)
+            self.cache = Cache.load(m.dest, self.redactor, m._fingerprints)
             self.dirty_path = os.path.join(m.dest, DIRTY_NAME)
             self.dirty = os.path.lexists(self.dirty_path)
             self.cached = self.cache.entries.get if self.cache.trusted else _no_entry
@@ -283,7 +283,7 @@ class _Pass:
         try:
             for i, part in enumerate(parts):
                 dname = self.name(part)
-                if self.m.redactor is not None and self.collides(fd, part, dname):
+                if self.redactor is not None and self.collides(fd, part, dname):
                     self.error(_join(rel, dname), "name collision: source names map to this name")
                     return
                 try:
@@ -376,10 +376,10 @@ class _Pass:
     ) -> tuple[list[tuple[os.DirEntry[str], str]], int, Container[str]]:
         """(entry, destination name) pairs, errors for names that collide, and every
         destination name the source accounts for (for --delete). Our temps are ignored."""
-        if self.m.redactor is None:  # names map to themselves: no collision possible
+        if self.redactor is None:  # names map to themselves: no collision possible
             pairs = [(e, e.name) for e in entries if not e.name.startswith(TEMP_PREFIX)]
             return pairs, 0, {name for _, name in pairs}
-        redact_name = self.m.redactor.redact_name
+        redact_name = self.redactor.redact_name
         groups: dict[str, list[os.DirEntry[str]]] = {}
         for e in entries:
             if not e.name.startswith(TEMP_PREFIX):
@@ -576,7 +576,7 @@ class _Pass:
         data: bytes | None = None
         if is_marker:
             sink = rd.Collect()
-            rd.read_stable(fd, st, sink, m.redactor, m.chunk_size, hook)
+            rd.read_stable(fd, st, sink, self.redactor, m.chunk_size, hook)
             data = sink.data()
             problem = _json_object_problem(data)
             if problem:
@@ -596,7 +596,7 @@ class _Pass:
             if data is not None:
                 out.write(data)
             else:
-                rd.read_stable(fd, st, rd.Write(out.write), m.redactor, m.chunk_size, hook)
+                rd.read_stable(fd, st, rd.Write(out.write), self.redactor, m.chunk_size, hook)
             written = os.stat(out.temp)
         self.to_fsync.add(os.path.dirname(path))
         self.entries[drel] = [*rd.signature(st), *_dest_sig(written)]
@@ -625,7 +625,7 @@ class _Pass:
             if data is not None:
                 same = sink.feed(data)
             else:
-                same = rd.read_stable(fd, st, sink, self.m.redactor, self.m.chunk_size, hook)
+                same = rd.read_stable(fd, st, sink, self.redactor, self.m.chunk_size, hook)
             if not (same and sink.at_eof()):
                 return None
             if stat.S_IMODE(dst.st_mode) != mode:
@@ -690,7 +690,7 @@ class _Pass:
         if not (self.cache.trusted and entries == self.cache.entries):
             self.cache.entries = entries
             try:
-                doc = self.cache.document(m.redactor, m._fingerprints)
+                doc = self.cache.document(self.redactor, m._fingerprints)
                 self.cache.save(m.dest, doc, m.durable)
             except OSError as exc:
                 self.error(CACHE_NAME, f"cannot write the change cache: {describe(exc)}")

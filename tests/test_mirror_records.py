@@ -175,3 +175,25 @@ def test_delete_is_skipped_when_the_listing_had_an_error(
     report = run(src, dst, delete=True)
     assert report.deleted == [] and report.delete_skipped
     assert tree(dst) == {"gone": b"g", "private/f": b"p"}
+
+
+# -- passes over a subset (what the daemon will run on events) ------------------
+
+
+def test_a_subset_pass_widens_to_the_record_and_keeps_other_cache_entries(
+    src: Path, dst: Path
+) -> None:
+    from sessionstore.mirror import Mirror
+
+    write(src / "other" / "f", b"o")
+    write(src / "trials" / "1" / "patches" / "a.diff", b"+")
+    write(src / "trials" / "1" / "trial.json", b"{}")
+    settle()
+    m = Mirror(src, dst, durable=False)
+    report = m._pass(["trials/1/patches"])  # widened to trials/1: the marker may commit
+    assert sorted(report.copied) == ["trials/1/patches/a.diff", "trials/1/trial.json"]
+    assert not (dst / "other").exists()
+    m.run_once()
+    report = m._pass(["trials/1"])
+    assert report.unchanged == 2 and not report.copied
+    assert m.run_once().unchanged == 3  # the subset pass kept the cache entry of other/f

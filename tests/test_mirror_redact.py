@@ -103,3 +103,30 @@ def test_a_marker_whose_redaction_stays_valid_json_is_committed(tmp_path: Path) 
     assert orjson.loads((dst / "service" / "1" / "verification.json").read_bytes()) == {
         "reason": "bad REDACTED"
     }
+
+
+def test_a_secret_added_to_the_same_redactor_between_passes_re_redacts(tmp_path: Path) -> None:
+    """A long-lived Mirror (the daemon) memoizes the fingerprint; it must not go stale."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "log.txt", f"{SECRET} and {OTHER}\n".encode())
+    settle()
+    r = redact.Redactor()
+    r.add(SECRET)
+    m = Mirror(src, dst, r, durable=False)
+    m.run_once()
+    assert (dst / "log.txt").read_bytes() == f"REDACTED and {OTHER}\n".encode()
+    r.add(OTHER)
+    assert m.run_once().copied == ["log.txt"]
+    assert (dst / "log.txt").read_bytes() == b"REDACTED and REDACTED\n"
+
+
+def test_an_empty_redactor_that_gets_a_secret_later_is_honoured(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "log.txt", f"{SECRET}\n".encode())
+    settle()
+    r = redact.Redactor()
+    m = Mirror(src, dst, r, durable=False)
+    m.run_once()
+    r.add(SECRET)
+    m.run_once()
+    assert (dst / "log.txt").read_bytes() == b"REDACTED\n"
