@@ -341,3 +341,16 @@ def test_independent_mirrors_can_run_in_parallel_threads(src: Path, dst: Path) -
         t.join()
     for k in range(3):
         assert tree(dst.with_name(f"d{k}")) == tree(src)
+
+
+def test_non_utf8_names_round_trip_through_cache_and_report(src: Path, dst: Path) -> None:
+    import orjson
+
+    name = os.fsdecode(b"caf\xe9-\xff.log")  # latin-1 bytes: not UTF-8
+    write(src / name, b"bytes")
+    settle()
+    first = run(src, dst)
+    assert first.copied == [name]
+    assert orjson.loads(orjson.dumps(first.to_dict()))["copied"] == ["caf\\xe9-\\xff.log"]
+    assert (dst / name).read_bytes() == b"bytes"
+    assert run(src, dst).unchanged == 1  # the cache key survived its JSON encoding
