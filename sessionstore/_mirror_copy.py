@@ -116,16 +116,19 @@ def read_stable(
     redactor: Redactor | None,
     chunk_size: int,
     on_chunk: Callable[[], None] | None = None,
+    *,
+    rewind: bool = False,
 ) -> bool:
-    """Stream the whole file at `fd` (from offset 0) into `sink`, redacted.
+    """Stream the whole file at `fd` (at offset 0, or rewound) into `sink`, redacted.
 
     `before` is the settled fstat `open_source` returned; the file must still
-    match it after the read, so several reads of one fd (compare, then write)
-    all see the version that was checked for being settled. Returns whether
+    match it after the read, so several reads of one fd (compare, then write,
+    with `rewind`) all see the version that was checked for being settled. Returns whether
     the sink took everything (False: it stopped early, e.g. a comparison found
     a difference). Raises Unstable if the file changed while it was read.
     """
-    os.lseek(fd, 0, os.SEEK_SET)
+    if rewind:
+        os.lseek(fd, 0, os.SEEK_SET)
     stream = redactor.stream() if redactor else None
     total = 0
     complete = True

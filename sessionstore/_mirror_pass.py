@@ -118,6 +118,7 @@ class _Pass:
         self.dirty_path = ""
         self.dirty = False
         self.ready: set[str] = set()  # destination directories known to exist this pass
+        self.created: set[str] = set()  # ... and those this pass created (empty but for us)
         self.cached: Callable[[str], Entry | None] = _no_entry
         self.list_dests = True
 
@@ -141,7 +142,7 @@ class _Pass:
             self.dirty = os.path.lexists(self.dirty_path)
             self.cached = self.cache.entries.get if self.cache.trusted else _no_entry
             # Read the destination's directories only when something there needs it.
-            self.list_dests = m.delete or self.dirty or not self.cache.trusted
+            self.list_dests = m.delete or self.dirty
             if subtrees is None or () in subtrees:
                 self.visit(root_fd, str(m.dest), "", None, None, full=True)
             else:
@@ -377,6 +378,7 @@ class _Pass:
             except OSError as exc:
                 self.error(rel, f"cannot create directory: {_describe(exc)}")
                 return False
+            self.created.add(path)
             self.to_fsync.update((path, os.path.dirname(path)))
         except OSError as exc:
             self.error(rel, f"cannot use directory: {_describe(exc)}")
@@ -438,8 +440,9 @@ class _Pass:
             self.error(drel, _describe(exc))
             return 1
         path = f"{dest}/{dname}"
-        # No record of what the destination holds: compare before writing.
-        compare = self.cached(drel) is None and os.path.lexists(path)
+        # No record of what the destination holds: compare before writing (unless this
+        # pass just created the directory, which then holds nothing we did not write).
+        compare = self.cached(drel) is None and dest not in self.created and os.path.lexists(path)
         try:
             fd, st = rd.open_source(src_fd, e.name, st, self.m.window_ns)
         except rd.Vanished:
@@ -450,7 +453,7 @@ class _Pass:
             self.error(drel, _describe(exc))
             return 1
         try:
-            done = self.copy(fd, st, path, drel, compare, is_marker)
+            done = self.copy(fd, st, dest, path, drel, compare, is_marker)
         except rd.Unstable as exc:
             return self.not_settled(drel, str(exc), is_marker)
         except _HeldBack as exc:
@@ -464,7 +467,14 @@ class _Pass:
         return 0 if done else 1
 
     def copy(
-        self, fd: int, st: os.stat_result, path: str, drel: str, compare: bool, is_marker: bool
+        self,
+        fd: int,
+        st: os.stat_result,
+        dest: str,
+        path: str,
+        drel: str,
+        compare: bool,
+        is_marker: bool,
     ) -> bool:
         """Read one settled version (the open fd) and commit it; True when in place."""
         m = self.m
@@ -486,16 +496,18 @@ class _Pass:
                 return True
         if is_marker and m.durable:
             self.flush()  # the record's files must be durable before its marker is
-        if not self.need_dir(os.path.dirname(path), drel.rpartition("/")[0]):
+        if not self.need_dir(dest, drel.rpartition("/")[0]):
             return False
         self.touch()
         with AtomicFile(Path(path), mode, durable=m.durable, sync_dir=False) as out:
             if data is not None:
                 out.write(data)
             else:
-                rd.read_stable(fd, st, rd.Write(out.write), self.redactor, m.chunk_size, hook)
+                # A comparison that found a difference has read part of the fd already.
+                writer = rd.Write(out.write)
+                rd.read_stable(fd, st, writer, self.redactor, m.chunk_size, hook, rewind=compare)
             written = os.stat(out.temp)
-        self.to_fsync.add(os.path.dirname(path))
+        self.to_fsync.add(dest)
         self.entries[drel] = [*rd.signature(st), *_dest_sig(written)]
         self.report.copied.append(drel)
         return True
