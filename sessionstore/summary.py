@@ -20,13 +20,16 @@ over thousands of records must stay close to the cost of reading the files.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessionstore import jsonio
 from sessionstore.best import Best, Objective, Score, best_trial, score_trials
 from sessionstore.layout import CONSTRAINTS
 from sessionstore.procinfo import process_alive
 from sessionstore.store import Record, RecordState, Session
+
+if TYPE_CHECKING:
+    from sessionstore.verdict import Verdict
 
 STATUSES = ("running", "interrupted", "done", "failed")
 
@@ -188,6 +191,16 @@ class SessionView:
             "manifest_error": self.session.manifest_error,
         }
 
+    def verdicts(self, records: list[Record]) -> dict[int, Verdict]:
+        """Output-contract verdicts of the records that declare one (reads their logs' tails).
+
+        Only the detail view asks: the list stays one read per marker.
+        """
+        from sessionstore.verdict import output_verdict
+
+        found = {r.n: output_verdict(r) for r in records}
+        return {n: v for n, v in found.items() if v is not None}
+
     def detail(self) -> dict[str, Any]:
         """The detail view's JSON: the summary plus every record in numeric order."""
         from sessionstore.lineage import lineage_info
@@ -203,6 +216,11 @@ class SessionView:
                 for s in self.scores
             ],
             "service": [r.to_dict() for r in self.service],
+            # Records that declare an output contract, judged by their logs.
+            "verdicts": {
+                name: [{"n": n, **v.to_dict()} for n, v in self.verdicts(records).items()]
+                for name, records in (("trials", self.trials), ("service", self.service))
+            },
             "report": self.report.to_dict() | {"n": None},
             "foreign": self.foreign,
             "lineage": lineage_info(self.session),

@@ -18,6 +18,7 @@ from sessionstore.best import Best, as_number, check_constraints, lookup
 from sessionstore.spark import bars, window
 from sessionstore.store import Record, RecordState
 from sessionstore.summary import SessionView
+from sessionstore.verdict import Verdict
 
 _STATE_STYLE = {
     RecordState.COMPLETED: "green",
@@ -207,6 +208,9 @@ def _trials_table(view: SessionView) -> Table:
         header = path.removeprefix("benchmark.metrics.")
         table.add_column(header, justify="right", overflow="fold", min_width=min(len(header), 16))
     table.add_column("FAILED", no_wrap=True)
+    verdicts = view.verdicts(view.trials)
+    if verdicts:
+        table.add_column("LOG", overflow="fold")
     table.add_column("NOTE", overflow="fold", ratio=1)
     best = view.best
     for record, score in zip(view.trials, view.scores, strict=True):
@@ -218,14 +222,26 @@ def _trials_table(view: SessionView) -> Table:
         failed = ""
         if record.state is RecordState.COMPLETED:
             failed = "yes" if data.get("failed") is True else "no"
+        verdict = [_verdict_cell(verdicts.get(record.n))] if verdicts else []
         table.add_row(
             str(record.n),
             Text(str(record.state), style=_STATE_STYLE[record.state]),
             *values,
             Text(failed, style="red" if failed == "yes" else ""),
+            *verdict,
             _note(record, view.constraints, best),
         )
     return table
+
+
+_VERDICT_STYLE = {"pass": "green", "fail": "red", "indeterminate": "yellow"}
+
+
+def _verdict_cell(verdict: Verdict | None) -> Text:
+    """The output-contract verdict: what the record's log says, not its status field."""
+    if verdict is None:
+        return Text("")
+    return Text(str(verdict), style=_VERDICT_STYLE[str(verdict.outcome)])
 
 
 def _note(record: Record, constraints: dict[str, Any], best: Best | None) -> Text:
@@ -244,7 +260,7 @@ def _note(record: Record, constraints: dict[str, Any], best: Best | None) -> Tex
     return Text("; ".join(parts))
 
 
-def _attempts_table(records: list[Record]) -> Table:
+def _attempts_table(records: list[Record], verdicts: dict[int, Verdict]) -> Table:
     table = Table(
         title="verification attempts", title_justify="left", box=None, header_style="bold"
     )
@@ -252,6 +268,8 @@ def _attempts_table(records: list[Record]) -> Table:
     table.add_column("STATE", no_wrap=True)
     table.add_column("TRIAL", justify="right", no_wrap=True)
     table.add_column("RESULT", no_wrap=True)
+    if verdicts:
+        table.add_column("LOG", overflow="fold")
     table.add_column("REASON", overflow="fold", ratio=1)
     for record in records:
         data = record.data or {}
@@ -263,6 +281,7 @@ def _attempts_table(records: list[Record]) -> Table:
             Text(str(record.state), style=_STATE_STYLE[record.state]),
             str(trial) if isinstance(trial, int) else "",
             str(result) if isinstance(result, str) else "",
+            *([_verdict_cell(verdicts.get(record.n))] if verdicts else []),
             Text(str(reason), style="red" if record.error or result == "failed" else ""),
         )
     return table
@@ -333,7 +352,7 @@ def session_detail(console: Console, view: SessionView, lineage: list[dict[str, 
     console.print(_trials_table(view))
     if view.service:
         console.print()
-        console.print(_attempts_table(view.service))
+        console.print(_attempts_table(view.service, view.verdicts(view.service)))
     for collection, names in view.foreign.items():
         console.print(
             Text(f"foreign entries in {collection}/: {', '.join(names)}", style="yellow"),
