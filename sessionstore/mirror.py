@@ -28,7 +28,9 @@ go through `redact_name`; source names never reach the report or the cache
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -41,6 +43,7 @@ from sessionstore.errors import InvalidInput
 from sessionstore.layout import MARKERS, record_number
 
 if TYPE_CHECKING:
+    from sessionstore.daemon import Daemon, PassCallback, WatchConfig
     from sessionstore.redact import Redactor
 
 __all__ = ["CACHE_NAME", "DIRTY_NAME", "RESERVED_PREFIX", "Mirror", "PassReport"]
@@ -99,13 +102,39 @@ class Mirror:
         """One full pass over the source. Never raises for a file's problem; see the report."""
         return self._pass(None)
 
-    def _pass(self, dirs: Iterable[str] | None = None) -> PassReport:
-        """A pass over the whole tree (`dirs=None`) or over some source subtrees.
+    def run_dirs(self, dirs: Iterable[str]) -> PassReport:
+        """A pass over some source subtrees only (what the daemon runs on events).
 
-        `dirs` are source paths relative to the root ("a/b"); one inside a
-        record is widened to the record, so the markers-last rule still sees
-        every file of it. Cache entries outside the visited subtrees are kept.
+        `dirs` are source paths relative to the root ("a/b", "" for the root);
+        one inside a record is widened to the record, so the markers-last rule
+        still sees every file of it. Cache entries outside them are kept.
         """
+        return self._pass(list(dirs))
+
+    def watch(self, stop: threading.Event, config: WatchConfig | None = None) -> PassReport:
+        """Mirror continuously until `stop` is set; returns the final full pass's report.
+
+        Blocks the calling thread. Raises `LockHeld` if another daemon mirrors
+        into the same destination. See `sessionstore.daemon`.
+        """
+        from sessionstore.daemon import Daemon
+
+        return Daemon(self, config).run(stop)
+
+    def running(
+        self, config: WatchConfig | None = None, on_pass: PassCallback | None = None
+    ) -> contextlib.AbstractContextManager[Daemon]:
+        """`with mirror.running(): ...` mirrors in a background thread during the block.
+
+        Leaving the block, even by an exception, stops watching and runs one
+        final full pass before returning.
+        """
+        from sessionstore.daemon import running
+
+        return running(self, config, on_pass)
+
+    def _pass(self, dirs: Iterable[str] | None = None) -> PassReport:
+        """A pass over the whole tree (`dirs=None`) or over some source subtrees."""
         started = time.monotonic()
         run = _Pass(self)
         run.run(None if dirs is None else _subtrees(dirs))

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "wait": "sessionstore.cli.wait:wait",
     "check": "sessionstore.cli.check:check",
     "schema": "sessionstore.cli.schema:schema",
+    "demo": "sessionstore.cli.demo:demo",
 }
 
 

@@ -8,6 +8,7 @@ pydantic, and the redactor only when a secret is given.
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,8 @@ import click
 from sessionstore.cli.common import emit_json, json_option, library_errors
 
 if TYPE_CHECKING:
+    from sessionstore.daemon import WatchConfig
+    from sessionstore.mirror import Mirror, PassReport
     from sessionstore.redact import Redactor
 
 _LABELS = (("unstable", "unstable"), ("held_back", "held back"), ("skipped", "skipped"))
@@ -24,7 +27,7 @@ _LABELS = (("unstable", "unstable"), ("held_back", "held back"), ("skipped", "sk
 @click.command()
 @click.argument("src", type=click.Path(path_type=Path))
 @click.argument("dst", type=click.Path(path_type=Path))
-@click.option("--once", is_flag=True, help="Run one pass and exit (required for now).")
+@click.option("--once", is_flag=True, help="Run one pass and exit (default: run as a daemon).")
 @click.option(
     "--secret",
     "secret_values",
@@ -46,6 +49,31 @@ _LABELS = (("unstable", "unstable"), ("held_back", "held back"), ("skipped", "sk
 )
 @click.option("--no-fsync", is_flag=True, help="Skip fsync: faster, not crash-proof.")
 @click.option("--delete", is_flag=True, help="Remove destination files whose source is gone.")
+@click.option(
+    "--full-every",
+    type=click.FloatRange(min=0.05),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Daemon: full re-list this often, whatever the events say.",
+)
+@click.option(
+    "--debounce",
+    type=click.FloatRange(min=0),
+    default=0.02,
+    show_default=True,
+    metavar="SECONDS",
+    help="Daemon: quiet time before a pass over changed directories.",
+)
+@click.option(
+    "--max-wait",
+    type=click.FloatRange(min=0),
+    default=0.25,
+    show_default=True,
+    metavar="SECONDS",
+    help="Daemon: longest wait after a change, however busy the source.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Daemon: no progress on stderr.")
 @json_option
 @library_errors
 def mirror(
@@ -58,32 +86,118 @@ def mirror(
     allow_short_secrets: bool,
     no_fsync: bool,
     delete: bool,
+    full_every: float,
+    debounce: float,
+    max_wait: float,
+    quiet: bool,
     as_json: bool,
 ) -> None:
     """Mirror SRC into DST: changed files copied whole, redacted, atomically.
 
     A file that changes while it is read is never committed (it is reported
-    unstable and retried next pass); record markers are committed last.
-    Exit status: 0 when the pass ran, 1 when a file failed with an error,
-    2 for bad usage.
+    unstable and retried); record markers are committed last. With --once,
+    one pass; otherwise a daemon that watches SRC (waiting for it to appear),
+    re-lists it fully every --full-every seconds, and on SIGINT or SIGTERM
+    runs a final full pass and exits. One daemon per DST.
+
+    Exit status: 0 when the (final) pass ran, 1 when a file failed with an
+    error or another daemon holds DST, 2 for bad usage. With --json the
+    daemon prints one JSON line per pass.
 
     \b
     Examples:
       sessionstore mirror ./workspace ~/.sessionstore/1a2b3c4d --once
       sessionstore mirror ./ws ./out --once --secret-env HF_TOKEN --json
+      sessionstore mirror ./workspace ~/.sessionstore/1a2b3c4d --secret-env HF_TOKEN
     """
-    if not once:
-        raise click.UsageError("the daemon is not available yet; pass --once")
     from sessionstore.mirror import Mirror
 
     redactor = _redactor(secret_values, secret_env, secrets_file, allow_short_secrets)
-    report = Mirror(src, dst, redactor, durable=not no_fsync, delete=delete).run_once()
-    summary = report.to_dict()
-    _print_summary(summary)
-    if as_json:
-        emit_json(summary)
+    the_mirror = Mirror(src, dst, redactor, durable=not no_fsync, delete=delete)
+    if not once:
+        from sessionstore.daemon import WatchConfig
+
+        config = WatchConfig(debounce=debounce, max_wait=max_wait, full_every=full_every)
+        report = _run_daemon(the_mirror, config, quiet, as_json)
+    else:
+        report = the_mirror.run_once()
+        summary = report.to_dict()
+        _print_summary(summary)
+        if as_json:
+            emit_json(summary)
     if not report.ok:
         sys.exit(1)
+
+
+def _run_daemon(the_mirror: Mirror, config: WatchConfig, quiet: bool, as_json: bool) -> PassReport:
+    """Run the daemon in this thread until SIGINT or SIGTERM; returns the final pass."""
+    import signal
+    import threading
+
+    from sessionstore.daemon import Daemon
+
+    stop = threading.Event()
+    progress = _Progress(quiet, as_json)
+    daemon = Daemon(the_mirror, config, progress)
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+        daemon.wake.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    return daemon.run(stop)
+
+
+class _Progress:
+    """Per-pass output: a JSON line on stdout (--json) and/or rich lines on stderr."""
+
+    SHOWN = 10  # copied paths listed per pass before "and N more"
+
+    def __init__(self, quiet: bool, as_json: bool) -> None:
+        self.as_json = as_json
+        self.console = None
+        if not quiet:
+            from rich.console import Console
+
+            self.console = Console(stderr=True, highlight=False)
+
+    def __call__(self, report: PassReport, kind: str) -> None:
+        summary = report.to_dict()
+        if self.as_json:
+            import orjson
+
+            sys.stdout.buffer.write(orjson.dumps({"pass": kind, **summary}) + b"\n")
+            sys.stdout.flush()
+        if self.console is not None:
+            self._show(summary, kind)
+
+    def _show(self, summary: dict[str, Any], kind: str) -> None:
+        assert self.console is not None
+        from rich.markup import escape
+
+        stamp = time.strftime("%H:%M:%S")
+        if summary["source_missing"]:
+            self.console.print(f"{stamp} [dim]waiting for the source to appear[/]")
+            return
+        copied = summary["copied"]
+        if kind in ("initial", "final") or copied or summary["errors"]:
+            counts = f"{len(copied)} copied, {summary['unchanged']} unchanged"
+            self.console.print(f"{stamp} [bold]{kind} pass[/]: {counts}")
+        for path in copied[: self.SHOWN]:
+            self.console.print(f"{stamp} [green]copied[/] {escape(path)}")
+        if len(copied) > self.SHOWN:
+            self.console.print(f"{stamp} [green]copied[/] and {len(copied) - self.SHOWN} more")
+        kinds = [("unstable", "unstable", "yellow"), ("held_back", "held back", "yellow")]
+        if kind in ("initial", "final"):  # symlinks and the like do not change: say it twice
+            kinds.append(("skipped", "skipped", "dim"))
+        for key, label, style in kinds:
+            for item in summary[key]:
+                line = f"{escape(item['path'])} ({escape(item['reason'])})"
+                self.console.print(f"{stamp} [{style}]{label}[/] {line}")
+        for item in summary["errors"]:
+            line = f"{escape(item['path'])}: {escape(item['error'])}"
+            self.console.print(f"{stamp} [bold red]error[/] {line}")
 
 
 def _redactor(

@@ -1,0 +1,66 @@
+"""A minimal agent harness built on sessionstore.
+
+Creates a session, mirrors the agent's scratch workspace into it while the
+agent runs, then finishes the session with a report naming the best trial.
+The "agent" here is a subprocess that writes two trials; replace it with
+your own.
+
+    python examples/harness.py [--store DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from sessionstore import Store
+from sessionstore.best import best_trial, report_fields
+from sessionstore.mirror import Mirror
+from sessionstore.redact import Redactor
+
+# The agent: a separate process that only knows the workspace layout. It uses
+# the store's writer on the raw workspace (Session.open works without a manifest).
+AGENT = """
+import sys
+from sessionstore import Session
+
+workspace = Session.open(sys.argv[1])
+for tok_per_s in (640.0, 910.0):
+    trial = workspace.trials.begin()
+    trial.write_text("task.yml", f"batch_size: {int(tok_per_s // 20)}\\n")
+    trial.write_text("run.log", "token in use: " + sys.argv[2] + "\\nPASS\\n")
+    trial.complete({"failed": False, "benchmark": {"metrics": {"output_tok_per_s": tok_per_s}}})
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--store", default=os.environ.get("SESSIONSTORE_HOME", "~/.sessionstore"))
+    args = parser.parse_args()
+
+    store = Store(args.store)
+    session = store.create(name="example harness", trials=2)
+    workspace = Path(tempfile.mkdtemp(prefix="agent-workspace-"))
+
+    token = "example-api-token-0123456789"  # in real life: os.environ["SOME_API_TOKEN"]
+    redactor = Redactor()
+    redactor.add(token, origin="example token")
+
+    # The daemon runs beside the agent; leaving the block runs a final full pass.
+    with Mirror(workspace, session.path, redactor).running():
+        subprocess.run([sys.executable, "-c", AGENT, str(workspace), token], check=True)
+
+    # The report keeps the requested constraints beside the values actually reached.
+    constraints = session.constraints()
+    best = best_trial(session.trials.records(), constraints)
+    session.finish(report_fields(best, constraints))
+    print(f"session {session.id} at {session.path}; best trial: {best.n if best else None}")
+    print(f"inspect it: sessionstore inspect {session.id} --store {store.root}")
+
+
+if __name__ == "__main__":
+    main()

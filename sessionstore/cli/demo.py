@@ -1,0 +1,72 @@
+"""`sessionstore demo`: the first command to run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from sessionstore.cli.common import default_store, library_errors, store_option
+
+
+@click.command()
+@store_option
+@click.option(
+    "--keep-workspace", is_flag=True, help="Keep the fake agent's scratch workspace for a look."
+)
+@library_errors
+def demo(store_dir: Path | None, keep_workspace: bool) -> None:
+    """Run a fake agent session, mirrored into the store by the real daemon.
+
+    A fake agent writes trials into a scratch workspace (CRLF configs, a binary
+    patch, logs holding a secret from its environment, a file rewritten in
+    place mid-flight, one torn marker, one trial still in flight, and a
+    verification attempt) while the mirror daemon copies it into a new
+    session, redacting the secret. Then the workspace is deleted and the
+    session is shown as `sessionstore inspect` shows it.
+
+    \b
+    Examples:
+      sessionstore demo
+      sessionstore demo --store /tmp/demo-store --keep-workspace
+    """
+    from sessionstore.best import DEFAULT_OBJECTIVE, Objective
+    from sessionstore.cli.views import make_console, session_detail
+    from sessionstore.demo import TOKEN_ENV, remove_workspace, run_demo
+    from sessionstore.summary import SessionView
+
+    root = store_dir or default_store()
+    console = make_console()
+    console.print(f"[bold]sessionstore demo[/]: store {root}")
+    result = run_demo(root)
+    session = result.session
+    console.print(
+        f"A fake agent wrote 4 trials and 1 verification attempt into {result.workspace};\n"
+        f"the mirror daemon copied them into session [bold]{session.id}[/] ({session.path})."
+    )
+    for item in result.held_back:
+        console.print(f"  held back by the mirror: {item['path']} ({item['reason']})")
+    log = session.path / "trials" / "1" / "run.log"
+    token_line = next(
+        (line for line in log.read_text().splitlines() if line.startswith("using token")), "?"
+    )
+    verdict = "nowhere" if not result.token_found_in_session else "STILL PRESENT (a bug!)"
+    console.print(
+        f"The agent's ${TOKEN_ENV} appears {verdict} in the session; "
+        f"trials/1/run.log reads: {token_line!r}"
+    )
+    if keep_workspace:
+        console.print(f"The workspace is kept at {result.workspace}.")
+    else:
+        remove_workspace(result)
+        console.print("The workspace is deleted: the session stands on its own.")
+    console.print()
+    view = SessionView.load(session, Objective(DEFAULT_OBJECTIVE, "higher"))
+    session_detail(console, view, view.detail()["lineage"])
+    console.print()
+    console.print("Look next:")
+    console.print(f"  sessionstore inspect {session.id}          # this view")
+    console.print(f"  sessionstore inspect {session.id} --json   # the same, for scripts")
+    console.print(f"  ls -R {session.path}")
+    if store_dir is not None:
+        console.print(f"  (add --store {root} to each command)")

@@ -1,0 +1,384 @@
+"""The mirror daemon: watchdog events are hints, periodic full passes are the truth.
+
+Events only mark source directories dirty. A pass over the dirty directories
+runs once they have been quiet for `debounce` seconds, but never later than
+`max_wait` after the first event, so a file that keeps changing is still
+retried on schedule (watchdog's own debouncer has no maximum wait). Files a
+pass reports unstable or held back are retried with a backoff.
+
+Events are lost in ways nobody reports: inotify queue overflow, a new
+directory that could not be watched (max_user_watches), an observer thread
+that died. So a full pass runs every `full_every` seconds regardless, and at
+once on any sign of trouble: a warning or error logged by watchdog, or an
+observer thread that is no longer alive.
+
+One daemon per destination: a `filelock` lock in the destination, with the
+holder's pid beside it so a second daemon can name it. Stopping (the stop
+event, SIGINT or SIGTERM in the CLI) ends watching and runs one final full
+pass, so nothing written before the stop is lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sessionstore.atomic import write_atomic
+from sessionstore.errors import LockHeld
+
+if TYPE_CHECKING:
+    from filelock import BaseFileLock
+    from watchdog.observers.api import BaseObserver
+
+    from sessionstore.mirror import Mirror, PassReport
+
+LOCK_NAME = ".sessionstore-mirror.lock"
+PID_NAME = ".sessionstore-mirror.pid"
+# Events that say nothing about content: opening or closing a file without writing.
+_NOISE = frozenset({"opened", "closed_no_write"})
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    """Timing of the daemon, in seconds."""
+
+    debounce: float = 0.02
+    max_wait: float = 0.25
+    full_every: float = 30.0
+    retry_min: float = 0.02
+    retry_max: float = 1.0
+    source_poll: float = 0.2
+    final_grace: float = 5.0
+
+
+PassCallback = Callable[["PassReport", str], None]
+
+
+class _Hints:
+    """Dirty source directories collected from events (thread-safe), plus a lost-events flag."""
+
+    def __init__(self, root: str, wake: threading.Event) -> None:
+        self.root = root
+        self.wake = wake
+        self._lock = threading.Lock()
+        self.dirty: set[str] = set()
+        self.first_at = 0.0
+        self.last_at = 0.0
+        self.lost = False
+
+    def mark(self, path: str, is_directory: bool) -> None:
+        rel = os.path.relpath(path, self.root)
+        if rel.startswith(".."):
+            return
+        dirs = {rel, os.path.dirname(rel)} if is_directory else {os.path.dirname(rel)}
+        now = time.monotonic()
+        with self._lock:
+            if not self.dirty:
+                self.first_at = now
+            self.dirty.update(d if d not in ("", ".") else "" for d in dirs)
+            self.last_at = now
+        self.wake.set()
+
+    def lose(self) -> None:
+        with self._lock:
+            self.lost = True
+        self.wake.set()
+
+    def due(self, config: WatchConfig) -> float | None:
+        """When the dirty set should be passed over (None: nothing dirty)."""
+        with self._lock:
+            if not self.dirty:
+                return None
+            return min(self.last_at + config.debounce, self.first_at + config.max_wait)
+
+    def take(self) -> tuple[set[str], bool]:
+        with self._lock:
+            dirty, lost = self.dirty, self.lost
+            self.dirty, self.lost = set(), False
+        return dirty, lost
+
+
+class _EventHandler:
+    """A watchdog handler that turns every event into a dirty-directory hint."""
+
+    def __init__(self, hints: _Hints) -> None:
+        self.hints = hints
+
+    def dispatch(self, event: Any) -> None:
+        if event.event_type in _NOISE:
+            return
+        self.hints.mark(os.fsdecode(event.src_path), event.is_directory)
+        dest = getattr(event, "dest_path", "")
+        if dest:
+            self.hints.mark(os.fsdecode(dest), event.is_directory)
+
+
+class _TroubleHandler(logging.Handler):
+    """watchdog logs overflows and failed watches as warnings: treat any as lost events."""
+
+    def __init__(self, hints: _Hints) -> None:
+        super().__init__(logging.WARNING)
+        self.hints = hints
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.hints.lose()
+
+
+def acquire_lock(dest: Path) -> BaseFileLock:
+    """Take the one-daemon-per-destination lock; raise `LockHeld` naming the holder."""
+    from filelock import FileLock, Timeout
+
+    os.makedirs(dest, 0o700, exist_ok=True)
+    # Not thread-local: `running()` takes the lock in the caller's thread and the
+    # daemon thread releases it.
+    lock = FileLock(str(dest / LOCK_NAME), timeout=0, thread_local=False)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise LockHeld(dest, _holder_pid(dest)) from None
+    write_atomic(dest / PID_NAME, f"{os.getpid()}\n".encode(), mode=0o600)
+    return lock
+
+
+def _holder_pid(dest: Path) -> int | None:
+    try:
+        return int((dest / PID_NAME).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+class Daemon:
+    """Runs passes of one `Mirror` driven by filesystem events. See the module docstring."""
+
+    def __init__(
+        self,
+        mirror: Mirror,
+        config: WatchConfig | None = None,
+        on_pass: PassCallback | None = None,
+    ) -> None:
+        self.mirror = mirror
+        self.config = config or WatchConfig()
+        self.on_pass = on_pass
+        self.wake = threading.Event()
+        self.hints = _Hints(str(mirror.source), self.wake)
+        self.observer: BaseObserver | None = None
+        self.passes = 0
+        self.last_report: PassReport | None = None
+        # Directories to pass over again (None: only a full pass will do), and when.
+        self._retry_dirs: set[str] | None = set()
+        self._retry_at: float | None = None
+        self._backoff = self.config.retry_min
+
+    def run(self, stop: threading.Event, lock: BaseFileLock | None = None) -> PassReport:
+        """Watch until `stop` is set, then run the final full pass and return its report.
+
+        Takes the destination lock unless the caller passes it already held;
+        raises `LockHeld` if another daemon mirrors into the same destination.
+        """
+        lock = lock or acquire_lock(self.mirror.dest)
+        trouble = _TroubleHandler(self.hints)
+        watchdog_log = logging.getLogger("watchdog")
+        watchdog_log.addHandler(trouble)
+        try:
+            self._loop(stop)
+        finally:
+            self._stop_observer()
+            watchdog_log.removeHandler(trouble)
+            try:
+                final = self._final_pass()
+            finally:
+                lock.release()
+        return final
+
+    def _final_pass(self) -> PassReport:
+        """Full passes until nothing is unstable, or `final_grace` runs out.
+
+        A file written just before the stop is usually too recent to trust
+        (the racy rule); waiting a few milliseconds for it to settle is what
+        makes "nothing written before the stop is lost" true. A file that
+        keeps changing is reported unstable in the last report.
+        """
+        deadline = time.monotonic() + self.config.final_grace
+        delay = self.config.retry_min
+        report = self._pass(None, "final")
+        while report.unstable and time.monotonic() + delay < deadline:
+            time.sleep(delay)
+            delay = min(delay * 2, self.config.retry_max)
+            report = self._pass(None, "final")
+        return report
+
+    # -- the loop --------------------------------------------------------------
+
+    def _loop(self, stop: threading.Event) -> None:
+        config = self.config
+        cancel_relay = _forward(stop, self.wake)
+        try:
+            if not self._wait_for_source(stop):
+                return
+            self._start_observer()
+            self._pass(None, "initial")
+            next_full = time.monotonic() + config.full_every
+            while True:
+                now = time.monotonic()
+                due = [next_full, self.hints.due(config), self._retry_at]
+                self.wake.wait(max(0.0, min(t for t in due if t is not None) - now))
+                self.wake.clear()
+                if stop.is_set():
+                    return
+                if not self._ensure_watching(stop):
+                    return
+                now = time.monotonic()
+                dirs: set[str] | None = set()
+                hinted_due = self.hints.due(config)
+                if self.hints.lost or (hinted_due is not None and hinted_due <= now):
+                    hinted, lost = self.hints.take()
+                    dirs = None if lost else hinted
+                if self._retry_at is not None and self._retry_at <= now:
+                    retry = self._retry_dirs
+                    dirs = None if dirs is None or retry is None else dirs | retry
+                    self._retry_dirs, self._retry_at = set(), None
+                if now >= next_full or dirs is None:
+                    self._pass(None, "full")
+                    next_full = time.monotonic() + config.full_every
+                elif dirs:
+                    self._pass(dirs, "events")
+        finally:
+            cancel_relay()
+
+    def _ensure_watching(self, stop: threading.Event) -> bool:
+        """Recover from a vanished source or a dead observer; False if stopped meanwhile."""
+        if not self.mirror.source.is_dir():
+            self._stop_observer()
+            if not self._wait_for_source(stop):
+                return False
+            self._start_observer()
+            self.hints.lose()
+        elif not self._observer_healthy():
+            self._stop_observer()
+            self._start_observer()
+            self.hints.lose()
+        return True
+
+    def _schedule_retry(self, report: PassReport, full: bool) -> None:
+        """Retry the directories of unstable and held-back files, with backoff."""
+        problems = [item["path"] for item in (*report.unstable, *report.held_back)]
+        if full:
+            self._retry_dirs, self._retry_at = set(), None
+        if not problems:
+            self._backoff = self.config.retry_min
+            return
+        for path in problems:
+            parent = os.path.dirname(path)
+            # Report paths are destination names; with name redaction a destination
+            # directory may have no source twin, and only a full pass can find it.
+            if self._retry_dirs is not None and (self.mirror.source / parent).is_dir():
+                self._retry_dirs.add(parent)
+            else:
+                self._retry_dirs = None
+        when = time.monotonic() + self._backoff
+        self._retry_at = when if self._retry_at is None else min(self._retry_at, when)
+        self._backoff = min(self._backoff * 2, self.config.retry_max)
+
+    def _pass(self, dirs: set[str] | None, kind: str) -> PassReport:
+        report = self.mirror.run_once() if dirs is None else self.mirror.run_dirs(sorted(dirs))
+        self._schedule_retry(report, full=dirs is None)
+        self.passes += 1
+        self.last_report = report
+        if self.on_pass is not None:
+            self.on_pass(report, kind)
+        return report
+
+    def _wait_for_source(self, stop: threading.Event) -> bool:
+        """Poll until the source directory exists; False if stopped first."""
+        while not self.mirror.source.is_dir():
+            if stop.wait(self.config.source_poll):
+                return False
+        return True
+
+    # -- the observer ----------------------------------------------------------
+
+    def _start_observer(self) -> None:
+        from watchdog.observers import Observer
+
+        observer = Observer()
+        observer.schedule(_EventHandler(self.hints), str(self.mirror.source), recursive=True)  # type: ignore[arg-type]
+        observer.daemon = True
+        try:
+            observer.start()
+        except OSError:
+            # Cannot watch (e.g. no inotify instances left): the periodic full
+            # passes still converge, only latency suffers.
+            logging.getLogger(__name__).warning("cannot watch %s; polling only", self.mirror.source)
+            return
+        self.observer = observer
+
+    def _observer_healthy(self) -> bool:
+        observer = self.observer
+        if observer is None:
+            return True  # polling only, by necessity
+        return observer.is_alive() and all(e.is_alive() for e in observer.emitters)
+
+    def _stop_observer(self) -> None:
+        observer, self.observer = self.observer, None
+        if observer is not None:
+            observer.stop()
+            with contextlib.suppress(RuntimeError):
+                observer.join(timeout=5)
+
+
+def _forward(source: threading.Event, target: threading.Event) -> Callable[[], None]:
+    """Set `target` when `source` is set (threading.Event has no wait-any); returns a canceller."""
+    done = threading.Event()
+
+    def relay() -> None:
+        while not done.is_set():
+            if source.wait(0.1):
+                target.set()
+                return
+
+    thread = threading.Thread(target=relay, name="sessionstore-stop-relay", daemon=True)
+    thread.start()
+
+    def cancel() -> None:
+        done.set()
+
+    return cancel
+
+
+@contextlib.contextmanager
+def running(
+    mirror: Mirror, config: WatchConfig | None = None, on_pass: PassCallback | None = None
+) -> Iterator[Daemon]:
+    """Run a daemon in a background thread for the body; the final full pass runs on exit.
+
+    The final pass runs even when the body raises. The lock is taken before
+    the body starts, so `LockHeld` surfaces here, not in the thread.
+    """
+    daemon = Daemon(mirror, config, on_pass)
+    stop = threading.Event()
+    result: dict[str, BaseException] = {}
+    lock = acquire_lock(mirror.dest)  # fail fast, in the caller's thread
+
+    def target() -> None:
+        try:
+            daemon.run(stop, lock)
+        except BaseException as exc:
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, name="sessionstore-mirror", daemon=True)
+    thread.start()
+    try:
+        yield daemon
+    finally:
+        stop.set()
+        daemon.wake.set()
+        thread.join()
+        if "error" in result:
+            raise result["error"]

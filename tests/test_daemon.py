@@ -1,0 +1,286 @@
+"""The mirror daemon with real watchdog observers, threads and processes."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from sessionstore.daemon import PID_NAME, Daemon, WatchConfig, running
+from sessionstore.errors import LockHeld
+from sessionstore.mirror import Mirror, PassReport
+
+# Event-driven passes happen within milliseconds; these bounds only keep a
+# broken daemon from hanging the suite.
+SOON = 10.0
+QUIET = WatchConfig(debounce=3600, max_wait=3600, full_every=3600)
+
+
+def eventually(check: Callable[[], bool], timeout: float = SOON) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true after {timeout} s")
+        time.sleep(0.01)
+
+
+def content(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+@pytest.fixture
+def src(tmp_path: Path) -> Path:
+    path = tmp_path / "src"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def dst(tmp_path: Path) -> Path:
+    return tmp_path / "dst"
+
+
+class Passes:
+    """Collects (kind, report) of every pass."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, PassReport]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, report: PassReport, kind: str) -> None:
+        with self.lock:
+            self.items.append((kind, report))
+
+    def kinds(self) -> list[str]:
+        with self.lock:
+            return [k for k, _ in self.items]
+
+    def unstable_paths(self) -> set[str]:
+        with self.lock:
+            return {u["path"] for _, r in self.items for u in r.unstable}
+
+
+def test_changes_appear_in_the_destination(src: Path, dst: Path) -> None:
+    passes = Passes()
+    with running(Mirror(src, dst), on_pass=passes):
+        (src / "trials" / "1").mkdir(parents=True)
+        (src / "trials" / "1" / "task.yml").write_bytes(b"a: 1\r\n")
+        eventually(lambda: content(dst / "trials" / "1" / "task.yml") == b"a: 1\r\n")
+        (src / "trials" / "1" / "trial.json").write_bytes(b'{"failed": false}')
+        eventually(lambda: content(dst / "trials" / "1" / "trial.json") == b'{"failed": false}')
+    assert "events" in passes.kinds(), "changes must be picked up by event-driven passes"
+
+
+def test_final_pass_on_stop_even_when_the_body_raises(src: Path, dst: Path) -> None:
+    with pytest.raises(RuntimeError, match="agent crashed"), running(Mirror(src, dst), QUIET) as d:
+        (src / "late.txt").write_bytes(b"written just before the crash")
+        raise RuntimeError("agent crashed")
+    assert content(dst / "late.txt") == b"written just before the crash"
+    assert d.last_report is not None and "late.txt" in d.last_report.copied
+
+
+def test_watch_blocks_until_the_stop_event(src: Path, dst: Path) -> None:
+    mirror = Mirror(src, dst)
+    stop = threading.Event()
+    result: list[PassReport] = []
+    thread = threading.Thread(target=lambda: result.append(mirror.watch(stop)))
+    thread.start()
+    (src / "a.txt").write_bytes(b"a")
+    eventually(lambda: content(dst / "a.txt") == b"a")
+    assert thread.is_alive()
+    stop.set()
+    thread.join(SOON)
+    assert not thread.is_alive() and len(result) == 1
+
+
+def test_second_daemon_on_the_same_destination_is_refused(src: Path, dst: Path) -> None:
+    with running(Mirror(src, dst)):
+        with pytest.raises(LockHeld) as info, running(Mirror(src, dst)):
+            pass
+        assert info.value.pid == os.getpid()
+        assert f"process {os.getpid()}" in str(info.value)
+    # Released on exit: a new daemon may start.
+    with running(Mirror(src, dst)):
+        pass
+
+
+def test_source_created_late_is_waited_for(tmp_path: Path, dst: Path) -> None:
+    src = tmp_path / "not-yet"
+    with running(Mirror(src, dst), WatchConfig(source_poll=0.05)):
+        time.sleep(0.2)
+        assert not (dst / "f.txt").exists()
+        src.mkdir()
+        (src / "f.txt").write_bytes(b"hello")
+        eventually(lambda: content(dst / "f.txt") == b"hello")
+
+
+def test_missed_events_converge_through_the_periodic_full_pass(src: Path, dst: Path) -> None:
+    passes = Passes()
+    config = WatchConfig(debounce=0.01, max_wait=0.05, full_every=0.5)
+    with running(Mirror(src, dst), config, passes) as daemon:
+        eventually(lambda: daemon.observer is not None and passes.kinds() != [])
+        assert daemon.observer is not None
+        daemon.observer.unschedule_all()  # from here on, no event arrives
+        (src / "sub").mkdir()
+        (src / "sub" / "unseen.txt").write_bytes(b"no event announced me")
+        eventually(lambda: content(dst / "sub" / "unseen.txt") == b"no event announced me")
+    assert "events" not in passes.kinds()
+    assert "full" in passes.kinds()
+
+
+def _set_sysctl(path: str, value: str) -> str:
+    with open(path) as f:
+        old = f.read().strip()
+    with open(path, "w") as f:
+        f.write(value)
+    return old
+
+
+@pytest.fixture
+def tiny_inotify_queue() -> Iterator[None]:
+    """New inotify instances get a 16-event queue, so a burst overflows it for real."""
+    path = "/proc/sys/fs/inotify/max_queued_events"
+    old = _set_sysctl(path, "16")
+    try:
+        yield
+    finally:
+        _set_sysctl(path, old)
+
+
+def test_inotify_queue_overflow_triggers_a_full_pass(
+    src: Path, dst: Path, tiny_inotify_queue: None
+) -> None:
+    passes = Passes()
+    overflow_seen = threading.Event()
+
+    class Spy(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "overflow" in record.getMessage():
+                overflow_seen.set()
+
+    spy = Spy(logging.WARNING)
+    logging.getLogger("watchdog").addHandler(spy)
+    # Slow event passes down so the burst below outruns the observer thread.
+    config = WatchConfig(debounce=5, max_wait=5, full_every=3600)
+    try:
+        with running(Mirror(src, dst), config, passes):
+            eventually(lambda: passes.kinds() == ["initial"])
+            for i in range(2000):
+                (src / f"f{i}.txt").write_bytes(b"x")
+            eventually(overflow_seen.is_set)
+            eventually(lambda: all((dst / f"f{i}.txt").exists() for i in range(2000)), 30)
+    finally:
+        logging.getLogger("watchdog").removeHandler(spy)
+    assert "full" in passes.kinds()[1:], "an overflow must trigger a full pass"
+
+
+def test_file_rewritten_continuously_is_unstable_then_committed(src: Path, dst: Path) -> None:
+    passes = Passes()
+    target = src / "hot.log"
+    target.write_bytes(b"0" * 4096)
+    stop_writing = threading.Event()
+
+    def rewrite_in_place() -> None:
+        i = 0
+        with open(target, "r+b") as f:
+            while not stop_writing.is_set():
+                i += 1
+                f.seek(0)
+                f.write(str(i % 10).encode() * 4096)
+                f.flush()
+
+    config = WatchConfig(debounce=0.005, max_wait=0.05, retry_min=0.01, retry_max=0.1)
+    with running(Mirror(src, dst), config, passes):
+        writer = threading.Thread(target=rewrite_in_place)
+        writer.start()
+        eventually(lambda: "hot.log" in passes.unstable_paths())
+        stop_writing.set()
+        writer.join()
+        final = target.read_bytes()
+        eventually(lambda: content(dst / "hot.log") == final)
+
+
+def _daemon(src: Path, dst: Path, *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "sessionstore", "mirror", str(src), str(dst), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_cli_daemon_stops_on_signal_with_a_final_pass(src: Path, dst: Path, sig: int) -> None:
+    quiet = ["--full-every", "3600", "--debounce", "3600", "--max-wait", "3600"]
+    proc = _daemon(src, dst, "--json", *quiet)
+    try:
+        eventually(lambda: (dst / PID_NAME).exists())
+        (src / "before-signal.txt").write_bytes(b"must not be lost")
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=SOON)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert content(dst / "before-signal.txt") == b"must not be lost"
+    lines = [orjson.loads(line) for line in out.splitlines()]
+    assert lines[0]["pass"] == "initial" and lines[-1]["pass"] == "final"
+    assert {line["pass"] for line in lines} == {"initial", "final"}
+    assert any("before-signal.txt" in line["copied"] for line in lines)
+
+
+def test_cli_second_daemon_exits_1_naming_the_holder(src: Path, dst: Path) -> None:
+    first = _daemon(src, dst, "-q")
+    try:
+        eventually(lambda: (dst / PID_NAME).exists())
+        second = subprocess.run(
+            [sys.executable, "-m", "sessionstore", "mirror", str(src), str(dst)],
+            capture_output=True,
+            timeout=SOON,
+            check=False,
+        )
+        assert second.returncode == 1
+        assert f"already locked by process {first.pid}".encode() in second.stderr
+        assert second.stderr.count(b"\n") == 1
+    finally:
+        first.terminate()
+        first.communicate(timeout=SOON)
+    assert first.returncode == 0
+
+
+def test_cli_daemon_reports_progress_for_people(src: Path, dst: Path) -> None:
+    proc = _daemon(src, dst, "--full-every", "3600")
+    try:
+        eventually(lambda: (dst / PID_NAME).exists())
+        (src / "notes.txt").write_bytes(b"x")
+        eventually(lambda: (dst / "notes.txt").exists())
+        proc.terminate()
+        _, err = proc.communicate(timeout=SOON)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0
+    assert b"copied notes.txt" in err
+
+
+def test_daemon_object_runs_in_the_caller_thread(src: Path, dst: Path) -> None:
+    stop = threading.Event()
+    passes = Passes()
+    daemon = Daemon(Mirror(src, dst), QUIET, passes)
+    (src / "x.txt").write_bytes(b"x")
+    threading.Timer(0.3, stop.set).start()
+    final = daemon.run(stop)
+    assert content(dst / "x.txt") == b"x"
+    kinds = passes.kinds()
+    assert kinds[0] == "initial" and kinds[-1] == "final" and daemon.passes == len(kinds)
+    assert final is daemon.last_report

@@ -1,0 +1,62 @@
+"""The README's first command and the harness example, run for real."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+from sessionstore.store import RecordState, Store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "100"},
+    )
+
+
+def test_demo_mirrors_a_fake_session_and_redacts_its_secret(tmp_path: Path) -> None:
+    result = run(sys.executable, "-m", "sessionstore", "demo", "--store", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    (session,) = Store(tmp_path).sessions()
+    states = [r.state for r in session.trials.records()]
+    # Trial 3's marker is torn in the workspace: the mirror holds it back.
+    assert states == [RecordState.COMPLETED, RecordState.COMPLETED] + [RecordState.IN_FLIGHT] * 2
+    assert [r.data["status"] for r in session.service.records() if r.data] == ["verified"]
+    assert (session.path / "trials/1/task.yml").read_bytes().count(b"\r\n") == 3
+    assert b"\x00\xff" in (session.path / "trials/1/patches/0001-kernel.diff").read_bytes()
+    assert (session.path / "trials/2/task.yml").read_bytes() == b"model: fake-7b\nbatch_size: 48\n"
+    log = (session.path / "trials/1/run.log").read_text()
+    assert "using token REDACTED" in log
+    out = result.stdout
+    assert "appears nowhere in the session" in out
+    assert "held back by the mirror: trials/3/trial.json" in out
+    assert "The workspace is deleted" in out
+    assert f"sessionstore inspect {session.id}" in out
+    assert "verified (2/4)" in out
+    match = re.search(r"(/\S*sessionstore-demo-\w+)", out)
+    assert match is not None and match.group(1).startswith("/")
+    assert not Path(match.group(1)).exists()
+
+
+def test_harness_example_runs_end_to_end(tmp_path: Path) -> None:
+    result = run(sys.executable, str(ROOT / "examples" / "harness.py"), "--store", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    (session,) = Store(tmp_path).sessions()
+    report = orjson.loads((session.path / "report.json").read_bytes())
+    assert report["best_trial"] == 2 and report["status"] == "done"
+    assert [r.state for r in session.trials.records()] == [RecordState.COMPLETED] * 2
+    for n in (1, 2):
+        log = (session.path / "trials" / str(n) / "run.log").read_text()
+        assert "example-api-token" not in log and "REDACTED" in log
