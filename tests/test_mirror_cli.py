@@ -51,13 +51,6 @@ def test_json_report_and_summary(src: Path, tmp_path: Path) -> None:
     ]
 
 
-def test_without_once_is_a_usage_error(src: Path, tmp_path: Path) -> None:
-    code, _, err = invoke(str(src), str(tmp_path / "dst"))
-    assert code == 2
-    assert "the daemon is not available yet; pass --once" in err
-    assert not (tmp_path / "dst").exists()
-
-
 def test_missing_source_exits_0_and_creates_nothing(tmp_path: Path) -> None:
     code, _, err = invoke(str(tmp_path / "nope"), str(tmp_path / "dst"), "--once")
     assert code == 0 and "does not exist" in err
