@@ -32,10 +32,12 @@ import orjson
 from sessionstore import _mirror_copy as rd
 from sessionstore._mirror_cache import CACHE_NAME, Cache, Entry
 from sessionstore.atomic import TEMP_PREFIX, AtomicFile, fsync_dir, is_temp_name, sweep_temps
+from sessionstore.errors import InvalidInput
 from sessionstore.layout import MARKERS, REPORT, record_number
 
 if TYPE_CHECKING:
     from sessionstore.mirror import Mirror
+    from sessionstore.redact import Redactor
 
 # Destination entries we own (the cache, the daemon's lock): never mirrored over, never deleted.
 RESERVED_PREFIX = ".sessionstore-"
@@ -108,7 +110,7 @@ class _Pass:
         self.report = PassReport()
         # Checked per pass: secrets may be registered on the same Redactor later.
         self.redactor = mirror.redactor if mirror.redactor else None
-        self.name: Callable[[str], str] = self.redactor.redact_name if self.redactor else _identity
+        self.name: Callable[[str], str] = _safe_name(self.redactor) if self.redactor else _identity
         self.cache: Cache
         self.entries: dict[str, Entry] = {}
         self.to_fsync: set[str] = set()
@@ -277,11 +279,10 @@ class _Pass:
         if self.redactor is None:  # names map to themselves: no collision possible
             pairs = [(e, e.name) for e in entries if not e.name.startswith(TEMP_PREFIX)]
             return pairs, 0, {name for _, name in pairs}
-        redact_name = self.redactor.redact_name
         groups: dict[str, list[os.DirEntry[str]]] = {}
         for e in entries:
             if not e.name.startswith(TEMP_PREFIX):
-                groups.setdefault(redact_name(e.name), []).append(e)
+                groups.setdefault(self.name(e.name), []).append(e)
         pending = 0
         pairs = []
         for dname, group in groups.items():
@@ -458,6 +459,11 @@ class _Pass:
             return self.not_settled(drel, str(exc), is_marker)
         except _HeldBack as exc:
             self.hold(drel, str(exc))
+            return 1
+        except InvalidInput as exc:
+            # The redactor refuses content it cannot redact safely (see redact.py);
+            # its message names no secret.
+            self.error(drel, exc.problem)
             return 1
         except OSError as exc:
             self.error(drel, _describe(exc))
@@ -636,6 +642,19 @@ class _Pass:
 
 class _HeldBack(Exception):
     """A marker that must not be committed yet; the message is the reason."""
+
+
+def _safe_name(redactor: Redactor) -> Callable[[str], str]:
+    """`redact_name` that answers "" (reported as an invalid name) where it refuses a name."""
+
+    def name(value: str) -> str:
+        try:
+            redacted: str = redactor.redact_name(value)
+        except InvalidInput:
+            return ""
+        return redacted
+
+    return name
 
 
 def _identity(name: str) -> str:

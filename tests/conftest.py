@@ -19,6 +19,4 @@ settings.register_profile(
     print_blob=True,
 )
 settings.register_profile("dev", max_examples=50, deadline=None)
-settings.load_profile(
-    os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev")
-)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pty
 import re
 import subprocess
 import sys
@@ -93,7 +94,6 @@ def test_no_color_env_and_flag(tmp_path: Path) -> None:
 
 def test_no_color_env_on_a_terminal(tmp_path: Path) -> None:
     # A real pseudo-terminal, so only NO_COLOR can be what turns colour off.
-    pty = pytest.importorskip("pty")
     session = Store(tmp_path).create(id="s", pid=None)
     trial(session, metrics(5.0) | {"failed": True})
     code = "from sessionstore.cli import main; main()"

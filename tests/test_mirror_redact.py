@@ -10,9 +10,10 @@ import orjson
 import pytest
 from mirror_helpers import paths, run, settle, tree, write
 
+from sessionstore import redact
 from sessionstore.mirror import CACHE_NAME, Mirror
+from sessionstore.redact import Redactor
 
-redact = pytest.importorskip("sessionstore.redact")
 pytestmark = pytest.mark.timeout(60)
 
 SECRET = "hf_TopSecretValue123"
@@ -130,3 +131,20 @@ def test_an_empty_redactor_that_gets_a_secret_later_is_honoured(tmp_path: Path) 
     r.add(SECRET)
     m.run_once()
     assert (dst / "log.txt").read_bytes() == b"REDACTED\n"
+
+
+def test_content_the_redactor_refuses_is_an_error_for_that_file_only(tmp_path: Path) -> None:
+    # A long run that, with the marker, completes a secret at every step: the redactor
+    # refuses to write it rather than emit the secret (see redact.py). The pass goes on.
+    redactor = Redactor()
+    redactor.add("aaaaaaaR")
+    redactor.add("zzzzzzzzzz")
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "refused.txt", b"a" * 100 + b"zzzzzzzzzz")
+    write(src / ("a" * 100 + "zzzzzzzzzz"), b"a refused name")
+    write(src / "fine.txt", b"zzzzzzzzzz here")
+    settle()
+    report = run(src, dst, redactor=redactor)
+    assert sorted(e["path"] for e in report.errors) == ["", "refused.txt"]
+    assert all("aaaaaaaR" not in e["error"] for e in report.errors)
+    assert tree(dst) == {"fine.txt": b"REDACTED here"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -51,7 +52,6 @@ def test_each_schema_is_a_well_formed_open_object_schema(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_schemas_pass_the_meta_schema_when_a_validator_is_installed(name: str) -> None:
-    jsonschema = pytest.importorskip("jsonschema")  # not a dependency; checked where present
     jsonschema.Draft202012Validator.check_schema(json_schema(name))
 
 
@@ -91,7 +91,6 @@ def test_documents_the_library_writes_validate(tmp_path: Path) -> None:
 
 
 def test_a_harness_defined_field_is_allowed_and_a_wrong_type_is_not() -> None:
-    jsonschema = pytest.importorskip("jsonschema")
     trial = json_schema("trial")
     jsonschema.validate({"anything": {"nested": True}}, trial)
     with pytest.raises(jsonschema.ValidationError):
