@@ -505,14 +505,14 @@ class _Pass:
         if not self.need_dir(dest, drel.rpartition("/")[0]):
             return False
         self.touch()
-        with AtomicFile(Path(path), mode, durable=m.durable, sync_dir=False) as out:
+        with AtomicFile(path, mode, durable=m.durable, sync_dir=False) as out:
             if data is not None:
                 out.write(data)
             else:
                 # A comparison that found a difference has read part of the fd already.
                 writer = rd.Write(out.write)
                 rd.read_stable(fd, st, writer, self.redactor, m.chunk_size, hook, rewind=compare)
-            written = os.stat(out.temp)
+            written = out.stat()
         self.to_fsync.add(dest)
         self.entries[drel] = [*rd.signature(st), *_dest_sig(written)]
         self.report.copied.append(drel)

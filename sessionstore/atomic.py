@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import shutil
 import time
 from pathlib import Path
@@ -29,7 +28,8 @@ _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os,
 
 def temp_name() -> str:
     """A fresh temp entry name: the fixed prefix, our pid, and randomness."""
-    return f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
+    # os.urandom, not the secrets module: same source, and no import on the CLI's hot path.
+    return f"{TEMP_PREFIX}{os.getpid()}-{os.urandom(8).hex()}"
 
 
 def is_temp_name(name: str) -> bool:
@@ -37,7 +37,7 @@ def is_temp_name(name: str) -> bool:
     return name.startswith(TEMP_PREFIX)
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_dir(path: str | os.PathLike[str]) -> None:
     """Flush a directory's entries (a rename or mkdir in it) to stable storage."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -54,13 +54,20 @@ class AtomicFile:
     """
 
     def __init__(
-        self, path: Path, mode: int = 0o644, *, durable: bool = True, sync_dir: bool = True
+        self,
+        path: str | os.PathLike[str],
+        mode: int = 0o644,
+        *,
+        durable: bool = True,
+        sync_dir: bool = True,
     ) -> None:
-        self.path = Path(path)
+        # Plain strings, not Path: the mirror creates one per copied file, and
+        # pathlib parsing was a tenth of an initial copy's time.
+        self.path = os.fspath(path)
         self.mode = mode
         self.durable = durable
         self.sync_dir = sync_dir
-        self.temp = self.path.parent / temp_name()
+        self.temp = os.path.join(os.path.dirname(self.path), temp_name())
         self._fd: int | None = os.open(self.temp, _OPEN_FLAGS, 0o600)
         self._done = False
         self._synced = False
@@ -69,6 +76,11 @@ class AtomicFile:
         except BaseException:
             self.discard()
             raise
+
+    def stat(self) -> os.stat_result:
+        """fstat of the file being written (its mtime and inode survive the rename)."""
+        assert self._fd is not None, "stat after commit or discard"
+        return os.fstat(self._fd)
 
     def write(self, data: bytes | memoryview) -> None:
         """Append bytes; loops over short writes so nothing is silently dropped."""
@@ -100,7 +112,7 @@ class AtomicFile:
             self.discard()
             raise
         if self.durable and self.sync_dir:
-            fsync_dir(self.path.parent)
+            fsync_dir(os.path.dirname(self.path) or ".")
 
     def discard(self) -> None:
         """Close and unlink the temp; safe to call more than once."""
@@ -127,7 +139,9 @@ class AtomicFile:
             self.discard()
 
 
-def write_atomic(path: Path, data: bytes, mode: int = 0o644, *, durable: bool = True) -> None:
+def write_atomic(
+    path: str | os.PathLike[str], data: bytes, mode: int = 0o644, *, durable: bool = True
+) -> None:
     """Replace `path` with `data` atomically (see the module docstring for the recipe)."""
     with AtomicFile(path, mode, durable=durable) as f:
         f.write(data)
