@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from sessionstore.best import Best, Objective, best_trial, report_fields
+    from sessionstore.daemon import Daemon, WatchConfig
     from sessionstore.errors import (
         CorruptFile,
         InvalidId,
@@ -28,9 +30,26 @@ if TYPE_CHECKING:
         TemplateError,
         WaitTimedOut,
     )
+    from sessionstore.mirror import Mirror, PassReport
+    from sessionstore.redact import Redactor
     from sessionstore.store import Collection, Record, RecordState, RecordWriter, Session, Store
+    from sessionstore.template import render
+    from sessionstore.verdict import Outcome, Verdict, evaluate_output_contract
 
 _EXPORTS = {
+    "Best": "sessionstore.best",
+    "Daemon": "sessionstore.daemon",
+    "Mirror": "sessionstore.mirror",
+    "Objective": "sessionstore.best",
+    "Outcome": "sessionstore.verdict",
+    "PassReport": "sessionstore.mirror",
+    "Redactor": "sessionstore.redact",
+    "Verdict": "sessionstore.verdict",
+    "WatchConfig": "sessionstore.daemon",
+    "best_trial": "sessionstore.best",
+    "evaluate_output_contract": "sessionstore.verdict",
+    "render": "sessionstore.template",
+    "report_fields": "sessionstore.best",
     "Collection": "sessionstore.store",
     "CorruptFile": "sessionstore.errors",
     "InvalidId": "sessionstore.errors",

@@ -292,7 +292,8 @@ class Redactor:
                 raise SecretRefused(
                     origin,
                     f"value is shorter than {MIN_SECRET_LEN} bytes and would corrupt unrelated "
-                    "text; pass allow_short=True to redact it only where it is a whole file",
+                    "text; allow short secrets (allow_short=True, --allow-short-secrets) to "
+                    "redact it only where it is a whole file",
                 )
         with self._lock:
             if not (new_needles <= self._needles and new_shorts <= self._shorts):

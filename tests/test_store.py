@@ -376,3 +376,13 @@ def test_scan_returns_records_and_foreign_names_from_one_listing(store: Store) -
         (2, RecordState.IN_FLIGHT),
     ]
     assert foreign == ["README"]
+
+
+def test_every_public_name_resolves_and_all_is_sorted() -> None:
+    import sessionstore
+
+    assert sessionstore.__all__ == sorted(sessionstore.__all__)
+    for name in sessionstore.__all__:
+        assert getattr(sessionstore, name) is not None
+    with pytest.raises(AttributeError):
+        _ = sessionstore.no_such_name  # type: ignore[attr-defined]
