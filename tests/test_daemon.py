@@ -140,6 +140,22 @@ def test_missed_events_converge_through_the_periodic_full_pass(src: Path, dst: P
     assert "full" in passes.kinds()
 
 
+def test_a_dead_observer_thread_is_restarted_and_a_full_pass_runs(src: Path, dst: Path) -> None:
+    passes = Passes()
+    config = WatchConfig(debounce=0.01, max_wait=0.05, full_every=3600, health_every=0.2)
+    with running(Mirror(src, dst), config, passes) as daemon:
+        eventually(lambda: daemon.observer is not None and passes.kinds() != [])
+        first = daemon.observer
+        assert first is not None
+        for emitter in list(first.emitters):
+            emitter.stop()  # the emitter thread ends: no event will ever arrive from it
+            emitter.join()
+        (src / "after-death.txt").write_bytes(b"seen by the full pass")
+        eventually(lambda: content(dst / "after-death.txt") == b"seen by the full pass")
+        assert daemon.observer is not None and daemon.observer is not first
+    assert "full" in passes.kinds()
+
+
 def _set_sysctl(path: str, value: str) -> str:
     with open(path) as f:
         old = f.read().strip()
