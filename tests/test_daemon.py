@@ -165,14 +165,21 @@ def _set_sysctl(path: str, value: str) -> str:
 
 
 @pytest.fixture
-def tiny_inotify_queue() -> Iterator[None]:
-    """New inotify instances get a 16-event queue, so a burst overflows it for real."""
+def tiny_inotify_queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """New inotify instances get a 16-event queue, so a burst overflows it for real.
+
+    The sysctl is machine-wide: a lock keeps two test processes from saving each
+    other's 16 as the value to restore.
+    """
+    from filelock import FileLock
+
     path = "/proc/sys/fs/inotify/max_queued_events"
-    old = _set_sysctl(path, "16")
-    try:
-        yield
-    finally:
-        _set_sysctl(path, old)
+    with FileLock("/tmp/sessionstore-tests-inotify-sysctl.lock"):
+        old = _set_sysctl(path, "16")
+        try:
+            yield
+        finally:
+            _set_sysctl(path, old)
 
 
 def test_inotify_queue_overflow_triggers_a_full_pass(
