@@ -140,10 +140,18 @@ class AtomicFile:
 
 
 def write_atomic(
-    path: str | os.PathLike[str], data: bytes, mode: int = 0o644, *, durable: bool = True
+    path: str | os.PathLike[str],
+    data: bytes,
+    mode: int = 0o644,
+    *,
+    durable: bool = True,
+    sync_dir: bool = True,
 ) -> None:
-    """Replace `path` with `data` atomically (see the module docstring for the recipe)."""
-    with AtomicFile(path, mode, durable=durable) as f:
+    """Replace `path` with `data` atomically (see the module docstring for the recipe).
+
+    `sync_dir=False` leaves the directory fsync to the caller, who may batch it.
+    """
+    with AtomicFile(path, mode, durable=durable, sync_dir=sync_dir) as f:
         f.write(data)
 
 

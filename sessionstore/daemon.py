@@ -312,37 +312,26 @@ class Daemon:
     # -- the observer ----------------------------------------------------------
 
     def _start_observer(self) -> None:
-        from watchdog.events import (
-            DirAttribEvent,
-            DirCreatedEvent,
-            DirDeletedEvent,
-            DirModifiedEvent,
-            DirMovedEvent,
-            FileAttribEvent,
-            FileClosedEvent,
-            FileCreatedEvent,
-            FileDeletedEvent,
-            FileModifiedEvent,
-            FileMovedEvent,
-        )
+        from watchdog import events as ev
         from watchdog.observers import Observer
 
         observer = Observer()
-        # Only events that say content or metadata may have changed. Opens and close-without-write
-        # would be queued by the kernel for every directory each pass opens (a no-op pass
-        # over 10,000 files raised ~14,000 of them) and cost more than the pass itself.
+        # Only events that say content or metadata may have changed. Opens and
+        # close-without-write would be queued by the kernel for every directory each
+        # pass opens (a no-op pass over 10,000 files raised ~14,000 of them) and cost
+        # more than the pass itself.
         content_events = [
-            DirAttribEvent,
-            DirCreatedEvent,
-            DirDeletedEvent,
-            DirModifiedEvent,
-            DirMovedEvent,
-            FileAttribEvent,
-            FileClosedEvent,
-            FileCreatedEvent,
-            FileDeletedEvent,
-            FileModifiedEvent,
-            FileMovedEvent,
+            ev.DirAttribEvent,
+            ev.DirCreatedEvent,
+            ev.DirDeletedEvent,
+            ev.DirModifiedEvent,
+            ev.DirMovedEvent,
+            ev.FileAttribEvent,
+            ev.FileClosedEvent,
+            ev.FileCreatedEvent,
+            ev.FileDeletedEvent,
+            ev.FileModifiedEvent,
+            ev.FileMovedEvent,
         ]
         observer.schedule(
             _EventHandler(self.hints),  # type: ignore[arg-type]

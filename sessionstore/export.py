@@ -25,7 +25,7 @@ import shutil
 from pathlib import Path
 
 from sessionstore import jsonio
-from sessionstore.atomic import fsync_dir, temp_name
+from sessionstore.atomic import fsync_dir, temp_name, write_atomic
 from sessionstore.errors import InvalidInput
 from sessionstore.layout import CONSTRAINTS
 from sessionstore.store import DIR_MODE, FILE_MODE, RecordState, Session
@@ -93,8 +93,8 @@ def export_record(session: Session, n: int, dest: Path, collection: str = "trial
                     data = new.encode("utf-8", "surrogateescape")
             target = staging / rel
             target.parent.mkdir(DIR_MODE, parents=True, exist_ok=True)
-            _write(target, data)
-        _write(
+            write_atomic(target, data, FILE_MODE, sync_dir=False)
+        write_atomic(
             staging / EXPORT_MANIFEST,
             jsonio.dumps(
                 {
@@ -107,6 +107,8 @@ def export_record(session: Session, n: int, dest: Path, collection: str = "trial
                     "rewritten": rewritten,
                 }
             ),
+            FILE_MODE,
+            sync_dir=False,
         )
         for directory in {staging / rel for rel in files} | {staging / EXPORT_MANIFEST}:
             fsync_dir(directory.parent)
@@ -116,15 +118,3 @@ def export_record(session: Session, n: int, dest: Path, collection: str = "trial
         raise
     fsync_dir(dest.parent)
     return dest
-
-
-def _write(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
-    try:
-        os.fchmod(fd, FILE_MODE)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from sessionstore.atomic import fsync_dir, is_temp_name, sweep_temps, temp_name
+from sessionstore.atomic import AtomicFile, fsync_dir, is_temp_name, sweep_temps, temp_name
 from sessionstore.errors import PreviousRunning, SessionNotFound
 from sessionstore.layout import CONSTRAINTS, MARKERS, PREVIOUS_DIR, REPORT, TRIALS, record_number
 from sessionstore.store import DIR_MODE, FILE_MODE, Session, Store
@@ -135,19 +135,12 @@ def _tree(directory: Path, prefix: str) -> list[str]:
 
 
 def _copy_file(source: Path, target: Path) -> None:
-    """Copy one file's bytes durably (fsync); the target must not exist."""
+    """Copy one file's bytes durably (fsync); never through a symlink at the source."""
     src = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
     try:
-        dst = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
-        try:
-            os.fchmod(dst, FILE_MODE)
+        with AtomicFile(target, FILE_MODE, sync_dir=False) as out:
             while chunk := os.read(src, 1 << 20):
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(dst, view) :]
-            os.fsync(dst)
-        finally:
-            os.close(dst)
+                out.write(chunk)
     finally:
         os.close(src)
 

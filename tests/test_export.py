@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -97,14 +98,20 @@ def test_export_refuses_records_that_are_not_completed(tmp_path: Path) -> None:
 def test_export_is_all_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     session = Store(tmp_path / "store").create(id="s", pid=None)
     n = trial(session, metrics(1.0), {"a.yml": "a\n", "b.yml": "b\n"})
-    import sessionstore.export as export
+    real_write = os.write
+    calls = {"n": 0}
 
-    def fail(path: Path, data: bytes) -> None:
-        raise OSError(28, "injected: no space left on device")
+    def write_then_fill_the_disk(fd: int, data: bytes) -> int:
+        calls["n"] += 1
+        if calls["n"] > 1:  # the first file lands, the second finds the disk full
+            raise OSError(28, "injected: no space left on device")
+        return real_write(fd, data)
 
-    monkeypatch.setattr(export, "_write", fail)
-    with pytest.raises(OSError):
+    monkeypatch.setattr(os, "write", write_then_fill_the_disk)
+    with pytest.raises(OSError, match="no space"):
         session.export(n, tmp_path / "out")
+    monkeypatch.undo()
+    assert calls["n"] == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
 
 
