@@ -127,3 +127,30 @@ def test_rewrite_ignores_other_records_and_unknown_files() -> None:
     dest = Path("/e")
     text = "/ws/trials/13/patches/a.diff /ws/trials/3/patches/missing.diff /ws/xtrials/3/a"
     assert rewrite_references(text, "trials", 3, {"patches/a.diff"}, dest) == text
+
+
+def test_cli_exports_the_best_trial_or_a_named_one(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from sessionstore.cli import cli
+
+    store = Store(tmp_path / "store")
+    session = store.create(id="s", pid=None)
+    trial(session, metrics(500.0), {"a.yml": "slow\n"})
+    trial(session, metrics(900.0), {"a.yml": "fast\n"})
+    base = ["--store", str(store.root)]
+    runner = CliRunner()
+    result = runner.invoke(cli, ["export", "s", str(tmp_path / "best"), "--best", "--json", *base])
+    assert result.exit_code == 0, result.output
+    assert orjson.loads(result.output) == {"trial": 2, "path": str(tmp_path / "best")}
+    assert (tmp_path / "best" / "a.yml").read_text() == "fast\n"
+    result = runner.invoke(cli, ["export", "s", str(tmp_path / "one"), "--trial", "1", *base])
+    assert result.exit_code == 0 and (tmp_path / "one" / "a.yml").read_text() == "slow\n"
+    result = runner.invoke(cli, ["export", "s", str(tmp_path / "one"), "--trial", "2", *base])
+    assert result.exit_code == 1 and "already exists" in result.output
+    result = runner.invoke(cli, ["export", "s", str(tmp_path / "x"), *base])
+    assert result.exit_code == 2 and "exactly one of --trial N and --best" in result.output
+    empty = store.create(id="empty", pid=None)
+    trial(empty, None)
+    result = runner.invoke(cli, ["export", "empty", str(tmp_path / "y"), "--best", *base])
+    assert result.exit_code == 1 and "no completed trial has a benchmark" in result.output

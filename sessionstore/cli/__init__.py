@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "check": "sessionstore.cli.check:check",
     "schema": "sessionstore.cli.schema:schema",
     "demo": "sessionstore.cli.demo:demo",
+    "export": "sessionstore.cli.export:export",
 }
 
 
