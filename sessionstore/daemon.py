@@ -75,8 +75,8 @@ class _Hints:
 
     def mark(self, path: str, is_directory: bool) -> None:
         rel = os.path.relpath(path, self.root)
-        if rel.startswith(".."):
-            return
+        if rel == ".." or rel.startswith("../"):
+            return  # outside the source (a move out of it); "..notes" is a name inside
         dirs = {rel, os.path.dirname(rel)} if is_directory else {os.path.dirname(rel)}
         now = time.monotonic()
         with self._lock:

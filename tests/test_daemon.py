@@ -307,3 +307,16 @@ def test_daemon_object_runs_in_the_caller_thread(src: Path, dst: Path) -> None:
     kinds = passes.kinds()
     assert kinds[0] == "initial" and kinds[-1] == "final" and daemon.passes == len(kinds)
     assert final is daemon.last_report
+
+
+def test_hints_mark_directories_inside_the_source_only(tmp_path: Path) -> None:
+    from sessionstore.daemon import _Hints
+
+    hints = _Hints(str(tmp_path), threading.Event())
+    hints.mark(str(tmp_path / "..notes"), is_directory=False)
+    hints.mark(str(tmp_path / "trials" / "3" / "run.log"), is_directory=False)
+    hints.mark(str(tmp_path / "service"), is_directory=True)
+    hints.mark(str(tmp_path.parent / "elsewhere.txt"), is_directory=False)
+    dirty, lost = hints.take()
+    assert dirty == {"", "trials/3", "service"} and not lost
+    assert hints.wake.is_set()
