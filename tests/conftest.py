@@ -8,7 +8,9 @@ for local iteration. Override with HYPOTHESIS_PROFILE.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -20,3 +22,15 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+@pytest.fixture
+def src(tmp_path: Path) -> Path:
+    """A mirror source path, not created (modules that need a populated tree override it)."""
+    return tmp_path / "src"
+
+
+@pytest.fixture
+def dst(tmp_path: Path) -> Path:
+    """A mirror destination path, not created."""
+    return tmp_path / "dst"

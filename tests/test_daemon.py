@@ -47,11 +47,6 @@ def src(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def dst(tmp_path: Path) -> Path:
-    return tmp_path / "dst"
-
-
 class Passes:
     """Collects (kind, report) of every pass."""
 

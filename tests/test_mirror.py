@@ -17,16 +17,6 @@ from sessionstore.mirror import CACHE_NAME, DIRTY_NAME, Mirror
 pytestmark = pytest.mark.timeout(60)
 
 
-@pytest.fixture
-def src(tmp_path: Path) -> Path:
-    return tmp_path / "src"
-
-
-@pytest.fixture
-def dst(tmp_path: Path) -> Path:
-    return tmp_path / "dst"
-
-
 @pytest.mark.parametrize(
     "data",
     [

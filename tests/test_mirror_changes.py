@@ -23,11 +23,6 @@ def src(tmp_path: Path) -> Path:
     return tmp_path / "src"
 
 
-@pytest.fixture
-def dst(tmp_path: Path) -> Path:
-    return tmp_path / "dst"
-
-
 class SourceReads:
     """Counts opens and reads of files under the source (not the cache, not the dest)."""
 

@@ -14,16 +14,6 @@ from sessionstore.mirror import CACHE_NAME
 pytestmark = pytest.mark.timeout(60)
 
 
-@pytest.fixture
-def src(tmp_path: Path) -> Path:
-    return tmp_path / "src"
-
-
-@pytest.fixture
-def dst(tmp_path: Path) -> Path:
-    return tmp_path / "dst"
-
-
 def test_marker_waits_for_an_unstable_record_file(src: Path, dst: Path) -> None:
     rec = src / "trials" / "1"
     write(rec / "patches" / "a.diff", b"+x\n")
