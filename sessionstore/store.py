@@ -94,24 +94,38 @@ def read_record(n: int, path: Path, marker: str) -> Record:
     return Record(n, path, RecordState.COMPLETED, data, None)
 
 
-def _safe_relpath(relpath: str | os.PathLike[str], marker: str) -> PurePosixPath:
-    """Validate a path inside a record: relative, no `..`, no temp names, not the marker."""
+def record_relpath(relpath: str | os.PathLike[str], source: str) -> PurePosixPath:
+    """A path inside a record directory: relative, no NUL, no `..`, no temp names.
+
+    Shared by record writers and output-contract logs; raises `InvalidInput`
+    naming `source` (what the path came from).
+    """
     text = os.fspath(relpath)
     parts = PurePosixPath(text).parts
     problem = None
     if not text or "\0" in text:
         problem = "empty or contains NUL"
     elif PurePosixPath(text).is_absolute():
-        problem = "must be relative to the record directory"
-    elif any(p in (".", "..") for p in text.split("/")):
-        problem = "must not contain '.' or '..' components"
+        problem = "must be a path relative to the record directory"
+    elif ".." in text.split("/"):
+        problem = "must not contain '..'"
     elif any(is_temp_name(p) for p in parts):
-        problem = "uses the reserved temp prefix"
-    elif parts == (marker,):
-        problem = f"{marker} is the completion marker; write it with complete()"
+        problem = "names a temp file, which is never part of a record"
     if problem is not None:
-        raise InvalidInput(f"record path {text!r}", problem)
+        raise InvalidInput(source, problem)
     return PurePosixPath(*parts)
+
+
+def _writer_relpath(relpath: str | os.PathLike[str], marker: str) -> PurePosixPath:
+    """`record_relpath`, plus what a writer must not do: `.` components, the marker."""
+    text = os.fspath(relpath)
+    source = f"record path {text!r}"
+    rel = record_relpath(text, source)
+    if "." in text.split("/"):
+        raise InvalidInput(source, "must not contain '.' components")
+    if rel.parts == (marker,):
+        raise InvalidInput(source, f"{marker} is the completion marker; write it with complete()")
+    return rel
 
 
 class RecordWriter:
@@ -131,7 +145,7 @@ class RecordWriter:
         self, relpath: str | os.PathLike[str], data: bytes, mode: int = FILE_MODE
     ) -> Path:
         """Write one file of the record atomically; it becomes durable at `complete()`."""
-        rel = _safe_relpath(relpath, self.marker)
+        rel = _writer_relpath(relpath, self.marker)
         self._check_open()
         target = self.path.joinpath(*rel.parts)
         self._make_parents(rel)

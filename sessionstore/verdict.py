@@ -25,9 +25,8 @@ from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from sessionstore.atomic import is_temp_name
 from sessionstore.errors import InvalidInput
-from sessionstore.store import Collection, Record, RecordState, read_record
+from sessionstore.store import Collection, Record, RecordState, read_record, record_relpath
 
 __all__ = [
     "CONTRACT_FIELD",
@@ -99,7 +98,7 @@ def evaluate_output_contract(record: Record, log: str | os.PathLike[str] | None 
     argument (absolute, `..`, a temp name); every problem found on disk or
     in the record is an indeterminate verdict, so this never fails a listing.
     """
-    rel = _check_relpath(os.fspath(log), "--log") if log is not None else None
+    rel = record_relpath(log, f"--log {os.fspath(log)!r}") if log is not None else None
     if record.state is not RecordState.COMPLETED:
         why = f": {record.error}" if record.error else ""
         return _indeterminate(f"record is {record.state}{why}")
@@ -111,7 +110,7 @@ def evaluate_output_contract(record: Record, log: str | os.PathLike[str] | None 
         if not isinstance(name, str):
             return _indeterminate(f'{CONTRACT_FIELD} must be {{"log": "<path>"}}')
         try:
-            rel = _check_relpath(name, f"{CONTRACT_FIELD}.log")
+            rel = record_relpath(name, f"{CONTRACT_FIELD}.log {name!r}")
         except InvalidInput as exc:
             return _indeterminate(str(exc))
     return _judge_file(record.path, rel)
@@ -122,25 +121,9 @@ def judge(collection: Collection, n: int, log: str | os.PathLike[str] | None = N
     path = collection.path / str(n)
     if not path.is_dir() or path.is_symlink():
         if log is not None:
-            _check_relpath(os.fspath(log), "--log")
+            record_relpath(log, f"--log {os.fspath(log)!r}")
         return _indeterminate(f"no record {n} in {collection.path}")
     return evaluate_output_contract(read_record(n, path, collection.marker), log)
-
-
-def _check_relpath(text: str, what: str) -> PurePosixPath:
-    problem = None
-    parts = PurePosixPath(text).parts
-    if not text or "\0" in text:
-        problem = "empty or contains NUL"
-    elif PurePosixPath(text).is_absolute():
-        problem = "must be a path relative to the record directory"
-    elif ".." in text.split("/"):
-        problem = "must not contain '..'"
-    elif any(is_temp_name(p) for p in parts):
-        problem = "names a temp file, which is never part of a record"
-    if problem is not None:
-        raise InvalidInput(f"{what} {text!r}", problem)
-    return PurePosixPath(*parts)
 
 
 def _judge_file(record_dir: Path, rel: PurePosixPath) -> Verdict:
