@@ -19,6 +19,11 @@ if TYPE_CHECKING:
 EXIT_CODES = {"pass": 0, "fail": 1, "indeterminate": 4}
 
 
+class _Indeterminate(click.ClickException):
+    # click declares exit_code a ClassVar: a subclass per code, as click's own UsageError.
+    exit_code = EXIT_CODES["indeterminate"]
+
+
 @click.command()
 @click.argument("target")
 @click.option("--trial", type=click.IntRange(min=1), help="Judge trials/N.")
@@ -61,9 +66,7 @@ def check(
         message = str(exc)
         if isinstance(exc, OSError) and not isinstance(exc, SessionStoreError):
             message = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
-        error = click.ClickException(message)
-        error.exit_code = EXIT_CODES["indeterminate"]
-        raise error from None
+        raise _Indeterminate(message) from None
     if as_json:
         emit_json({"collection": collection.name, "n": n, **verdict.to_dict()})
     else:

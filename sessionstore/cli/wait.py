@@ -19,6 +19,11 @@ EXIT_TORN = 1
 EXIT_TIMED_OUT = 3
 
 
+class _TimedOut(click.ClickException):
+    # click declares exit_code a ClassVar: a subclass per code, as click's own UsageError.
+    exit_code = EXIT_TIMED_OUT
+
+
 @click.command()
 @click.argument("target")
 @click.option("--trial", type=click.IntRange(min=1), help="Wait for trials/N/trial.json.")
@@ -73,9 +78,7 @@ def wait(
     try:
         record = collection.wait(n, timeout) if collection else wait_report(session, timeout)
     except WaitTimedOut as exc:
-        error = click.ClickException(f"{what}: {exc}")
-        error.exit_code = EXIT_TIMED_OUT
-        raise error from None
+        raise _TimedOut(f"{what}: {exc}") from None
     except KeyboardInterrupt:
         sys.exit(130)
     if as_json:

@@ -1,0 +1,39 @@
+"""Text for people: names and fields made safe to print on one line of a terminal.
+
+Names come from the agent's workspace and fields from files it wrote, so they
+are data, never control: a file name with `\\n` must not forge a second line in
+a pass summary, and `\\x1b]0;...\\a` must not retitle the user's terminal. Every
+human-readable output (tables, pass summaries, errors, the daemon log) passes
+what it did not write itself through `escape`. JSON output does not: orjson
+already escapes control characters, and scripts want the exact value.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 controls, DEL, C1 controls (0x80-0x9f: some terminals read 0x9b as CSI), the
+# Unicode line/paragraph separators and bidi overrides that reorder what follows,
+# and lone surrogates (os.fsdecode's stand-ins for undecodable bytes: printing one
+# raises UnicodeEncodeError).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _replace(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # surrogateescape: the original byte
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def escape(text: str) -> str:
+    """`text` with every control or reordering character written as a visible escape.
+
+    Printable text, including non-ASCII letters, is unchanged; the result never
+    contains a line break, so one problem stays one line.
+    """
+    return _UNSAFE.sub(_replace, text)

@@ -1,0 +1,36 @@
+"""`escape`: names and fields are data on one line, never terminal control."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sessionstore.display import escape
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("plain name.txt", "plain name.txt"),
+        ("été/日本.log", "été/日本.log"),
+        ("a\nb", "a\\nb"),
+        ("a\rb\tc", "a\\rb\\tc"),
+        ("evil\x1b]0;pwned\x07", "evil\\x1b]0;pwned\\x07"),
+        ("csi\x9b2J", "csi\\x9b2J"),
+        ("del\x7f", "del\\x7f"),
+        ("rtl\u202etxt.exe", "rtl\\u202etxt.exe"),
+        ("line\u2028sep", "line\\u2028sep"),
+        ("bad-byte-\udcff", "bad-byte-\\xff"),
+    ],
+)
+def test_escapes_control_characters(raw: str, shown: str) -> None:
+    assert escape(raw) == shown
+
+
+@given(st.text())
+def test_escaped_text_has_no_control_left(text: str) -> None:
+    shown = escape(text)
+    assert not [c for c in shown if unicodedata.category(c) in ("Cc", "Zl", "Zp", "Cs")]
