@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import orjson
 import pytest
 
+import sessionstore
 from sessionstore.cli import COMMANDS
 from sessionstore.store import Store
 
@@ -38,10 +40,12 @@ def test_every_command_has_help_with_an_example(command: str) -> None:
 
 
 def test_console_script_is_installed() -> None:
-    result = subprocess.run(
-        ["sessionstore", "--version"], capture_output=True, timeout=60, check=False
-    )
-    assert result.returncode == 0
+    # Beside this interpreter, not on PATH: `venv/bin/python -m pytest` without activating
+    # the venv must test the venv's script, not fail (or find another install's).
+    script = Path(sysconfig.get_path("scripts")) / "sessionstore"
+    result = subprocess.run([script, "--version"], capture_output=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().split()[-1] == sessionstore.__version__
 
 
 def test_new_prints_the_id_and_json(tmp_path: Path) -> None:
