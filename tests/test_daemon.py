@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import logging
 import os
 import signal
@@ -160,21 +162,29 @@ def _set_sysctl(path: str, value: str) -> str:
 
 
 @pytest.fixture
-def tiny_inotify_queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def tiny_inotify_queue() -> Iterator[None]:
     """New inotify instances get a 16-event queue, so a burst overflows it for real.
 
-    The sysctl is machine-wide: a lock keeps two test processes from saving each
-    other's 16 as the value to restore.
+    The sysctl is machine-wide, so this needs root (CI has it) and restores the old
+    value in a `finally`. An flock on the sysctl file itself keeps two test processes
+    from saving each other's 16 as the value to restore, and leaves no lock file behind.
     """
-    from filelock import FileLock
-
     path = "/proc/sys/fs/inotify/max_queued_events"
-    with FileLock("/tmp/sessionstore-tests-inotify-sysctl.lock"):
-        old = _set_sysctl(path, "16")
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            old = _set_sysctl(path, "16")
+        except OSError as exc:
+            if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            pytest.skip("needs root: lowers the machine-wide fs.inotify.max_queued_events")
         try:
             yield
         finally:
             _set_sysctl(path, old)
+    finally:
+        os.close(fd)  # releases the flock
 
 
 def test_inotify_queue_overflow_triggers_a_full_pass(
