@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from sessionstore import Store
+from sessionstore import Session, Store
 from sessionstore.best import best_trial, report_fields
 from sessionstore.mirror import Mirror
 from sessionstore.redact import Redactor
@@ -37,22 +38,24 @@ for tok_per_s in (640.0, 910.0):
 """
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--store", default=os.environ.get("SESSIONSTORE_HOME", "~/.sessionstore"))
     args = parser.parse_args()
 
     store = Store(args.store)
     session = store.create(name="example harness", trials=2)
-    workspace = Path(tempfile.mkdtemp(prefix="agent-workspace-"))
-
     token = "example-api-token-0123456789"  # in real life: os.environ["SOME_API_TOKEN"]
-    redactor = Redactor()
-    redactor.add(token, origin="example token")
-
-    # The daemon runs beside the agent; leaving the block runs a final full pass.
-    with Mirror(workspace, session.path, redactor).running():
-        subprocess.run([sys.executable, "-c", AGENT, str(workspace), token], check=True)
+    workspace = Path(tempfile.mkdtemp(prefix="agent-workspace-"))
+    try:
+        run_agent(session, workspace, token)
+    except KeyboardInterrupt:
+        # The session stays as it is, without a report: inspect shows it interrupted.
+        print(f"interrupted; session {session.id} is left as it was", file=sys.stderr)
+        return 130
+    finally:
+        # The workspace holds the raw token (the session holds it redacted): never keep it.
+        shutil.rmtree(workspace, ignore_errors=True)
 
     # The report keeps the requested constraints beside the values actually reached.
     constraints = session.constraints()
@@ -60,7 +63,17 @@ def main() -> None:
     session.finish(report_fields(best, constraints))
     print(f"session {session.id} at {session.path}; best trial: {best.n if best else None}")
     print(f"inspect it: sessionstore inspect {session.id} --store {store.root}")
+    return 0
+
+
+def run_agent(session: Session, workspace: Path, token: str) -> None:
+    """Run the agent in `workspace` while the mirror daemon copies it into `session`."""
+    redactor = Redactor()
+    redactor.add(token, origin="example token")
+    # The daemon runs beside the agent; leaving the block runs a final full pass.
+    with Mirror(workspace, session.path, redactor).running():
+        subprocess.run([sys.executable, "-c", AGENT, str(workspace), token], check=True)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

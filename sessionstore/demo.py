@@ -9,15 +9,17 @@ redacted, and the inspect view is rendered from the mirrored files.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from sessionstore.atomic import temp_name
 from sessionstore.store import Session, Store
 
 TOKEN_ENV = "DEMO_AGENT_TOKEN"
@@ -113,13 +115,19 @@ def run_demo(store_root: Path, pause_seconds: float = 0.3) -> DemoResult:
     )
     workspace = Path(tempfile.mkdtemp(prefix="sessionstore-demo-"))
     token = f"demo-{secrets.token_hex(16)}"
-    os.environ[TOKEN_ENV] = token  # what an agent's environment would hold
-    redactor = Redactor()
-    redactor.add_env(TOKEN_ENV)
-    mirror = Mirror(workspace, session.path, redactor)
-    config = WatchConfig(full_every=5.0)
-    with running(mirror, config) as daemon:
-        _fake_agent(workspace, token, lambda: time.sleep(pause_seconds))
+    try:
+        with _env(TOKEN_ENV, token):  # what an agent's environment would hold
+            redactor = Redactor()
+            redactor.add_env(TOKEN_ENV)
+            mirror = Mirror(workspace, session.path, redactor)
+            with running(mirror, WatchConfig(full_every=5.0)) as daemon:
+                _fake_agent(workspace, token, lambda: time.sleep(pause_seconds))
+    except BaseException:
+        # Ctrl-C or an error mid-demo: the workspace holds the raw token and the
+        # session is half-built; neither may outlive the demo.
+        shutil.rmtree(workspace, ignore_errors=True)
+        _discard(session.path)
+        raise
     final = daemon.last_report
     found = any(
         token.encode() in path.read_bytes() for path in session.path.rglob("*") if path.is_file()
@@ -130,6 +138,30 @@ def run_demo(store_root: Path, pause_seconds: float = 0.3) -> DemoResult:
         token_found_in_session=found,
         held_back=list(final.held_back) if final else [],
     )
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    """Set an environment variable for the block, then restore what was there."""
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+def _discard(session_dir: Path) -> None:
+    """Remove a session whole: renamed to a temp name readers ignore, then deleted."""
+    hidden = session_dir.with_name(temp_name())
+    try:
+        os.rename(session_dir, hidden)
+    except OSError:
+        return  # not there (or not ours to move): nothing half-visible was left by us
+    shutil.rmtree(hidden, ignore_errors=True)
 
 
 def remove_workspace(result: DemoResult) -> None:

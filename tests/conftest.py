@@ -1,13 +1,21 @@
-"""Shared test setup: hypothesis profiles.
+"""Shared test setup: hypothesis profiles, and a temp root the suite removes.
 
 `ci` (selected by CI=true, as .ci/run sets) runs enough examples to mean
 something while keeping the whole suite within CI's budget; `dev` is quicker
 for local iteration. Override with HYPOTHESIS_PROFILE.
+
+pytest keeps its temp directories in /tmp/pytest-of-<user> after a run; the
+suite instead uses a fresh directory it deletes at the end, so a run leaves
+/tmp as it found it (and an earlier root run leaves nothing a user cannot
+replace). `--basetemp DIR` keeps pytest's own behaviour, for debugging.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,6 +30,29 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+_OWN_BASETEMP = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.option.basetemp is None:
+        base = tempfile.mkdtemp(prefix="sessionstore-tests-")
+        config.option.basetemp = base
+        config.stash[_OWN_BASETEMP] = base
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    base = config.stash.get(_OWN_BASETEMP, None)
+    if base is not None:
+        # Tests make read-only directories and files; give back write permission first.
+        for root, dirs, _files in os.walk(base):
+            for name in dirs:
+                path = os.path.join(root, name)
+                if not os.path.islink(path):  # never chmod through a link out of the tree
+                    with contextlib.suppress(OSError):
+                        os.chmod(path, 0o700)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -15,21 +17,24 @@ from sessionstore.store import RecordState, Store
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
+def env(tmp: Path) -> dict[str, str]:
+    """The environment of a child whose temp files land in `tmp`, to be checked afterwards."""
+    tmp.mkdir(exist_ok=True)
+    return {**os.environ, "NO_COLOR": "1", "COLUMNS": "100", "TMPDIR": str(tmp)}
+
+
+def run(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        args,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "100"},
+        args, capture_output=True, text=True, timeout=120, check=False, env=env(tmp)
     )
 
 
 def test_demo_mirrors_a_fake_session_and_redacts_its_secret(tmp_path: Path) -> None:
-    result = run(sys.executable, "-m", "sessionstore", "demo", "--store", str(tmp_path))
+    store, tmp = tmp_path / "store", tmp_path / "tmp"
+    result = run(sys.executable, "-m", "sessionstore", "demo", "--store", str(store), tmp=tmp)
     assert result.returncode == 0, result.stderr
-    (session,) = Store(tmp_path).sessions()
+    assert list(tmp.iterdir()) == [], "the demo leaves no temp file behind"
+    (session,) = Store(store).sessions()
     states = [r.state for r in session.trials.records()]
     # Trial 3's marker is torn in the workspace: the mirror holds it back.
     assert states == [RecordState.COMPLETED, RecordState.COMPLETED] + [RecordState.IN_FLIGHT] * 2
@@ -51,12 +56,42 @@ def test_demo_mirrors_a_fake_session_and_redacts_its_secret(tmp_path: Path) -> N
 
 
 def test_harness_example_runs_end_to_end(tmp_path: Path) -> None:
-    result = run(sys.executable, str(ROOT / "examples" / "harness.py"), "--store", str(tmp_path))
+    tmp = tmp_path / "tmp"
+    harness = ROOT / "examples" / "harness.py"
+    result = run(sys.executable, str(harness), "--store", str(tmp_path / "store"), tmp=tmp)
     assert result.returncode == 0, result.stderr
-    (session,) = Store(tmp_path).sessions()
+    assert list(tmp.iterdir()) == [], "the workspace, which holds the raw token, is deleted"
+    (session,) = Store(tmp_path / "store").sessions()
     report = orjson.loads((session.path / "report.json").read_bytes())
     assert report["best_trial"] == 2 and report["status"] == "done"
     assert [r.state for r in session.trials.records()] == [RecordState.COMPLETED] * 2
     for n in (1, 2):
         log = (session.path / "trials" / str(n) / "run.log").read_text()
         assert "example-api-token" not in log and "REDACTED" in log
+
+
+def test_ctrl_c_during_the_demo_exits_130_and_leaves_nothing(tmp_path: Path) -> None:
+    store, tmp = tmp_path / "store", tmp_path / "tmp"
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "sessionstore", "demo", "--store", str(store)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env(tmp),
+    )
+    try:
+        # Interrupt once the fake agent is at work: the session and its workspace exist.
+        for _ in range(400):
+            if any(store.glob("*/trials/1")) or demo.poll() is not None:
+                break
+            time.sleep(0.025)
+        assert demo.poll() is None, "the demo ended before it could be interrupted"
+        demo.send_signal(signal.SIGINT)
+        _, stderr = demo.communicate(timeout=60)
+    finally:
+        demo.kill()
+        demo.wait(timeout=60)
+    assert demo.returncode == 130, stderr
+    assert b"Traceback" not in stderr and b"Aborted" not in stderr, stderr
+    assert list(tmp.iterdir()) == [], "the workspace holds the raw token: it must go"
+    assert Store(store).sessions() == [], "no half-built session is left"
+    assert [p.name for p in store.iterdir()] == [], "nothing else is left in the store either"

@@ -14,6 +14,8 @@ import click
 
 from sessionstore import __version__
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+
 # name -> "module:attribute" of the click command; imported on first use.
 COMMANDS: dict[str, str] = {
     "new": "sessionstore.cli.new:new",
@@ -41,6 +43,15 @@ class LazyGroup(click.Group):
         module, _, attr = target.partition(":")
         command: click.Command = getattr(importlib.import_module(module), attr)
         return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        # Ctrl-C is how people stop a daemon or a wait: exit 130 as shells expect, with
+        # no traceback and no click "Aborted!" (which would also exit 1). Commands clean
+        # up in their own `finally` blocks before this is reached.
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -39,6 +39,8 @@ def demo(store_dir: Path | None, keep_workspace: bool) -> None:
     console = make_console()
     console.print(f"[bold]sessionstore demo[/]: store {root}")
     result = run_demo(root)
+    if not keep_workspace:
+        remove_workspace(result)  # first: a Ctrl-C while printing must not keep the raw token
     session = result.session
     console.print(
         f"A fake agent wrote 4 trials and 1 verification attempt into {result.workspace};\n"
@@ -58,7 +60,6 @@ def demo(store_dir: Path | None, keep_workspace: bool) -> None:
     if keep_workspace:
         console.print(f"The workspace is kept at {result.workspace}.")
     else:
-        remove_workspace(result)
         console.print("The workspace is deleted: the session stands on its own.")
     console.print()
     view = SessionView.load(session, Objective(DEFAULT_OBJECTIVE, "higher"))
