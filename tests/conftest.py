@@ -7,7 +7,9 @@ for local iteration. Override with HYPOTHESIS_PROFILE.
 pytest keeps its temp directories in /tmp/pytest-of-<user> after a run; the
 suite instead uses a fresh directory it deletes at the end, so a run leaves
 /tmp as it found it (and an earlier root run leaves nothing a user cannot
-replace). `--basetemp DIR` keeps pytest's own behaviour, for debugging.
+replace). TMPDIR points inside it for the run, so what tests and their
+children make with `tempfile` goes too. `--basetemp DIR` keeps pytest's own
+behaviour, for debugging.
 """
 
 from __future__ import annotations
@@ -38,8 +40,11 @@ _OWN_BASETEMP = pytest.StashKey[str]()
 def pytest_configure(config: pytest.Config) -> None:
     if config.option.basetemp is None:
         base = tempfile.mkdtemp(prefix="sessionstore-tests-")
-        config.option.basetemp = base
+        config.option.basetemp = os.path.join(base, "pytest")
         config.stash[_OWN_BASETEMP] = base
+        # tempfile users (tests, the demo, the children they start) land inside it too.
+        os.mkdir(os.path.join(base, "tmp"), 0o700)
+        os.environ["TMPDIR"] = tempfile.tempdir = os.path.join(base, "tmp")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
