@@ -74,6 +74,7 @@ from pathlib import Path
 
 import ahocorasick_rs
 
+from sessionstore._redact_file import file_secrets
 from sessionstore._redact_patterns import MAX_MATCH_LEN as PATTERN_MAX_LEN
 from sessionstore._redact_patterns import pattern_spans
 from sessionstore._redact_variants import MIN_NEEDLE_LEN, needles, significant_len
@@ -96,9 +97,6 @@ _BLOCK = 1 << 14
 _PREFIX_LEN = MIN_NEEDLE_LEN
 _MARKER_RE = re.compile(r"[A-Za-z0-9_]+")
 _NOT_NEWLINE = bytes(b for b in range(256) if b not in b"\r\n")
-_DOTENV = re.compile(rb"\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_.]*\s*=(?!=)(.*)\Z", re.DOTALL)
-_DQ_ESCAPE = re.compile(rb'\\([\\"nrt])')
-_DQ_UNESCAPED = {b"\\": b"\\", b'"': b'"', b"n": b"\n", b"r": b"\r", b"t": b"\t"}
 
 Span = tuple[int, int]
 
@@ -251,12 +249,13 @@ class Redactor:
         self._register([(os.fsencode(value), origin)], allow_short)
 
     def add_file(self, path: str | os.PathLike[str], *, allow_short: bool = False) -> None:
-        """Register one secret per line of a file, or the VALUE of `KEY=VALUE` lines.
+        """Register the secrets of a file: its lines, or the values of its dotenv assignments.
 
-        Lines may be dotenv assignments (optionally `export `-prefixed, value
-        optionally quoted); blank lines and `#` comments are skipped. Either
-        every line is registered or, on error, none is. Raises InvalidInput if
-        the file cannot be read, SecretRefused naming `path:line` for a short value.
+        The file is read as python-dotenv reads it, and every other plausible
+        reading of a line is registered too (`_redact_file`, docs/redaction.md).
+        Either every value is registered or, on error, none is. Raises
+        InvalidInput if the file cannot be read, SecretRefused naming
+        `path:line` for a short value.
         """
         try:
             data = Path(path).read_bytes()
@@ -264,14 +263,8 @@ class Redactor:
             raise InvalidInput(
                 os.fspath(path), f"cannot read secrets file: {exc.strerror}"
             ) from exc
-        entries: list[tuple[bytes, str]] = []
-        for lineno, line in enumerate(data.split(b"\n"), start=1):
-            line = line.removesuffix(b"\r")
-            if not line.strip() or line.lstrip().startswith(b"#"):
-                continue
-            origin = f"{os.fspath(path)}:{lineno}"
-            entries.extend((value, origin) for value in _line_values(line))
-        self._register(entries, allow_short)
+        where = os.fspath(path)
+        self._register(((value, f"{where}:{n}") for value, n in file_secrets(data)), allow_short)
 
     def _register(self, entries: Iterable[tuple[bytes, str]], allow_short: bool) -> None:
         """Validate every entry first, then add them all: no half-registered file."""
@@ -373,26 +366,6 @@ def _build(marker: bytes, found: set[bytes], shorts: set[bytes], patterns: bool)
     )
     matcher = ahocorasick_rs.BytesAhoCorasick(ordered, implementation=small)
     return _Compiled(marker, detector, matcher, max(map(len, ordered)), patterns, frozenset(shorts))
-
-
-def _line_values(line: bytes) -> list[bytes]:
-    """The secret(s) one line of a secrets file stands for."""
-    m = _DOTENV.match(line)
-    # `NAME=` with nothing after it is also what a base64 value with one '='
-    # of padding looks like; registering the whole line never drops a secret.
-    if m is None or not m.group(1).strip():
-        return [line]
-    value = m.group(1).strip()
-    quote = value[:1]
-    if len(value) >= 2 and quote in (b'"', b"'") and value.endswith(quote):
-        inner = value[1:-1]
-        if quote == b"'":
-            return [inner]
-        unescaped = _DQ_ESCAPE.sub(lambda e: _DQ_UNESCAPED[e.group(1)], inner)
-        return [inner] if unescaped == inner else [inner, unescaped]
-    if b" #" in value:  # dotenv inline comment; register both readings
-        return [value, value.split(b" #", 1)[0]]
-    return [value]
 
 
 class StreamRedactor:

@@ -1,0 +1,113 @@
+"""Reading a secrets file: what python-dotenv would load, and every other plausible reading.
+
+The file is parsed by python-dotenv's own parser (`dotenv.parser.parse_stream`),
+so quotes, escapes, `export `, comments (`#` at the start of a line or after
+whitespace) and multi-line quoted values mean what they mean to the programs
+that load the file. A secrets file is also read by people and shells that
+see it differently, and a secret missed under one reading leaks, so every
+reading of a line is registered:
+
+* dotenv's value of an assignment;
+* the value as written: the text after `=` up to the end of the line, with
+  one pair of enclosing quotes removed (`value<TAB># comment` when dotenv
+  reads `value`; `a\\'b` when dotenv reads `a'b`, as a shell would; an
+  unclosed `"x` that dotenv rejects);
+* the whole line, when it is not an assignment (a raw secret), when its name
+  is not a conventional variable name or its unquoted value holds `=`
+  (a raw password such as `p@ss=w0rd=x`), or when the value is empty
+  (`dGhpcyBpcyBhIHNlY3JldA=`, base64 with one `=` of padding, reads as the
+  name `dGhpcyBpcyBhIHNlY3JldA` with no value);
+* for a quoted value that spans lines, each of its lines on its own as well
+  (a stray quote must not hide the assignments after it); those lines are
+  spellings of a longer value, so one under the minimum length is dropped
+  rather than refused, as for a multi-line `Redactor.add`.
+
+Bytes are read as UTF-8 with `surrogateescape`: a byte that is not UTF-8 is
+kept as it is, so every value registers the exact bytes of the file. A
+leading UTF-8 byte order mark is not part of the first line.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import re
+from bisect import bisect_right
+
+from dotenv.parser import Binding, parse_stream
+
+from sessionstore._redact_variants import MIN_NEEDLE_LEN, significant_len
+
+__all__ = ["file_secrets"]
+
+# python-dotenv's line breaks, so line numbers agree with its own.
+_NEWLINE = re.compile(r"\r\n|\n|\r")
+# An assignment as written: optional `export `, dotenv's name syntax, `=`, the rest.
+_WRITTEN = re.compile(r"\s*(?:export[^\S\r\n]+)?('[^']+'|[^=#\s]+)[^\S\r\n]*=(.*)", re.DOTALL)
+# A name nobody would mistake for part of a password.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+_QUOTES = ("'", '"')
+
+
+def file_secrets(data: bytes) -> list[tuple[bytes, int]]:
+    """Every (value, 1-based line) the secrets file `data` stands for, in file order."""
+    text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8", "surrogateescape")
+    lines = _NEWLINE.split(text)
+    starts = [0, *(m.end() for m in _NEWLINE.finditer(text))]
+    found: list[tuple[str, int]] = []
+    offset = 0
+    # Bindings cover the text back to back; offsets (not dotenv's own line
+    # counter, which counts a CRLF after a malformed line twice) give the lines.
+    for binding in parse_stream(io.StringIO(text)):
+        raw = binding.original.string
+        begin, offset = offset, offset + len(raw)
+        content = raw.lstrip().rstrip("\r\n")
+        if not content:
+            continue
+        first = bisect_right(starts, begin + len(raw) - len(raw.lstrip()))
+        last = first + len(_NEWLINE.findall(content))
+        if first == last:
+            found.extend((v, first) for v in _line_readings(lines[first - 1], binding))
+            continue
+        if binding.value is not None:
+            found.append((binding.value, first))
+        for n in range(first, last + 1):
+            for value in _line_readings(lines[n - 1], _parse_line(lines[n - 1])):
+                # dotenv rejected the whole span: each line is all there is, short or not.
+                if binding.error or significant_len(_encode(value)) >= MIN_NEEDLE_LEN:
+                    found.append((value, n))
+    return [(_encode(value), n) for value, n in found]
+
+
+def _encode(value: str) -> bytes:
+    return value.encode("utf-8", "surrogateescape")
+
+
+def _parse_line(line: str) -> Binding | None:
+    return next(parse_stream(io.StringIO(line)), None)
+
+
+def _line_readings(line: str, binding: Binding | None) -> list[str]:
+    """The readings of one physical line; `binding` is dotenv's reading of it."""
+    if binding is None or (binding.key is None and not binding.error):
+        return []  # blank or a comment
+    found = [] if binding.value is None else [binding.value]
+    written = _WRITTEN.fullmatch(line)
+    rest = written.group(2).strip() if written else ""
+    if written:
+        found.append(_unquoted(rest))
+    if (
+        binding.value is None
+        or not binding.value.strip()
+        or not _NAME.fullmatch(binding.key or "")
+        or ("=" in binding.value and not rest.startswith(_QUOTES))
+    ):
+        found.append(line)
+    return found
+
+
+def _unquoted(rest: str) -> str:
+    """`rest` without one pair of enclosing quotes."""
+    if len(rest) >= 2 and rest[0] in _QUOTES and rest.endswith(rest[0]):
+        return rest[1:-1]
+    return rest
