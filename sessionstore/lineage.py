@@ -11,6 +11,8 @@ foreign entries, no manifest, no `previous/` of its own):
 
 Symlinks and temp entries are never copied. The copy keeps the session
 layout, so `Session.open(previous/<id>)` reads it like any raw workspace.
+A previous session with no records (no trial or attempt file lineage would
+copy) is warned about and copied not at all: no `previous/<id>/` stands for it.
 
 Crash safety: each previous session is copied into a temp directory beside
 its final name and renamed into place, so `previous/<id>` is either a whole
@@ -32,7 +34,15 @@ from typing import Any
 
 from sessionstore.atomic import AtomicFile, fsync_dir, is_temp_name, sweep_temps, temp_name
 from sessionstore.errors import PreviousRunning, SessionNotFound
-from sessionstore.layout import CONSTRAINTS, MARKERS, PREVIOUS_DIR, REPORT, TRIALS, record_number
+from sessionstore.layout import (
+    CONSTRAINTS,
+    MARKERS,
+    PREVIOUS_DIR,
+    REPORT,
+    SERVICE,
+    TRIALS,
+    record_number,
+)
 from sessionstore.store import DIR_MODE, FILE_MODE, Session, Store
 
 CONFIG_SUFFIXES = (".json", ".yml", ".yaml", ".toml")
@@ -40,7 +50,7 @@ PATCHES_DIR = "patches"
 
 
 class LineageWarning(UserWarning):
-    """A previous session builds on a session that was not included."""
+    """A previous session builds on a session that was not included, or has no records."""
 
 
 def is_running(session: Session) -> bool:
@@ -57,8 +67,13 @@ def is_running(session: Session) -> bool:
 
 
 def _pinned(session: Session) -> list[str]:
+    """The manifest's previous ids, each once in first-seen order (older manifests repeat some)."""
     value = (session.manifest or {}).get("previous")
-    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+    return (
+        list(dict.fromkeys(v for v in value if isinstance(v, str)))
+        if isinstance(value, list)
+        else []
+    )
 
 
 def chain_gaps(store: Store, ids: Iterable[str]) -> list[str]:
@@ -76,19 +91,31 @@ def chain_gaps(store: Store, ids: Iterable[str]) -> list[str]:
 
 
 def check_previous(store: Store, ids: Iterable[str]) -> list[str]:
-    """Validate sessions named as previous; warn (`LineageWarning`) about chain gaps.
+    """Validate sessions named as previous; warn (`LineageWarning`) about gaps and empties.
 
     Raises `SessionNotFound` for a missing session and `PreviousRunning` for
-    one that is still running (see `is_running`). Returns the warning texts.
+    one that is still running (see `is_running`). Returns the warning texts:
+    one per chain gap, one per session with no records (which is not copied).
     """
     ids = list(ids)
     for session_id in ids:
         if is_running(store.open(session_id)):
             raise PreviousRunning(session_id)
-    gaps = chain_gaps(store, ids)
-    for message in gaps:
+    messages = chain_gaps(store, ids)
+    messages += [_no_records(i) for i in ids if not has_records(store.root / i)]
+    for message in messages:
         warnings.warn(LineageWarning(message), stacklevel=3)
-    return gaps
+    return messages
+
+
+def _no_records(session_id: str) -> str:
+    return f"previous session {session_id} has no records; nothing copied from it"
+
+
+def has_records(source: Path) -> bool:
+    """Whether `source` holds a trial or attempt file lineage would copy."""
+    prefixes = (f"{TRIALS}/", f"{SERVICE}/")
+    return any(rel.startswith(prefixes) for rel in select_files(source))
 
 
 def select_files(source: Path) -> list[str]:
@@ -191,17 +218,22 @@ def _replace_dir(staging: Path, target: Path) -> None:
 
 
 def copy_previous(store: Store, session_dir: Path, ids: Iterable[str]) -> list[Path]:
-    """Copy each previous session into `session_dir/previous/<id>/`; returns the copies.
+    """Copy each previous session with records into `session_dir/previous/<id>/`.
 
-    Used by `Store.create` on its staging directory; raises `SessionNotFound`.
+    Used by `Store.create` on its staging directory, after `check_previous`
+    warned about the sessions without records, which are skipped (no
+    `previous/` at all when none has records). Returns the copies; raises
+    `SessionNotFound`.
     """
     previous_dir = session_dir / PREVIOUS_DIR
-    os.makedirs(previous_dir, DIR_MODE, exist_ok=True)
     copies: list[Path] = []
     for session_id in ids:
         source = store.root / session_id
         if not source.is_dir() or source.is_symlink():
             raise SessionNotFound(session_id, store.root)
+        if not has_records(source):
+            continue
+        os.makedirs(previous_dir, DIR_MODE, exist_ok=True)
         copy_session_records(source, previous_dir / session_id)
         copies.append(previous_dir / session_id)
     return copies
@@ -212,18 +244,16 @@ def include_previous(store: Store, session: Session) -> list[Path]:
 
     This is the call that heals a lineage copy a crash interrupted: it removes
     the debris of dead copiers, then replaces each `previous/<id>/` with a
-    fresh whole copy. A pinned session that has since been deleted keeps its
-    existing copy (`SessionNotFound` only if there is none). Raises
-    `PreviousRunning` if a pinned session is running again.
+    fresh whole copy. A pinned session that has since been deleted, or that
+    has no records, keeps its existing copy if there is one (the second also
+    warns, `LineageWarning`; the first raises `SessionNotFound` when there is
+    none). Raises `PreviousRunning` if a pinned session is running again.
     """
-    ids = _pinned(session)
     previous_dir = session.path / PREVIOUS_DIR
-    if not ids:
-        return []
-    os.makedirs(previous_dir, DIR_MODE, exist_ok=True)
-    sweep_temps(previous_dir)
+    if previous_dir.is_dir():
+        sweep_temps(previous_dir)
     copies: list[Path] = []
-    for session_id in ids:
+    for session_id in _pinned(session):
         source = store.root / session_id
         target = previous_dir / session_id
         if not source.is_dir():
@@ -233,6 +263,12 @@ def include_previous(store: Store, session: Session) -> list[Path]:
             raise SessionNotFound(session_id, store.root)
         if is_running(Session.open(source)):
             raise PreviousRunning(session_id)
+        if not has_records(source):
+            warnings.warn(LineageWarning(_no_records(session_id)), stacklevel=2)
+            if target.is_dir():
+                copies.append(target)
+            continue
+        os.makedirs(previous_dir, DIR_MODE, exist_ok=True)
         copy_session_records(source, target)
         copies.append(target)
     return copies

@@ -400,7 +400,8 @@ class Store:
 
         if id is not None:
             validate_id(id)
-        previous_ids = [validate_id(p, "previous session id") for p in previous]
+        # Each previous id once, in first-seen order (as dstack pins them).
+        previous_ids = list(dict.fromkeys(validate_id(p, "previous session id") for p in previous))
         for pid_ in previous_ids:
             if not (self.root / pid_).is_dir():
                 raise SessionNotFound(pid_, self.root)

@@ -241,3 +241,78 @@ def test_lineage_heal_keeps_copy_of_a_deleted_previous_session(tmp_path: Path) -
     shutil.rmtree(new.path / "previous" / "old")
     with pytest.raises(SessionNotFound):
         include_previous(store, new)
+
+
+def new_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`sessionstore new` as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "sessionstore", "new", "--store", str(tmp_path), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def empty_session(store: Store, session_id: str) -> Session:
+    """A finished session with constraints and a report but no records lineage copies."""
+    session = store.create(id=session_id, constraints={"max_ttft_ms": 200}, pid=None)
+    writer = session.trials.begin()
+    writer.write_text("agent.log", "crashed before writing anything\n")  # nothing lineage copies
+    session.finish({"best_trial": None})
+    return session
+
+
+def test_lineage_duplicate_previous_ids_are_pinned_once_in_first_seen_order(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path)
+    finished_session(store, "a")
+    finished_session(store, "b")
+    args = ["--id", "new", "--previous", "b", "--previous", "a", "--previous", "b"]
+    result = new_cli(tmp_path, *args, "--previous", "a")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "new\n", "")
+    new = store.open("new")
+    assert new.manifest is not None and new.manifest["previous"] == ["b", "a"]
+    assert sorted(os.listdir(new.path / "previous")) == ["a", "b"]
+    assert files_under(new.path / "previous" / "b") == EXPECTED
+    lineage_ids = [item["id"] for item in SessionView.load(new).detail()["lineage"]]
+    assert lineage_ids == ["b", "a"]
+
+
+def test_lineage_a_previous_session_without_records_warns_and_copies_nothing(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path)
+    empty_session(store, "empty")
+    finished_session(store, "full")
+    result = new_cli(tmp_path, "--id", "new", "--previous", "empty", "--previous", "full")
+    assert (result.returncode, result.stdout) == (0, "new\n")
+    assert result.stderr == (
+        "warning: previous session empty has no records; nothing copied from it\n"
+    )
+    new = store.open("new")
+    assert os.listdir(new.path / "previous") == ["full"]
+    assert new.manifest is not None and new.manifest["previous"] == ["empty", "full"]
+    lineage_info = SessionView.load(new).detail()["lineage"]
+    assert [(i["id"], i["copied"]) for i in lineage_info] == [("empty", False), ("full", True)]
+
+
+def test_lineage_only_sessions_without_records_leave_no_previous_dir(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    empty_session(store, "empty")
+    with pytest.warns(LineageWarning, match="^previous session empty has no records"):
+        new = store.create(id="new", previous=["empty", "empty"])
+    assert not (new.path / "previous").exists()
+    with pytest.warns(LineageWarning, match="^previous session empty has no records"):
+        assert include_previous(store, new) == []
+    assert not (new.path / "previous").exists()
+
+
+def test_lineage_an_old_manifest_with_repeated_ids_is_read_once_each(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    finished_session(store, "old")
+    new = store.create(id="new", previous=["old"])
+    set_manifest(new, previous=["old", "old"])  # written before ids were de-duplicated
+    assert include_previous(store, new) == [new.path / "previous" / "old"]
+    assert [i["id"] for i in SessionView.load(new).detail()["lineage"]] == ["old"]
