@@ -14,6 +14,7 @@ never contain a secret value: they name where a value came from instead.
     ├── RecordNotFound         (LookupError)       no record with that number
     ├── SessionExists          (FileExistsError)   the id is taken
     ├── RecordCompleted        (PermissionError)   a completed record is immutable
+    ├── CollectionFull         (OverflowError)     no record number is left to allocate
     ├── PreviousRunning        (RuntimeError)      lineage asks for a running session
     ├── LockHeld               (TimeoutError)      another daemon holds the destination
     └── WaitTimedOut           (TimeoutError)      a record did not complete in time
@@ -112,6 +113,18 @@ class RecordCompleted(SessionStoreError, PermissionError):
     def __init__(self, path: Path) -> None:
         self.path = path
         super().__init__(f"{path}: record is completed and immutable; begin a new record")
+
+
+class CollectionFull(SessionStoreError, OverflowError):
+    """Every record number of the collection is taken; start a new session."""
+
+    def __init__(self, collection: Path, maximum: int) -> None:
+        self.collection = collection
+        self.maximum = maximum
+        super().__init__(
+            f"{collection}: no record number left (the highest allowed is {maximum}); "
+            "start a new session"
+        )
 
 
 class PreviousRunning(SessionStoreError, RuntimeError):

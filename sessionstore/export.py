@@ -1,9 +1,12 @@
 """Export one trial record as a self-contained directory (`Session.export`).
 
 The export holds every regular file of the record (the marker, configs,
-`patches/`...; symlinks and temp entries are skipped), plus
-`sessionstore-export.json` saying where it came from, the session's
-requested constraints, and each reference that was rewritten.
+`patches/`...), plus `sessionstore-export.json` saying where it came from,
+the session's requested constraints, each reference that was rewritten, and
+each file that was skipped with the reason: a symlink (never followed), a
+FIFO, socket or device (never read). Temp entries are left out. Files are
+read by the readers' recipe (`fsread`) relative to the record's directory
+fd, so nothing outside the record is ever copied into an export.
 
 Which references are rewritten: in the record's text files named `*.json`,
 `*.yml`, `*.yaml` or `*.toml` (the marker included), a path token (a run of
@@ -23,12 +26,13 @@ import os
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
-from sessionstore import jsonio
+from sessionstore import fsread, jsonio
 from sessionstore.atomic import fsync_dir, temp_name, write_atomic
 from sessionstore.errors import InvalidInput
 from sessionstore.layout import CONSTRAINTS
-from sessionstore.store import DIR_MODE, FILE_MODE, RecordState, Session
+from sessionstore.store import DIR_MODE, FILE_MODE, Record, RecordState, Session, record_dir_fd
 
 EXPORT_MANIFEST = "sessionstore-export.json"
 TEXT_SUFFIXES = (".json", ".yml", ".yaml", ".toml")
@@ -72,19 +76,61 @@ def export_record(session: Session, n: int, dest: Path, collection: str = "trial
         raise InvalidInput(str(dest), "already exists; export into a new directory")
     if _UNSAFE_DEST.search(str(dest)):
         raise InvalidInput(str(dest), "contains quotes, backslashes or control characters")
-    files = [
-        rel
-        for rel in source.files()
-        if not (source.path / rel).is_symlink() and rel != EXPORT_MANIFEST
-    ]
-    file_set = set(files)
     _, constraints, _ = jsonio.read_object(session.path / CONSTRAINTS)
+    record_fd = record_dir_fd(n, source.path)
+    try:
+        _copy(session, source, dest, collection, constraints, record_fd)
+    finally:
+        os.close(record_fd)
+    fsync_dir(dest.parent)
+    return dest
+
+
+def _regular_files(record: Record, record_fd: int) -> tuple[list[str], list[dict[str, str]]]:
+    """The record's regular files, and the other entries with why each is skipped."""
+    files: list[str] = []
+    skipped: list[dict[str, str]] = []
+    for rel in record.files():
+        if rel == EXPORT_MANIFEST:
+            continue
+        try:
+            fd, _ = fsread.open_under(record_fd, rel.split("/"))
+        except OSError as exc:
+            skipped.append({"file": rel, "reason": fsread.problem(exc)})
+            continue
+        os.close(fd)
+        files.append(rel)
+    return files, skipped
+
+
+def _read(record: Record, record_fd: int, rel: str) -> bytes:
+    try:
+        fd, _ = fsread.open_under(record_fd, rel.split("/"))
+    except OSError as exc:
+        problem = f"changed during export: {fsread.problem(exc)}"
+        raise InvalidInput(f"{record.path / rel}", problem) from None
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def _copy(
+    session: Session,
+    source: Record,
+    dest: Path,
+    collection: str,
+    constraints: dict[str, Any] | None,
+    record_fd: int,
+) -> None:
+    """Build the export in a temp directory beside `dest` and rename it into place."""
+    n = source.n
+    files, skipped = _regular_files(source, record_fd)
+    file_set = set(files)
     rewritten: list[dict[str, str]] = []
     staging = dest.parent / temp_name()
     os.mkdir(staging, DIR_MODE)
     try:
         for rel in files:
-            data = (source.path / rel).read_bytes()
+            data = _read(source, record_fd, rel)
             if rel.endswith(TEXT_SUFFIXES):
                 text = data.decode("utf-8", "surrogateescape")
                 new = rewrite_references(text, collection, n, file_set, dest)
@@ -105,6 +151,7 @@ def export_record(session: Session, n: int, dest: Path, collection: str = "trial
                     "constraints": constraints,
                     "files": files,
                     "rewritten": rewritten,
+                    "skipped": skipped,
                 }
             ),
             FILE_MODE,
@@ -116,5 +163,3 @@ def export_record(session: Session, n: int, dest: Path, collection: str = "trial
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    fsync_dir(dest.parent)
-    return dest

@@ -8,10 +8,11 @@ from typing import Any
 
 import orjson
 
+from sessionstore import fsread
+
 # A marker is a small document; anything bigger is almost certainly not one and
 # reading it whole would let a stray file stall a listing.
 MAX_MARKER_BYTES = 64 * 1024 * 1024
-_CHUNK = 1 << 16
 
 
 def dumps(obj: Any) -> bytes:
@@ -36,7 +37,12 @@ def to_object(value: Any, source: str) -> dict[str, Any]:
 
 
 def parse_object(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
-    """(object, None) if `data` is a JSON object, else (None, why not)."""
+    """(object, None) if `data` is a JSON object that can be written back, else (None, why not).
+
+    orjson parses nesting up to 1024 levels but emits at most 254: a marker
+    deeper than that would crash every `--json` output that includes it, so
+    it is torn like any other marker that is not a usable JSON object.
+    """
     if not data:
         return None, "empty file"
     try:
@@ -45,36 +51,35 @@ def parse_object(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"invalid JSON: {exc}"
     if not isinstance(value, dict):
         return None, f"not a JSON object (a JSON {type(value).__name__})"
+    try:
+        orjson.dumps(value)
+    except TypeError as exc:
+        return None, f"cannot be written back as JSON ({exc}): nested too deeply"
     return value, None
 
 
-def read_object(path: str | os.PathLike[str]) -> tuple[bool, dict[str, Any] | None, str | None]:
+def read_object(
+    path: str | os.PathLike[str], dir_fd: int | None = None
+) -> tuple[bool, dict[str, Any] | None, str | None]:
     """Read a JSON object file: (exists, object or None, error or None).
 
+    Opened by the readers' recipe (`fsread.open_file`: no symlink followed, no
+    FIFO waited on, only a regular file read), relative to `dir_fd` if given.
     One `open` decides existence, so a listing costs one syscall per missing
-    file. Reads in 64 KiB chunks: a buffered `read(MAX_MARKER_BYTES + 1)`
-    would allocate the whole cap per file, the main cost of listing tens of
-    thousands of markers.
+    file; a file over `MAX_MARKER_BYTES` by fstat is refused unread.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd, st = fsread.open_file(path, dir_fd)
     except FileNotFoundError:
         return False, None, None
     except OSError as exc:
-        return True, None, f"unreadable: {exc.strerror}"
-    chunks: list[bytes] = []
-    total = 0
+        return True, None, fsread.problem(exc)
     try:
-        while chunk := os.read(fd, _CHUNK):
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > MAX_MARKER_BYTES:
-                return True, None, f"larger than {MAX_MARKER_BYTES} bytes"
-    except IsADirectoryError:
-        return True, None, "is a directory, not a file"
+        data = None if st.st_size > MAX_MARKER_BYTES else fsread.read_capped(fd, MAX_MARKER_BYTES)
     except OSError as exc:
-        return True, None, f"unreadable: {exc.strerror}"
+        return True, None, fsread.problem(exc)
     finally:
         os.close(fd)
-    obj, error = parse_object(chunks[0] if len(chunks) == 1 else b"".join(chunks))
-    return True, obj, error
+    if data is None:
+        return True, None, f"larger than {MAX_MARKER_BYTES} bytes"
+    return (True, *parse_object(data))

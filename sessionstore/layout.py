@@ -23,8 +23,12 @@ MARKER_NAMES = frozenset([*MARKERS.values(), REPORT])
 GENERATED_ID_RE = re.compile(r"[0-9a-f]{8}")
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,40}$"
 _ID_RE = re.compile(ID_PATTERN.strip("^$"))
-# Decimal without leading zeros, starting at 1: "10" is a record, "010" and "0" are foreign.
-_NUMBER_RE = re.compile(r"[1-9][0-9]{0,17}")
+# Decimal without leading zeros, starting at 1, at most 18 digits: "10" is a record,
+# "010", "0" and a 19-digit name are foreign. The cap keeps every number an int64
+# in any harness language; `Collection.begin()` refuses to allocate past it.
+MAX_RECORD_DIGITS = 18
+MAX_RECORD = 10**MAX_RECORD_DIGITS - 1
+_NUMBER_RE = re.compile(rf"[1-9][0-9]{{0,{MAX_RECORD_DIGITS - 1}}}")
 
 
 def validate_id(value: str, what: str = "session id") -> str:

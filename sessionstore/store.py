@@ -16,16 +16,17 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from sessionstore import jsonio
+from sessionstore import fsread, jsonio
 from sessionstore.atomic import AtomicFile, fsync_dir, is_temp_name, temp_name, write_atomic
 from sessionstore.errors import (
+    CollectionFull,
     CorruptFile,
     InvalidInput,
     RecordCompleted,
@@ -38,6 +39,7 @@ from sessionstore.layout import (
     FORMAT_VERSION,
     MANIFEST,
     MARKERS,
+    MAX_RECORD,
     REPORT,
     SERVICE,
     TRIALS,
@@ -71,9 +73,13 @@ class Record:
     error: str | None
 
     def files(self) -> list[str]:
-        """Relative paths of the record's files (marker included, temps excluded), sorted."""
+        """Relative paths of the record's files (marker included, temps excluded), sorted.
+
+        Walked through directory fds without following symlinks (`os.fwalk`), so
+        a directory swapped for a symlink mid-walk never lists what is outside.
+        """
         found: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(self.path):
+        for dirpath, dirnames, filenames, _ in os.fwalk(self.path, follow_symlinks=False):
             dirnames[:] = sorted(d for d in dirnames if not is_temp_name(d))
             rel = Path(dirpath).relative_to(self.path)
             found.extend((rel / f).as_posix() for f in filenames if not is_temp_name(f))
@@ -85,8 +91,35 @@ class Record:
 
 
 def read_record(n: int, path: Path, marker: str) -> Record:
-    """Derive one record's state from its marker (one `open`, no separate stat)."""
-    exists, data, error = jsonio.read_object(path / marker)
+    """Derive one record's state from its marker, read by the readers' recipe (`fsread`).
+
+    The record directory is opened without following a symlink (the report,
+    n=0, lives in the session directory itself, which is where the caller
+    pointed). A record directory that is a symlink or not a directory is torn.
+    """
+    try:
+        dir_fd = record_dir_fd(n, path)
+    except FileNotFoundError:
+        return Record(n, path, RecordState.IN_FLIGHT, None, None)
+    except OSError as exc:
+        return Record(n, path, RecordState.TORN, None, f"{path.name}: {fsread.problem(exc)}")
+    try:
+        return _read_marker(n, path, marker, dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def record_dir_fd(n: int, path: Path) -> int:
+    """A directory fd of record `n` at `path`, opened by `fsread.open_record_dir`.
+
+    n=0 is the report, whose "record directory" is the session directory.
+    """
+    return fsread.open_dir(path, follow=True) if n == 0 else fsread.open_record_dir(path)
+
+
+def _read_marker(n: int, path: Path, marker: str, dir_fd: int) -> Record:
+    """The record whose directory is open as `dir_fd` (one `open` of the marker, no stat)."""
+    exists, data, error = jsonio.read_object(marker, dir_fd)
     if not exists:
         return Record(n, path, RecordState.IN_FLIGHT, None, None)
     if error is not None:
@@ -206,20 +239,41 @@ class Collection:
         self._next: int | None = None
 
     def _entries(self) -> tuple[list[int], list[str]]:
+        with self._open() as fd:
+            return self._list(fd)
+
+    @contextlib.contextmanager
+    def _open(self) -> Iterator[int | None]:
+        """The collection's directory fd (`O_NOFOLLOW`), or None when there is no usable one.
+
+        A `trials/` that is missing, a symlink or not a directory holds no
+        records: reading through it could reach anything.
+        """
+        try:
+            fd = fsread.open_dir(self.path)
+        except OSError:
+            yield None
+            return
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _list(fd: int | None) -> tuple[list[int], list[str]]:
         numbers: list[int] = []
         foreign: list[str] = []
-        try:
-            with os.scandir(self.path) as it:
-                for entry in it:
-                    if is_temp_name(entry.name):
-                        continue
-                    n = record_number(entry.name)
-                    if n is not None and entry.is_dir(follow_symlinks=False):
-                        numbers.append(n)
-                    else:
-                        foreign.append(entry.name)
-        except (FileNotFoundError, NotADirectoryError):
-            pass
+        if fd is None:
+            return numbers, foreign
+        with os.scandir(fd) as it:
+            for entry in it:
+                if is_temp_name(entry.name):
+                    continue
+                n = record_number(entry.name)
+                if n is not None and entry.is_dir(follow_symlinks=False):
+                    numbers.append(n)
+                else:
+                    foreign.append(entry.name)
         return sorted(numbers), sorted(foreign)
 
     def numbers(self) -> list[int]:
@@ -232,9 +286,25 @@ class Collection:
 
     def scan(self) -> tuple[list[Record], list[str]]:
         """Every record in numeric order with its derived state, and the foreign names,
-        from one directory listing."""
-        numbers, foreign = self._entries()
-        return [read_record(n, self.path / str(n), self.marker) for n in numbers], foreign
+        from one directory listing (each record opened relative to the collection's fd)."""
+        with self._open() as fd:
+            if fd is None:
+                return [], []
+            numbers, foreign = self._list(fd)
+            return [self._read(fd, n) for n in numbers], foreign
+
+    def _read(self, collection_fd: int, n: int) -> Record:
+        path = self.path / str(n)
+        try:
+            dir_fd = fsread.open_dir(str(n), collection_fd)
+        except FileNotFoundError:  # deleted since the listing
+            return Record(n, path, RecordState.IN_FLIGHT, None, None)
+        except OSError as exc:  # swapped for a symlink or a file since the listing
+            return Record(n, path, RecordState.TORN, None, f"{n}: {fsread.problem(exc)}")
+        try:
+            return _read_marker(n, path, self.marker, dir_fd)
+        finally:
+            os.close(dir_fd)
 
     def records(self) -> list[Record]:
         """Every record in numeric order, each with its derived state."""
@@ -243,7 +313,7 @@ class Collection:
     def get(self, n: int) -> Record:
         """Record `n`; raises `RecordNotFound` if its directory does not exist."""
         path = self.path / str(n)
-        if not path.is_dir() or path.is_symlink():
+        if not 1 <= n <= MAX_RECORD or not path.is_dir() or path.is_symlink():
             raise RecordNotFound(self.path, n)
         return read_record(n, path, self.marker)
 
@@ -259,10 +329,14 @@ class Collection:
 
         Safe across processes and hosts sharing the filesystem: a lost race
         moves on to the next number, so numbers are unique and gap-free.
+        Raises `CollectionFull` past `MAX_RECORD`: a bigger number would name
+        a directory no reader lists as a record.
         """
         os.makedirs(self.path, DIR_MODE, exist_ok=True)
         n = self._next or max(self.numbers(), default=0) + 1
         while True:
+            if n > MAX_RECORD:
+                raise CollectionFull(self.path, MAX_RECORD)
             path = self.path / str(n)
             try:
                 os.mkdir(path, DIR_MODE)
@@ -518,6 +592,6 @@ def _created_key(session: Session, entry: os.DirEntry[str]) -> float:
             if moment.tzinfo is None:
                 moment = moment.replace(tzinfo=UTC)
             return moment.timestamp()
-        except ValueError:
+        except (ValueError, OverflowError):  # not ISO 8601, or a date beyond the epoch's range
             pass
     return entry.stat(follow_symlinks=False).st_mtime

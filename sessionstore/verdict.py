@@ -3,30 +3,40 @@
 The rule (docs/harness.md): the last non-empty line of the record's log file
 decides. `PASS` passes; `FAIL` or `FAIL:<detail>` fails (the detail is the
 text after the colon, stripped); anything else is indeterminate, and so is
-an empty or missing log, a log that is not a regular file inside the record,
-and a record that is in flight or torn. Indeterminate is not success.
+an empty or missing log, a log that is not a regular file inside the record
+(a FIFO, a device, a symlink: never followed), and a record that is in
+flight or torn. Indeterminate is not success.
 
 Only the log is read, never the marker's `status` or `failed` fields: a
 marker that claims success while its log ends in `FAIL:` fails.
 
 The log is named by the caller, or declared by the record's marker as
 `"output_contract": {"log": "<path relative to the record>"}`. The path must
-stay inside the record directory, symlinks included. The log is read from
-its end, at most `TAIL_LIMIT` bytes, so judging a multi-GB log costs a few
-`pread`s; `output_verdict` is cheap enough to call once per listed record.
+stay inside the record directory: it is opened component by component
+relative to the record's directory fd, no symlink followed on the way
+(`fsread`), so no check-then-open race can reach outside. The log is read
+from its end, at most `TAIL_LIMIT` bytes, so judging a multi-GB log costs a
+few `pread`s; `output_verdict` is cheap enough to call once per listed record.
 """
 
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from sessionstore import fsread
 from sessionstore.errors import InvalidInput
-from sessionstore.store import Collection, Record, RecordState, read_record, record_relpath
+from sessionstore.store import (
+    Collection,
+    Record,
+    RecordState,
+    read_record,
+    record_dir_fd,
+    record_relpath,
+)
 
 __all__ = [
     "CONTRACT_FIELD",
@@ -113,7 +123,7 @@ def evaluate_output_contract(record: Record, log: str | os.PathLike[str] | None 
             rel = record_relpath(name, f"{CONTRACT_FIELD}.log {name!r}")
         except InvalidInput as exc:
             return _indeterminate(str(exc))
-    return _judge_file(record.path, rel)
+    return _judge_file(record, rel)
 
 
 def judge(collection: Collection, n: int, log: str | os.PathLike[str] | None = None) -> Verdict:
@@ -126,28 +136,36 @@ def judge(collection: Collection, n: int, log: str | os.PathLike[str] | None = N
     return evaluate_output_contract(read_record(n, path, collection.marker), log)
 
 
-def _judge_file(record_dir: Path, rel: PurePosixPath) -> Verdict:
-    root = os.path.realpath(record_dir)
-    real = os.path.realpath(os.path.join(root, *rel.parts))
-    if real == root or os.path.commonpath([root, real]) != root:
-        return _indeterminate(f"log {rel.as_posix()!r} resolves outside the record ({real})")
-    log = Path(real)
+def _judge_file(record: Record, rel: PurePosixPath) -> Verdict:
+    """Open the log by the readers' recipe (`fsread`) relative to the record's directory fd.
+
+    No path is resolved and then opened: each component is opened with
+    `O_NOFOLLOW` relative to the one before, so a log swapped for a symlink
+    to an outside file at any moment is refused, never read.
+    """
+    name = rel.as_posix()
+    log = Path(os.path.abspath(record.path.joinpath(*rel.parts)))
     try:
-        # O_NONBLOCK: a FIFO planted as the log must not hang the judge.
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        dir_fd = record_dir_fd(record.n, record.path)
+    except OSError as exc:
+        return _indeterminate(f"record directory {record.path}: {fsread.problem(exc)}", log)
+    try:
+        fd, st = fsread.open_under(dir_fd, rel.parts)
     except FileNotFoundError:
         return _indeterminate("log file is missing", log)
+    except fsread.NotRegularFile as exc:
+        where = "" if exc.filename == name else f": {exc.filename!r}"
+        return _indeterminate(f"log {name!r}{where} {exc.strerror}", log)
     except OSError as exc:
-        return _indeterminate(f"log file is unreadable: {exc.strerror}", log)
+        return _indeterminate(f"log {name!r}: {fsread.problem(exc)}", log)
+    finally:
+        os.close(dir_fd)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return _indeterminate("log is not a regular file", log)
         if st.st_size == 0:
             return _indeterminate("log is empty", log)
         line, problem = _last_line(fd, st.st_size)
     except OSError as exc:
-        return _indeterminate(f"log file is unreadable: {exc.strerror}", log)
+        return _indeterminate(f"log {name!r}: {fsread.problem(exc)}", log)
     finally:
         os.close(fd)
     if line is None:

@@ -115,7 +115,7 @@ class _Watches:
 
 def _marker_signature(path: str) -> tuple[int, int] | None:
     try:
-        st = os.stat(path)
+        st = os.stat(path, follow_symlinks=False)  # a symlinked marker is torn, never followed
     except OSError:
         return None
     return st.st_size, st.st_mtime_ns

@@ -142,7 +142,11 @@ def test_cli_exports_the_best_trial_or_a_named_one(tmp_path: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(cli, ["export", "s", str(tmp_path / "best"), "--best", "--json", *base])
     assert result.exit_code == 0, result.output
-    assert orjson.loads(result.output) == {"trial": 2, "path": str(tmp_path / "best")}
+    assert orjson.loads(result.output) == {
+        "trial": 2,
+        "path": str(tmp_path / "best"),
+        "skipped": [],
+    }
     assert (tmp_path / "best" / "a.yml").read_text() == "fast\n"
     result = runner.invoke(cli, ["export", "s", str(tmp_path / "one"), "--trial", "1", *base])
     assert result.exit_code == 0 and (tmp_path / "one" / "a.yml").read_text() == "slow\n"

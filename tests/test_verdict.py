@@ -127,24 +127,32 @@ def test_missing_or_odd_log_files_are_indeterminate(session: Session) -> None:
     record = trial(session, None)
     assert evaluate_output_contract(record, "run.log").detail == "log file is missing"
     os.mkdir(record.path / "dir")
-    assert evaluate_output_contract(record, "dir").detail == "log is not a regular file"
+    assert evaluate_output_contract(record, "dir").detail == (
+        "log 'dir' is a directory, not a regular file"
+    )
     os.mkfifo(record.path / "fifo")
-    assert evaluate_output_contract(record, "fifo").detail == "log is not a regular file"
+    assert evaluate_output_contract(record, "fifo").detail == (
+        "log 'fifo' is a FIFO, not a regular file"
+    )
 
 
-def test_symlinks_may_not_leave_the_record(session: Session, tmp_path: Path) -> None:
+def test_a_symlink_is_never_followed_even_inside_the_record(
+    session: Session, tmp_path: Path
+) -> None:
     outside = tmp_path / "outside.log"
     outside.write_bytes(b"PASS\n")
     record = trial(session, b"PASS\n")
     os.symlink(outside, record.path / "escape.log")
     os.symlink("run.log", record.path / "inside.log")
     os.symlink("..", record.path / "up")
-    verdict = evaluate_output_contract(record, "escape.log")
-    assert verdict.outcome is Outcome.INDETERMINATE
-    assert verdict.detail == f"log 'escape.log' resolves outside the record ({outside})"
-    assert evaluate_output_contract(record, "up/1/run.log").outcome is Outcome.PASS
-    assert evaluate_output_contract(record, "up/2/x").outcome is Outcome.INDETERMINATE
-    assert evaluate_output_contract(record, "inside.log").outcome is Outcome.PASS
+    symlink = "is a symlink (never followed), not a regular file"
+    assert evaluate_output_contract(record, "escape.log") == Verdict(
+        Outcome.INDETERMINATE, f"log 'escape.log' {symlink}", record.path / "escape.log"
+    )
+    assert evaluate_output_contract(record, "inside.log").detail == f"log 'inside.log' {symlink}"
+    assert evaluate_output_contract(record, "up/1/run.log").detail == (
+        f"log 'up/1/run.log': 'up' {symlink}"
+    )
 
 
 @pytest.mark.parametrize(

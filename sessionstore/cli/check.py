@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from sessionstore.cli.common import default_store, emit_json, json_option, store_option
+from sessionstore.cli.common import (
+    default_store,
+    emit_json,
+    json_option,
+    os_error_message,
+    record_number_type,
+    store_option,
+)
+from sessionstore.display import escape
 from sessionstore.errors import InvalidInput, SessionStoreError
 
 if TYPE_CHECKING:
@@ -26,8 +34,8 @@ class _Indeterminate(click.ClickException):
 
 @click.command()
 @click.argument("target")
-@click.option("--trial", type=click.IntRange(min=1), help="Judge trials/N.")
-@click.option("--attempt", type=click.IntRange(min=1), help="Judge service/K.")
+@click.option("--trial", type=record_number_type, help="Judge trials/N.")
+@click.option("--attempt", type=record_number_type, help="Judge service/K.")
 @click.option(
     "--log",
     metavar="FILE",
@@ -62,15 +70,14 @@ def check(
         collection, n, verdict = _judge(target, trial, attempt, log, store_dir)
     except InvalidInput as exc:
         raise click.BadParameter(exc.problem, param_hint=f"--log {log!r}") from None
-    except (SessionStoreError, OSError) as exc:
-        message = str(exc)
-        if isinstance(exc, OSError) and not isinstance(exc, SessionStoreError):
-            message = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
-        raise _Indeterminate(message) from None
+    except SessionStoreError as exc:
+        raise _Indeterminate(escape(str(exc))) from None
+    except OSError as exc:
+        raise _Indeterminate(os_error_message(exc)) from None
     if as_json:
         emit_json({"collection": collection.name, "n": n, **verdict.to_dict()})
     else:
-        click.echo(str(verdict))
+        click.echo(escape(str(verdict)))  # the detail is the log's own text
     sys.exit(EXIT_CODES[str(verdict.outcome)])
 
 

@@ -11,7 +11,9 @@ from typing import Any, TypeVar
 
 import click
 
+from sessionstore.display import escape
 from sessionstore.errors import SessionStoreError
+from sessionstore.layout import MAX_RECORD
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -32,20 +34,32 @@ store_option = click.option(
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 
+record_number_type = click.IntRange(min=1, max=MAX_RECORD)
+
+
 def library_errors(func: F) -> F:
-    """Turn library and OS errors into a one-line message and exit 1."""
+    """Turn library and OS errors into a one-line message and exit 1.
+
+    Messages name paths and fields an agent wrote, so they are escaped
+    (`display.escape`): one error is one line, and never terminal control.
+    """
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except SessionStoreError as exc:
-            raise click.ClickException(str(exc)) from None
+            raise click.ClickException(escape(str(exc))) from None
         except OSError as exc:
-            where = f"{exc.filename}: " if exc.filename else ""
-            raise click.ClickException(f"{where}{exc.strerror or exc}") from None
+            raise click.ClickException(os_error_message(exc)) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def os_error_message(exc: OSError) -> str:
+    """`<file>: <reason>`, escaped, for an OSError that reached the CLI."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    return escape(f"{where}{exc.strerror or exc}")
 
 
 def emit_json(value: Any) -> None:

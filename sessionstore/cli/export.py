@@ -11,15 +11,17 @@ from sessionstore.cli.common import (
     emit_json,
     json_option,
     library_errors,
+    record_number_type,
     store_option,
 )
+from sessionstore.display import escape
 from sessionstore.errors import InvalidInput
 
 
 @click.command()
 @click.argument("target")
 @click.argument("dest", type=click.Path(path_type=Path))
-@click.option("--trial", "n", type=click.IntRange(min=1), help="The trial to export.")
+@click.option("--trial", "n", type=record_number_type, help="The trial to export.")
 @click.option("--best", is_flag=True, help="Export the best trial (see `inspect`).")
 @store_option
 @json_option
@@ -31,14 +33,17 @@ def export(
 
     File references in its marker and configs are rewritten to the copies, so
     the export reproduces after the session and the agent's workspace are
-    deleted. Give exactly one of --trial N and --best.
+    deleted. Give exactly one of --trial N and --best. Files that are not
+    regular files (symlinks, FIFOs...) are skipped, each named on stderr.
 
     \b
     Examples:
       sessionstore export 1a2b3c4d ./best-preset --best
       sessionstore export 1a2b3c4d ./trial-3 --trial 3 --json
     """
+    from sessionstore import jsonio
     from sessionstore.cli.target import resolve
+    from sessionstore.export import EXPORT_MANIFEST
     from sessionstore.store import Store
     from sessionstore.summary import SessionView
 
@@ -52,7 +57,12 @@ def export(
         n = winner.n
     assert n is not None
     path = session.export(n, dest)
+    # What was left out is part of the export's own manifest; a person is told too.
+    _, manifest, _ = jsonio.read_object(path / EXPORT_MANIFEST)
+    skipped = (manifest or {}).get("skipped", [])
+    for item in skipped:
+        click.echo(escape(f"skipped {item['file']}: {item['reason']}"), err=True)
     if as_json:
-        emit_json({"trial": n, "path": str(path)})
+        emit_json({"trial": n, "path": str(path), "skipped": skipped})
     else:
-        click.echo(f"trial {n} exported to {path}")
+        click.echo(escape(f"trial {n} exported to {path}"))

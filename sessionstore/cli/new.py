@@ -14,6 +14,7 @@ from sessionstore.cli.common import (
     library_errors,
     store_option,
 )
+from sessionstore.display import escape
 from sessionstore.errors import InvalidInput
 
 
@@ -93,7 +94,7 @@ def new(
         )
     for warning in caught:
         if issubclass(warning.category, LineageWarning):
-            click.echo(f"warning: {warning.message}", err=True)
+            click.echo(escape(f"warning: {warning.message}"), err=True)
         else:
             warnings.warn_explicit(
                 warning.message, warning.category, warning.filename, warning.lineno

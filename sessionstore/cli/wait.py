@@ -12,8 +12,10 @@ from sessionstore.cli.common import (
     emit_json,
     json_option,
     library_errors,
+    record_number_type,
     store_option,
 )
+from sessionstore.display import escape
 
 EXIT_TORN = 1
 EXIT_TIMED_OUT = 3
@@ -26,8 +28,8 @@ class _TimedOut(click.ClickException):
 
 @click.command()
 @click.argument("target")
-@click.option("--trial", type=click.IntRange(min=1), help="Wait for trials/N/trial.json.")
-@click.option("--attempt", type=click.IntRange(min=1), help="Wait for service/K/verification.json.")
+@click.option("--trial", type=record_number_type, help="Wait for trials/N/trial.json.")
+@click.option("--attempt", type=record_number_type, help="Wait for service/K/verification.json.")
 @click.option("--report", is_flag=True, help="Wait for report.json (the end of the session).")
 @click.option(
     "--timeout",
@@ -78,13 +80,13 @@ def wait(
     try:
         record = collection.wait(n, timeout) if collection else wait_report(session, timeout)
     except WaitTimedOut as exc:
-        raise _TimedOut(f"{what}: {exc}") from None
+        raise _TimedOut(escape(f"{what}: {exc}")) from None
     except KeyboardInterrupt:
         sys.exit(130)
     if as_json:
         emit_json(record.to_dict())
     if record.state is RecordState.TORN:
         # exit_code of ClickException is 1 == EXIT_TORN
-        raise click.ClickException(f"{what} is torn: {record.path}/{record.error}")
+        raise click.ClickException(escape(f"{what} is torn: {record.path}/{record.error}"))
     if not as_json:
-        click.echo(f"{what} completed: {record.path}")
+        click.echo(escape(f"{what} completed: {record.path}"))
