@@ -5,9 +5,10 @@ Rules (docs/inspect.md, "Best trial"):
   by default `benchmark.metrics.output_tok_per_s`, higher is better.
 - Only completed trials whose objective value is a finite number compete: a
   torn or in-flight trial, or one without the value ("no benchmark"), never wins.
-- A trial meets the constraints unless it says `failed: true` or one of the
-  simple `min_<path>` / `max_<path>` constraints it can be checked against is
-  violated (see `check_constraints`).
+- A trial meets the constraints unless it says `failed: true`, its output
+  contract's verdict is FAIL (its log says so: evidence beats any status
+  field), or one of the simple `min_<path>` / `max_<path>` constraints it can
+  be checked against is violated (see `check_constraints`).
 - The best trial meeting the constraints wins; if none meets them, the best
   trial with a value is still returned, with `meets_constraints=False` (shown `*`).
   Ties go to the lower trial number (it got there first).
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sessionstore.store import Record, RecordState
+from sessionstore.verdict import Outcome, Verdict
 
 DEFAULT_OBJECTIVE = "benchmark.metrics.output_tok_per_s"
 # Where a constraint's path is looked up when it does not resolve from the record root.
@@ -139,16 +141,30 @@ class Score:
 
 
 def score_trials(
-    trials: Iterable[Record], constraints: Mapping[str, Any], objective: Objective
+    trials: Iterable[Record],
+    constraints: Mapping[str, Any],
+    objective: Objective,
+    verdicts: Mapping[int, Verdict] | None = None,
 ) -> list[Score]:
-    """Every trial's objective value and constraint verdict, in the trials' order."""
+    """Every trial's objective value and constraint verdict, in the trials' order.
+
+    `verdicts` (trial number -> output-contract verdict, from
+    `verdict.output_verdict`) disqualifies each trial whose log says FAIL.
+    """
+    verdicts = verdicts or {}
     scores: list[Score] = []
     for record in trials:
         meets = None
         if record.state is RecordState.COMPLETED and record.data is not None:
-            meets = meets_constraints(record.data, constraints)
+            meets = meets_constraints(record.data, constraints) and not _log_failed(
+                verdicts.get(record.n)
+            )
         scores.append(Score(record.n, objective.value(record), meets))
     return scores
+
+
+def _log_failed(verdict: Verdict | None) -> bool:
+    return verdict is not None and verdict.outcome is Outcome.FAIL
 
 
 @dataclass(frozen=True)
@@ -161,6 +177,7 @@ class Best:
     meets_constraints: bool
     failed: bool
     checks: tuple[Check, ...]
+    verdict: Verdict | None = None  # its output-contract verdict, when it declares one
 
     @property
     def mark(self) -> str:
@@ -176,6 +193,7 @@ class Best:
             "meets_constraints": self.meets_constraints,
             "failed": self.failed,
             "checks": [c.to_dict() for c in self.checks],
+            "verdict": str(self.verdict) if self.verdict is not None else None,
         }
 
 
@@ -202,13 +220,17 @@ def best_trial(
     constraints: Mapping[str, Any],
     objective: Objective | None = None,
     scores: list[Score] | None = None,
+    verdicts: Mapping[int, Verdict] | None = None,
 ) -> Best | None:
     """The best trial of `trials` (see the module docstring), or None if none competes.
 
-    Pass `scores` from `score_trials` to avoid scoring twice.
+    Pass `scores` from `score_trials` to avoid scoring twice, and the same
+    `verdicts` it was given.
     """
     objective = objective or Objective()
-    scores = scores if scores is not None else score_trials(trials, constraints, objective)
+    verdicts = verdicts or {}
+    if scores is None:
+        scores = score_trials(trials, constraints, objective, verdicts)
     winner = pick_best(scores, objective)
     if winner is None or winner.value is None:
         return None
@@ -221,6 +243,7 @@ def best_trial(
         meets_constraints=bool(winner.meets_constraints),
         failed=data.get("failed") is True,
         checks=tuple(check_constraints(data, constraints)),
+        verdict=verdicts.get(winner.n),
     )
 
 

@@ -8,6 +8,8 @@ from functools import cache
 # Start times derived from /proc jitter by up to a clock tick plus the rounding
 # of the boot time; a recycled pid starts much later than this.
 _START_TOLERANCE_S = 1.0
+# pid_t is a signed 32-bit integer.
+PID_MAX = 2**31 - 1
 
 
 @cache
@@ -48,8 +50,8 @@ def process_alive(pid: int, started_at: float | None) -> bool:
 
     Without a recorded start time only the pid's existence can be checked.
     """
-    if pid <= 0:
-        return False
+    if not 0 < pid <= PID_MAX:
+        return False  # no process has this pid, and kill(2) would overflow on it
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -2,7 +2,10 @@
 
 The rules (docs/inspect.md):
 - status: a completed `report.json` ends the session (its `status`, done or
-  failed); else a manifest status of done or failed; else the session is
+  failed); else `unknown` when a well-known manifest field has the wrong type
+  or range (`manifest_problem`: a pid of 2**31, a string for an integer), so
+  one odd manifest never breaks a listing; else a manifest status of done or
+  failed; else the session is
   running, except that a running session whose recorded writer process is
   gone (pid and start time, so a recycled pid does not count) is
   `interrupted`. A session with no recorded writer is never interrupted.
@@ -19,19 +22,22 @@ over thousands of records must stay close to the cost of reading the files.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import orjson
 
 from sessionstore import jsonio
 from sessionstore.best import Best, Objective, Score, best_trial, score_trials
-from sessionstore.layout import CONSTRAINTS
-from sessionstore.procinfo import process_alive
+from sessionstore.layout import CONSTRAINTS, MANIFEST
+from sessionstore.procinfo import PID_MAX, process_alive
 from sessionstore.store import Record, RecordState, Session
+from sessionstore.verdict import Verdict, output_verdict
 
-if TYPE_CHECKING:
-    from sessionstore.verdict import Verdict
-
-STATUSES = ("running", "interrupted", "done", "failed")
+STATUSES = ("running", "interrupted", "done", "failed", "unknown")
+_MANIFEST_STATUSES = ("running", "done", "failed")
 
 
 @dataclass(frozen=True)
@@ -56,22 +62,73 @@ def planned_trials(session: Session) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return (isinstance(value, float) and math.isfinite(value)) or _is_int(value)
+
+
+def _is_strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _is_labels(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
+# Manifest field -> (is the value valid?, what the format requires); docs/format.md.
+_MANIFEST_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "format": (_is_int, "an integer"),
+    "id": (lambda v: isinstance(v, str), "a string"),
+    "name": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "created_at": (lambda v: isinstance(v, str), "a string"),
+    "trials": (lambda v: v is None or (_is_int(v) and v >= 1), "an integer >= 1 or null"),
+    "status": (lambda v: v in _MANIFEST_STATUSES, "running, done or failed"),
+    "pid": (
+        lambda v: v is None or (_is_int(v) and 1 <= v <= PID_MAX),
+        f"an integer from 1 to {PID_MAX} or null",
+    ),
+    "pid_started_at": (lambda v: v is None or _is_number(v), "a finite number or null"),
+    "previous": (_is_strings, "an array of strings"),
+    "labels": (_is_labels, "an object of strings"),
+}
+
+
+def manifest_problem(manifest: dict[str, Any]) -> str | None:
+    """What is wrong with the manifest's well-known fields (all of it, one line), or None.
+
+    Missing fields are fine (readers tolerate them); a present field of the
+    wrong type or out of range means the status cannot be derived from it.
+    """
+    problems = [
+        f"{key} must be {wanted}, not {_shown(manifest[key])}"
+        for key, (valid, wanted) in _MANIFEST_FIELDS.items()
+        if key in manifest and not valid(manifest[key])
+    ]
+    return f"{MANIFEST}: {'; '.join(problems)}" if problems else None
+
+
+def _shown(value: Any) -> str:
+    text = orjson.dumps(value).decode()
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
 def session_status(session: Session, report: Record | None = None) -> str:
-    """running | interrupted | done | failed (see the module docstring)."""
+    """running | interrupted | done | failed | unknown (see the module docstring)."""
     report = report if report is not None else session.report()
     if report.state is RecordState.COMPLETED and report.data is not None:
         return "failed" if report.data.get("status") == "failed" else "done"
     manifest = session.manifest or {}
+    if manifest_problem(manifest) is not None:
+        return "unknown"
     status = manifest.get("status", "running")
     if status in ("done", "failed"):
         return str(status)
     pid = manifest.get("pid")
     started = manifest.get("pid_started_at")
-    if (
-        isinstance(pid, int)
-        and not isinstance(pid, bool)
-        and not process_alive(pid, float(started) if isinstance(started, int | float) else None)
-    ):
+    if pid is not None and not process_alive(pid, None if started is None else float(started)):
         return "interrupted"
     return "running"
 
@@ -119,6 +176,10 @@ class SessionView:
     best: Best | None
     constraints_error: str | None = None
     foreign: dict[str, list[str]] = field(default_factory=dict)
+    # A torn manifest's error, else what is wrong with its fields (status `unknown`).
+    manifest_error: str | None = None
+    # Output-contract verdicts of the trials that declare one: they rank trials too.
+    trial_verdicts: dict[int, Verdict] = field(default_factory=dict)
 
     @classmethod
     def load(cls, session: Session, objective: Objective | None = None) -> SessionView:
@@ -128,7 +189,8 @@ class SessionView:
         service, service_foreign = session.service.scan()
         report = session.report()
         constraints, constraints_error = read_constraints(session)
-        scores = score_trials(trials, constraints, objective)
+        trial_verdicts = _verdicts(trials)
+        scores = score_trials(trials, constraints, objective, trial_verdicts)
         foreign = {
             name: found
             for name, found in (
@@ -147,9 +209,11 @@ class SessionView:
             constraints=constraints,
             objective=objective,
             scores=scores,
-            best=best_trial(trials, constraints, objective, scores),
+            best=best_trial(trials, constraints, objective, scores, trial_verdicts),
             constraints_error=constraints_error,
             foreign=foreign,
+            manifest_error=session.manifest_error or manifest_problem(session.manifest or {}),
+            trial_verdicts=trial_verdicts,
         )
 
     @property
@@ -188,18 +252,15 @@ class SessionView:
             "constraints": self.constraints,
             "constraints_error": self.constraints_error,
             "previous": self.previous,
-            "manifest_error": self.session.manifest_error,
+            "manifest_error": self.manifest_error,
         }
 
     def verdicts(self, records: list[Record]) -> dict[int, Verdict]:
         """Output-contract verdicts of the records that declare one (reads their logs' tails).
 
-        Only the detail view asks: the list stays one read per marker.
+        The trials' were read once by `load` (they decide the best trial too).
         """
-        from sessionstore.verdict import output_verdict
-
-        found = {r.n: output_verdict(r) for r in records}
-        return {n: v for n, v in found.items() if v is not None}
+        return self.trial_verdicts if records is self.trials else _verdicts(records)
 
     def detail(self) -> dict[str, Any]:
         """The detail view's JSON: the summary plus every record in numeric order."""
@@ -225,3 +286,9 @@ class SessionView:
             "foreign": self.foreign,
             "lineage": lineage_info(self.session),
         }
+
+
+def _verdicts(records: list[Record]) -> dict[int, Verdict]:
+    """The output-contract verdict of each record that declares one (a log-tail read each)."""
+    found = {r.n: output_verdict(r) for r in records}
+    return {n: v for n, v in found.items() if v is not None}

@@ -3,10 +3,16 @@
 Every renderer takes the Console to print on, so tests render at fixed widths
 into a string. Colour is decided by the Console (see `make_console`): none
 when the output is not a terminal or NO_COLOR is set.
+
+Names and fields come from files an agent wrote, so they are data, never
+control: every one passes through `display.escape` (no terminal escape, no
+line break) and reaches rich as `Text`, never as a markup string (a name
+`[/x]` would otherwise be a markup error, `:smile:` an emoji).
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sessionstore.best import Best, as_number, check_constraints, lookup
+from sessionstore.display import escape
 from sessionstore.spark import bars, window
 from sessionstore.store import Record, RecordState
 from sessionstore.summary import SessionView
@@ -25,7 +32,13 @@ _STATE_STYLE = {
     RecordState.IN_FLIGHT: "yellow",
     RecordState.TORN: "bold red",
 }
-_STATUS_STYLE = {"running": "cyan", "interrupted": "bold red", "done": "green", "failed": "red"}
+_STATUS_STYLE = {
+    "running": "cyan",
+    "interrupted": "bold red",
+    "done": "green",
+    "failed": "red",
+    "unknown": "bold yellow",
+}
 _BAR_STYLE = {"ok": "green", "failed": "red", "best": "bold gold1", "missing": "dim"}
 # Extra metric columns in the trials table besides the objective (kept few for 60 columns).
 _EXTRA_METRICS = 2
@@ -38,12 +51,14 @@ def make_console(color: bool | None = None, width: int | None = None) -> Console
     `--color` forces colour (an explicit flag overrides NO_COLOR, as
     no-color.org allows); `--no-color` turns every style off.
     """
-    # No automatic highlighting: colour carries meaning here (failed red, best gold).
+    # No automatic highlighting: colour carries meaning here (failed red, best gold). No
+    # markup or emoji codes either: every cell is Text, and a stray str must print as is.
+    make = functools.partial(Console, width=width, highlight=False, markup=False, emoji=False)
     if color is None:
-        return Console(width=width, highlight=False)  # rich checks isatty and NO_COLOR itself
+        return make()  # rich checks isatty and NO_COLOR itself
     if color:
-        return Console(width=width, highlight=False, force_terminal=True, no_color=False)
-    return Console(width=width, highlight=False, color_system=None, no_color=True)
+        return make(force_terminal=True, no_color=False)
+    return make(color_system=None, no_color=True)
 
 
 def fmt_number(value: float) -> str:
@@ -57,7 +72,7 @@ def fmt_number(value: float) -> str:
 
 def _created(view: SessionView, compact: bool) -> str:
     created = view.created_at or ""
-    text = created[:16].replace("T", " ")
+    text = escape(created[:16].replace("T", " "))
     return text[5:] if compact else text
 
 
@@ -71,7 +86,7 @@ def best_cell(best: Best | None) -> str:
 def constraints_cell(constraints: dict[str, Any], error: str | None = None) -> str:
     if error:
         return "torn constraints.json"
-    return ", ".join(f"{k}={_scalar(v)}" for k, v in constraints.items())
+    return ", ".join(f"{escape(k)}={_scalar(v)}" for k, v in constraints.items())
 
 
 def _scalar(value: Any) -> str:
@@ -79,7 +94,7 @@ def _scalar(value: Any) -> str:
     if number is not None:
         return fmt_number(number)
     if isinstance(value, str):
-        return value
+        return escape(value)
     import orjson
 
     return orjson.dumps(value).decode()
@@ -132,22 +147,22 @@ def session_list(console: Console, views: list[SessionView], root: Path) -> None
         return
     compact = console.width < 80
     gap = 1 if compact else 2
-    rows: list[list[str | Text]] = []
+    rows: list[list[str]] = []
     starred = False
     for view in views:
         starred = starred or (view.best is not None and not view.best.meets_constraints)
         rows.append(
             [
-                view.session.id or view.session.path.name,
-                view.name or "",
-                status_text(view),
+                escape(view.session.id or view.session.path.name),
+                escape(view.name or ""),
+                str(status_text(view)),
                 best_cell(view.best),
                 constraints_cell(view.constraints, view.constraints_error),
                 _created(view, compact),
             ]
         )
     headers = ["ID", "NAME", "STATUS", "BEST", "CONSTRAINTS", "CREATED"]
-    plain = [[str(cell) for cell in row] for row in rows]
+    plain = rows
     natural = [max(len(h), *(len(r[i]) for r in plain)) for i, h in enumerate(headers)]
     minimum = [
         natural[0],
@@ -170,11 +185,13 @@ def session_list(console: Console, views: list[SessionView], root: Path) -> None
             no_wrap=not wraps,
             overflow="fold" if wraps else "ellipsis",
         )
-    for row in rows:
-        table.add_row(*row)
+    for view, row in zip(views, rows, strict=True):
+        table.add_row(Text(row[0]), Text(row[1]), status_text(view), *map(Text, row[3:]))
     console.print(table)
     objective = views[0].objective
-    console.print(f"BEST: {objective.path}, {objective.direction} is better", style="dim")
+    console.print(
+        Text(f"BEST: {escape(objective.path)}, {objective.direction} is better", style="dim")
+    )
     if starred:
         console.print(_STAR_NOTE, style="dim")
 
@@ -205,7 +222,7 @@ def _trials_table(view: SessionView) -> Table:
     table.add_column("N", justify="right", no_wrap=True)
     table.add_column("STATE", no_wrap=True)
     for path in [view.objective.path, *extra]:
-        header = path.removeprefix("benchmark.metrics.")
+        header = escape(path.removeprefix("benchmark.metrics."))
         table.add_column(header, justify="right", overflow="fold", min_width=min(len(header), 16))
     table.add_column("FAILED", no_wrap=True)
     verdicts = view.verdicts(view.trials)
@@ -226,7 +243,7 @@ def _trials_table(view: SessionView) -> Table:
         table.add_row(
             str(record.n),
             Text(str(record.state), style=_STATE_STYLE[record.state]),
-            *values,
+            *map(Text, values),
             Text(failed, style="red" if failed == "yes" else ""),
             *verdict,
             _note(record, view.constraints, best),
@@ -241,13 +258,13 @@ def _verdict_cell(verdict: Verdict | None) -> Text:
     """The output-contract verdict: what the record's log says, not its status field."""
     if verdict is None:
         return Text("")
-    return Text(str(verdict), style=_VERDICT_STYLE[str(verdict.outcome)])
+    return Text(escape(str(verdict)), style=_VERDICT_STYLE[str(verdict.outcome)])
 
 
 def _note(record: Record, constraints: dict[str, Any], best: Best | None) -> Text:
     """The best marker, a torn record's error, or the constraints a trial violates."""
     if record.error:
-        return Text(record.error, style="red")
+        return Text(escape(record.error), style="red")
     parts = []
     if best is not None and record.n == best.n:
         parts.append(f"best{best.mark}")
@@ -255,7 +272,7 @@ def _note(record: Record, constraints: dict[str, Any], best: Best | None) -> Tex
         for check in check_constraints(record.data, constraints):
             if not check.ok:
                 op = "< min" if check.key.startswith("min_") else "> max"
-                name = check.path.removeprefix("benchmark.metrics.")
+                name = escape(check.path.removeprefix("benchmark.metrics."))
                 parts.append(f"{name} {fmt_number(check.value)} {op} {fmt_number(check.limit)}")
     return Text("; ".join(parts))
 
@@ -279,10 +296,10 @@ def _attempts_table(records: list[Record], verdicts: dict[int, Verdict]) -> Tabl
         table.add_row(
             str(record.n),
             Text(str(record.state), style=_STATE_STYLE[record.state]),
-            str(trial) if isinstance(trial, int) else "",
-            str(result) if isinstance(result, str) else "",
+            str(trial) if isinstance(trial, int) and not isinstance(trial, bool) else "",
+            Text(escape(result)) if isinstance(result, str) else "",
             *([_verdict_cell(verdicts.get(record.n))] if verdicts else []),
-            Text(str(reason), style="red" if record.error or result == "failed" else ""),
+            Text(escape(str(reason)), style="red" if record.error or result == "failed" else ""),
         )
     return table
 
@@ -291,7 +308,7 @@ def _spark(console: Console, view: SessionView) -> Text | None:
     """The objective across trials on one line; a long session shows its latest trials."""
     if not view.trials:
         return None
-    label = f"{view.objective.name} "
+    label = f"{escape(view.objective.name)} "
     every = bars(view.scores, view.best)
     values = [s.value for s in view.scores if s.value is not None]
     scale = f"0 to {fmt_number(max(values))}" if values else "no values"
@@ -314,35 +331,35 @@ def _best_line(view: SessionView) -> str:
     verdict = (
         "meets the constraints" if best.meets_constraints else "* no trial met the constraints"
     )
-    return f"best: #{best.n} {view.objective.name}={fmt_number(best.value)} ({verdict})"
+    return f"best: #{best.n} {escape(view.objective.name)}={fmt_number(best.value)} ({verdict})"
 
 
 def session_detail(console: Console, view: SessionView, lineage: list[dict[str, Any]]) -> None:
     """Header, spark, trials, verification attempts, lineage, foreign entries and problems."""
     session = view.session
-    head = Text(session.id or "(no manifest)", style="bold")
+    head = Text(escape(session.id or "(no manifest)"), style="bold")
     if view.name:
-        head.append(f"  {view.name}")
+        head.append(f"  {escape(view.name)}")
     console.print(head)
-    console.print(f"path: {session.path}", overflow="fold")
+    console.print(Text(f"path: {escape(str(session.path))}"), overflow="fold")
     console.print(Text("status: ").append_text(status_text(view)))
     if view.created_at:
-        console.print(f"created: {_created(view, False)} UTC")
+        console.print(Text(f"created: {_created(view, False)} UTC"))
     constraints = constraints_cell(view.constraints, view.constraints_error) or "none"
-    console.print(f"constraints: {constraints}", overflow="fold")
-    console.print(_best_line(view))
+    console.print(Text(f"constraints: {constraints}"), overflow="fold")
+    console.print(Text(_best_line(view)))
     if lineage:
         parts = [
-            f"{item['id']} ({item['trials']} trials)"
+            f"{escape(str(item['id']))} ({item['trials']} trials)"
             if item["copied"]
-            else f"{item['id']} (not copied)"
+            else f"{escape(str(item['id']))} (not copied)"
             for item in lineage
         ]
-        console.print(f"previous: {', '.join(parts)}", overflow="fold")
-    if session.manifest_error:
-        console.print(Text(f"manifest: {session.manifest_error}", style="bold red"))
+        console.print(Text(f"previous: {', '.join(parts)}"), overflow="fold")
+    if view.manifest_error:
+        console.print(Text(f"manifest: {escape(view.manifest_error)}", style="bold red"))
     if view.constraints_error:
-        console.print(Text(f"constraints: {view.constraints_error}", style="bold red"))
+        console.print(Text(f"constraints: {escape(view.constraints_error)}", style="bold red"))
     _report_lines(console, view.report)
     spark = _spark(console, view)
     if spark is not None:
@@ -355,22 +372,25 @@ def session_detail(console: Console, view: SessionView, lineage: list[dict[str, 
         console.print(_attempts_table(view.service, view.verdicts(view.service)))
     for collection, names in view.foreign.items():
         console.print(
-            Text(f"foreign entries in {collection}/: {', '.join(names)}", style="yellow"),
+            Text(
+                f"foreign entries in {collection}/: {', '.join(map(escape, names))}",
+                style="yellow",
+            ),
             overflow="fold",
         )
 
 
 def _report_lines(console: Console, report: Record) -> None:
     if report.state is RecordState.TORN:
-        console.print(Text(f"report: {report.error}", style="bold red"))
+        console.print(Text(f"report: {escape(report.error or '')}", style="bold red"))
         return
     if report.data is None:
         return
-    line = f"report: {report.data.get('status', 'done')}"
+    line = f"report: {escape(str(report.data.get('status', 'done')))}"
     if isinstance(report.data.get("best_trial"), int):
         line += f", best trial {report.data['best_trial']}"
-    console.print(line)
+    console.print(Text(line))
     for key in ("constraints", "verified"):
         value = report.data.get(key)
         if isinstance(value, dict):
-            console.print(f"  {key}: {constraints_cell(value) or 'none'}", overflow="fold")
+            console.print(Text(f"  {key}: {constraints_cell(value) or 'none'}"), overflow="fold")
