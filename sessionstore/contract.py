@@ -4,6 +4,12 @@ It is rendered with `sessionstore.template.render` from the shipped default
 template (`contract_template.md` in this package) or from a user's template
 file, with the variables of `contract_variables` (listed in docs/harness.md).
 
+An agent writes either in the session directory itself, or in a workspace of
+its own that `sessionstore mirror` copies into the session. For a workspace,
+every path is rendered under it (the mirror's source, the only tree the agent
+writes), and the contract tells the agent that the store's own files are not
+its to write: the mirror never copies them into a session.
+
 The default template must use every variable (render's strict check). A
 user's template may use any subset: it is given only the variables it names,
 so adding a variable in a later version never breaks an existing template;
@@ -14,6 +20,7 @@ column and listing the names that exist.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -37,14 +44,21 @@ def default_template() -> str:
     return resources.files("sessionstore").joinpath(DEFAULT_TEMPLATE).read_text(encoding="utf-8")
 
 
-def contract_variables(session: Session) -> dict[str, Any]:
+def contract_variables(
+    session: Session, workspace: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
     """Every variable a contract template may use, for `session` (absolute paths).
 
-    `<n>` and `<k>` stand for the trial and attempt numbers in per-record
-    paths. Optional values (`session_name`, `planned_trials`, `constraints`)
-    are "" when absent, so `<!--?if NAME-->` blocks drop them.
+    Paths are under `workspace` when given (the directory the agent writes
+    and the mirror copies into the session), else under the session
+    directory. `<n>` and `<k>` stand for the trial and attempt numbers in
+    per-record paths. Optional values (`workspace`, `session_name`,
+    `planned_trials`, `constraints`) are "" when absent, so `<!--?if NAME-->`
+    blocks drop them. Raises `InvalidInput` for a workspace that is not a
+    directory or is the session directory itself.
     """
-    root = Path(os.path.abspath(session.path))
+    session_dir = Path(os.path.abspath(session.path))
+    root = session_dir if workspace is None else _workspace(workspace, session_dir)
     trials, service = root / TRIALS, root / SERVICE
     trial, attempt = trials / "<n>", service / "<k>"
     manifest = session.manifest or {}
@@ -54,9 +68,13 @@ def contract_variables(session: Session) -> dict[str, Any]:
     except ValueError:
         constraints = {}  # a torn constraints.json is shown by inspect, not by the prompt
     name = manifest.get("name")
+    # The mirror copies the workspace's records into the session, so a number
+    # either already holds is taken.
+    sessions = [session, Session.open(root)] if root != session_dir and root.is_dir() else [session]
     return {
-        "session_id": session.id or root.name,
+        "session_id": session.id or session_dir.name,
         "session_name": name if isinstance(name, str) else "",
+        "workspace": str(root) if root != session_dir else "",
         "session_dir": str(root),
         "manifest_path": str(root / MANIFEST),
         "constraints_path": str(root / CONSTRAINTS),
@@ -71,24 +89,49 @@ def contract_variables(session: Session) -> dict[str, Any]:
         "trial_patches": f"{trial / 'patches'}/",
         "trial_log": str(trial / LOG_NAME),
         "trial_marker": str(trial / MARKERS[TRIALS]),
-        "next_trial": max(session.trials.numbers(), default=0) + 1,
+        "next_trial": _next(s.trials.numbers() for s in sessions),
         "service_dir": str(service),
         "attempt_dir": f"{attempt}/",
         "attempt_config": str(attempt / "service.yml"),
         "attempt_log": str(attempt / LOG_NAME),
         "attempt_marker": str(attempt / MARKERS[SERVICE]),
-        "next_attempt": max(session.service.numbers(), default=0) + 1,
+        "next_attempt": _next(s.service.numbers() for s in sessions),
     }
 
 
-def render_contract(session: Session, template: str | os.PathLike[str] | None = None) -> str:
+def _next(numbers: Iterable[Iterable[int]]) -> int:
+    """One past the highest record number in any of the collections."""
+    return max((n for each in numbers for n in each), default=0) + 1
+
+
+def _workspace(workspace: str | os.PathLike[str], session_dir: Path) -> Path:
+    """The absolute workspace path; it may not exist yet (the agent creates it)."""
+    path = Path(os.path.abspath(workspace))
+    if path.exists() and not path.is_dir():
+        raise InvalidInput(os.fspath(workspace), "the workspace is not a directory")
+    if os.path.realpath(path) == os.path.realpath(session_dir):
+        raise InvalidInput(
+            os.fspath(workspace),
+            "the workspace is the session directory itself; for an agent that writes "
+            "in place, render the contract without a workspace",
+        )
+    return path
+
+
+def render_contract(
+    session: Session,
+    template: str | os.PathLike[str] | None = None,
+    workspace: str | os.PathLike[str] | None = None,
+) -> str:
     """Render the contract for `session` from the template file `template` (None: default).
 
-    Raises `InvalidInput` if the file cannot be read and `TemplateError`,
-    whose message starts with the template's path, if it is malformed or
-    names an unknown variable.
+    `workspace` is the agent's own directory that a mirror copies into the
+    session (see `contract_variables`). Raises `InvalidInput` if the file
+    cannot be read or the workspace is unusable, and `TemplateError`, whose
+    message starts with the template's path, if it is malformed or names an
+    unknown variable.
     """
-    variables = contract_variables(session)
+    variables = contract_variables(session, workspace)
     if template is None:
         return render(default_template(), **variables)
     source = os.fspath(template)

@@ -432,15 +432,22 @@ class Session:
 
         return export_record(self, n, Path(dest))
 
-    def contract(self, template: str | os.PathLike[str] | None = None) -> str:
+    def contract(
+        self,
+        template: str | os.PathLike[str] | None = None,
+        *,
+        workspace: str | os.PathLike[str] | None = None,
+    ) -> str:
         """The trial contract an agent is given, rendered for this session.
 
         `template` is the path of a template file (None: the shipped default);
-        raises `TemplateError` naming that file. Variables: docs/harness.md.
+        raises `TemplateError` naming that file. `workspace` is the agent's own
+        directory that a mirror copies into this session: paths are rendered
+        under it (None: under the session directory). Variables: docs/harness.md.
         """
         from sessionstore.contract import render_contract
 
-        return render_contract(self, template)
+        return render_contract(self, template, workspace)
 
 
 def _generated_id() -> str:

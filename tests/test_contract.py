@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -129,3 +131,142 @@ def test_cli_prints_the_contract(session: Session, tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.stderr.startswith(f"Error: {bad}:1:1: unknown variable 'nope'; a contract")
     assert len(result.stderr.splitlines()) == 1
+
+
+def contract_cli(
+    store: Store, *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`sessionstore contract` as a harness runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "sessionstore", "contract", *args, "--store", str(store.root)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=cwd,
+    )
+
+
+def test_with_a_workspace_every_path_is_under_it(session: Session, tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    result = contract_cli(Store(session.path.parent), "tune", "--workspace", "ws", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+    text = result.stdout
+    assert text == session.contract(workspace=workspace)
+    assert str(session.path) not in text  # the agent is never sent to the session directory
+    ws = workspace.resolve()
+    for path in [
+        f"{ws}/trials/<n>/",
+        f"{ws}/trials/<n>/task.yml",
+        f"{ws}/trials/<n>/patches/",
+        f"{ws}/trials/<n>/run.log",
+        f"{ws}/trials/<n>/trial.json",
+        f"{ws}/service/<k>/",
+        f"{ws}/service/<k>/service.yml",
+        f"{ws}/service/<k>/run.log",
+        f"{ws}/service/<k>/verification.json",
+    ]:
+        assert f"`{path}`" in text, path
+    assert f"You record your work in your workspace `{ws}`;" in text
+    never = text[text.index("Never write `") : text.index("## Writing a file atomically")]
+    for name in ("session.json", "constraints.json", "report.json"):
+        assert f"`{ws}/{name}`" in never
+    assert "are the store's own\nfiles, not yours" in never
+    layout = text[text.index("## Layout") : text.index("Never write `")]
+    assert "session.json" not in layout and "report.json" not in layout
+    report = text[text.index("## The final report") :]
+    assert "Write no report" in report and "report.json" not in report
+    assert '"max_ttft_ms": 200' in text and "(also in" not in text
+    assert "<!--" not in text and not re.search(r"\{[a-z_]+\}", text)
+
+
+def test_without_a_workspace_the_session_directory_is_rendered_as_before(
+    session: Session,
+) -> None:
+    result = contract_cli(Store(session.path.parent), "tune")
+    assert (result.returncode, result.stdout) == (0, session.contract())
+    assert "your workspace" not in result.stdout and "Never write `" not in result.stdout
+    assert f"write `{session.path.resolve()}/report.json` once" in result.stdout
+
+
+def test_next_numbers_count_the_session_and_the_workspace(session: Session, tmp_path: Path) -> None:
+    session.trials.begin()
+    session.trials.begin()  # the session holds trials 1 and 2
+    workspace = tmp_path / "ws"
+    assert "plus one (and at least\n   3: the session" in session.contract(workspace=workspace)
+    for n in range(1, 6):
+        (workspace / "trials" / str(n)).mkdir(parents=True)
+    (workspace / "service" / "4").mkdir(parents=True)
+    variables = contract_variables(session, workspace)
+    assert (variables["next_trial"], variables["next_attempt"]) == (6, 5)
+    assert variables["workspace"] == variables["session_dir"] == str(workspace.resolve())
+    assert contract_variables(session)["workspace"] == ""
+
+
+def test_an_unusable_workspace_is_one_line_and_exit_1_or_2(
+    session: Session, tmp_path: Path
+) -> None:
+    store = Store(session.path.parent)
+    result = contract_cli(store, "tune", "--workspace", str(session.path))
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"Error: {session.path}: the workspace is the session directory itself; for an agent "
+        "that writes in place, render the contract without a workspace\n"
+    )
+    afile = tmp_path / "file"
+    afile.write_text("")
+    with pytest.raises(InvalidInput, match="the workspace is not a directory"):
+        session.contract(workspace=afile)
+    result = contract_cli(store, "tune", "--workspace", str(afile))
+    assert result.returncode == 2  # a usage error, reported by click
+    assert result.stderr.splitlines()[-1].endswith(f"'--workspace': Directory '{afile}' is a file.")
+
+
+def test_a_user_template_can_tell_the_two_modes_apart(session: Session, tmp_path: Path) -> None:
+    template = tmp_path / "mine.md"
+    template.write_text(
+        "<!--?if workspace-->mirrored from {workspace}<!--?else-->in place<!--?end-->\n"
+    )
+    assert session.contract(template) == "in place\n"
+    ws = tmp_path / "ws"
+    assert session.contract(template, workspace=ws) == f"mirrored from {ws.resolve()}\n"
+
+
+def test_an_agent_following_the_workspace_contract_is_mirrored_into_the_session(
+    session: Session, tmp_path: Path
+) -> None:
+    """The contract and the mirror agree: a trial written where the contract says arrives."""
+    store = Store(session.path.parent)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    text = contract_cli(store, "tune", "--workspace", str(workspace)).stdout
+    n = str(contract_variables(session, workspace)["next_trial"])
+    found = re.search(r"directory `([^`]*/trials/<n>/)`", text)
+    assert found is not None
+    trial_dir = Path(found.group(1).replace("<n>", n))
+    trial_dir.mkdir(parents=True)
+    (trial_dir / "run.log").write_text("PASS\n")
+    (trial_dir / ".sstmp-m").write_text('{"failed": false}')
+    (trial_dir / ".sstmp-m").rename(trial_dir / "trial.json")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sessionstore",
+            "mirror",
+            str(workspace),
+            str(session.path),
+            "--once",
+            "--no-fsync",
+        ],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    records = Session.open(session.path).trials.records()
+    assert [(r.n, r.state) for r in records] == [(1, "completed")]
+    assert (session.path / "session.json").is_file() and (
+        session.path / "constraints.json"
+    ).is_file()

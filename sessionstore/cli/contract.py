@@ -16,22 +16,36 @@ from sessionstore.cli.common import default_store, library_errors, store_option
     type=click.Path(dir_okay=False, path_type=Path),
     help="Template file to render instead of the default (variables: docs/harness.md).",
 )
+@click.option(
+    "--workspace",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The agent's own directory, mirrored into the session: render every path under it.",
+)
 @store_option
 @library_errors
-def contract(target: str, template: Path | None, store_dir: Path | None) -> None:
+def contract(
+    target: str, template: Path | None, workspace: Path | None, store_dir: Path | None
+) -> None:
     """Print the trial contract of session TARGET: where and in which order to write.
 
     The text names the absolute path of every file a trial, a verification
     attempt and the final report consist of, and the write order (marker
     last, atomically). Give it to the agent as part of its prompt.
 
+    With --workspace DIR, every path is under DIR, the agent's workspace that
+    `sessionstore mirror DIR TARGET` copies into the session, and the agent is
+    told that the store's own files (session.json, constraints.json,
+    report.json) are not its to write. Without it, the paths are in the
+    session directory, for an agent that writes there directly.
+
     \b
     Examples:
+      sessionstore contract 1a2b3c4d --workspace ./workspace > prompt.md
       sessionstore contract 1a2b3c4d > prompt.md
-      sessionstore contract ./workspace --template my_contract.md
+      sessionstore contract ./session --template my_contract.md
     """
     from sessionstore.cli.target import resolve
     from sessionstore.store import Store
 
     session = resolve(Store(store_dir or default_store()), target)
-    click.echo(session.contract(template), nl=False)
+    click.echo(session.contract(template, workspace=workspace), nl=False)
