@@ -16,7 +16,7 @@ block forever), a socket or device, or a symlink to a file outside the tree
   anywhere on the way is refused at that step, with no window between a
   check and the open.
 
-Failures are `OSError`s (`NotRegularFile` for a file of the wrong kind);
+Failures are `OSError`s (`WrongKind` for an entry of the wrong kind);
 `problem()` turns any of them into the one-line reason readers report.
 """
 
@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = [
-    "NotRegularFile",
+    "WrongKind",
     "open_dir",
     "open_file",
     "open_record_dir",
@@ -54,23 +54,44 @@ _KINDS = (
 
 
 def _kind(mode: int) -> str:
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return next((name for test, name in _KINDS if test(mode)), "of an unknown kind")
 
 
-class NotRegularFile(OSError):
-    """A file that readers must not read: its `kind` says what it is (a FIFO, a symlink...)."""
+class WrongKind(OSError):
+    """An entry readers must not read as `wanted`: `kind` says what it is (a FIFO, a symlink...)."""
 
-    def __init__(self, name: str, kind: str) -> None:
-        super().__init__(errno.EINVAL, f"is {kind}, not a regular file", name)
+    def __init__(self, name: str, kind: str, wanted: str) -> None:
+        super().__init__(errno.EINVAL, f"is {kind}, not {wanted}", name)
         self.kind = kind
+
+
+def _refuse(name: str | os.PathLike[str], dir_fd: int | None, exc: OSError, wanted: str) -> None:
+    """Raise `WrongKind` naming what `name` is when that explains `exc` (lstat reads nothing)."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return
+    is_wanted = stat.S_ISDIR(st.st_mode) if wanted == "a directory" else stat.S_ISREG(st.st_mode)
+    if not is_wanted:
+        raise WrongKind(os.fspath(name), _kind(st.st_mode), wanted) from exc
 
 
 def open_dir(
     name: str | os.PathLike[str], dir_fd: int | None = None, *, follow: bool = False
 ) -> int:
-    """A directory fd for `name`; a symlink is refused unless `follow` (the user's own path)."""
+    """A directory fd for `name`; a symlink is refused unless `follow` (the user's own path).
+
+    Raises `FileNotFoundError` when absent, `WrongKind` for a symlink or a
+    non-directory, another `OSError` when unreadable.
+    """
     flags = DIR_FLAGS & ~os.O_NOFOLLOW if follow else DIR_FLAGS
-    return os.open(name, flags, dir_fd=dir_fd)
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        # O_NOFOLLOW|O_DIRECTORY on a symlink fails with ENOTDIR on Linux, ELOOP elsewhere.
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            _refuse(name, dir_fd, exc, "a directory")
+        raise
 
 
 def open_file(
@@ -78,21 +99,16 @@ def open_file(
 ) -> tuple[int, os.stat_result]:
     """A read fd and its `fstat` for the regular file `name`; never follows, never blocks.
 
-    Raises `FileNotFoundError` when absent, `NotRegularFile` for a symlink,
-    FIFO, socket, device or directory, another `OSError` when unreadable.
+    Raises `FileNotFoundError` when absent, `WrongKind` for a symlink, FIFO,
+    socket, device or directory, another `OSError` when unreadable.
     """
     try:
         fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
-        # ELOOP: a symlink refused by O_NOFOLLOW; ENXIO: a socket, or a device
-        # without a driver. Name the kind from lstat: that reads no content.
+        # ELOOP: a symlink refused by O_NOFOLLOW; ENXIO/EOPNOTSUPP: a socket, or
+        # a device without a driver.
         if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EOPNOTSUPP):
-            try:
-                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            except OSError:
-                raise exc from None
-            if not stat.S_ISREG(st.st_mode):
-                raise NotRegularFile(os.fspath(name), _kind(st.st_mode)) from None
+            _refuse(name, dir_fd, exc, "a regular file")
         raise
     try:
         st = os.fstat(fd)
@@ -101,7 +117,7 @@ def open_file(
         raise
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise NotRegularFile(os.fspath(name), _kind(st.st_mode))
+        raise WrongKind(os.fspath(name), _kind(st.st_mode), "a regular file")
     return fd, st
 
 
@@ -112,13 +128,7 @@ def open_under(dir_fd: int, parts: Iterable[str]) -> tuple[int, os.stat_result]:
     current = dir_fd
     try:
         for part in dirs:
-            try:
-                step = open_dir(part, current)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    st = os.stat(part, dir_fd=current, follow_symlinks=False)
-                    raise NotRegularFile(part, _kind(st.st_mode)) from None
-                raise
+            step = open_dir(part, current)
             if current != dir_fd:
                 os.close(current)
             current = step
@@ -164,10 +174,10 @@ def read_capped(fd: int, limit: int) -> bytes | None:
 
 def problem(exc: OSError) -> str:
     """The one-line reason a reader reports for a failed open or read."""
-    if isinstance(exc, NotRegularFile):
-        return exc.strerror or "not a regular file"
+    if isinstance(exc, WrongKind):
+        return exc.strerror or "of the wrong kind"
     if exc.errno == errno.ELOOP:
-        return "is a symlink (never followed), not a regular file"
+        return "is a symlink (never followed)"
     if exc.errno == errno.ENOTDIR:
-        return "a component of the path is not a directory"
+        return "is not a directory"
     return f"unreadable: {exc.strerror or exc}"

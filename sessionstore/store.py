@@ -102,7 +102,7 @@ def read_record(n: int, path: Path, marker: str) -> Record:
     except FileNotFoundError:
         return Record(n, path, RecordState.IN_FLIGHT, None, None)
     except OSError as exc:
-        return Record(n, path, RecordState.TORN, None, f"{path.name}: {fsread.problem(exc)}")
+        return _unreadable_dir(n, path, marker, exc)
     try:
         return _read_marker(n, path, marker, dir_fd)
     finally:
@@ -115,6 +115,12 @@ def record_dir_fd(n: int, path: Path) -> int:
     n=0 is the report, whose "record directory" is the session directory.
     """
     return fsread.open_dir(path, follow=True) if n == 0 else fsread.open_record_dir(path)
+
+
+def _unreadable_dir(n: int, path: Path, marker: str, exc: OSError) -> Record:
+    """A record whose directory cannot be opened safely: torn, the marker never read."""
+    error = f"{marker}: not read, the record directory {fsread.problem(exc)}"
+    return Record(n, path, RecordState.TORN, None, error)
 
 
 def _read_marker(n: int, path: Path, marker: str, dir_fd: int) -> Record:
@@ -300,7 +306,7 @@ class Collection:
         except FileNotFoundError:  # deleted since the listing
             return Record(n, path, RecordState.IN_FLIGHT, None, None)
         except OSError as exc:  # swapped for a symlink or a file since the listing
-            return Record(n, path, RecordState.TORN, None, f"{n}: {fsread.problem(exc)}")
+            return _unreadable_dir(n, path, self.marker, exc)
         try:
             return _read_marker(n, path, self.marker, dir_fd)
         finally:

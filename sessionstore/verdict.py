@@ -153,7 +153,7 @@ def _judge_file(record: Record, rel: PurePosixPath) -> Verdict:
         fd, st = fsread.open_under(dir_fd, rel.parts)
     except FileNotFoundError:
         return _indeterminate("log file is missing", log)
-    except fsread.NotRegularFile as exc:
+    except fsread.WrongKind as exc:
         where = "" if exc.filename == name else f": {exc.filename!r}"
         return _indeterminate(f"log {name!r}{where} {exc.strerror}", log)
     except OSError as exc:

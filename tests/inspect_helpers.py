@@ -120,3 +120,14 @@ def demo_store(root: Path) -> Store:
     trial(s, metrics(400.0))
     set_manifest(s, created_at="2026-11-27T07:00:00+00:00", pid=pid, pid_started_at=started)
     return store
+
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`python -m sessionstore ARGS` as a real process; `timeout` is a hang guard only."""
+    return subprocess.run(
+        [sys.executable, "-m", "sessionstore", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
+    )
