@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sessionstore.layout import FORMAT_VERSION, validate_id
+from sessionstore.procinfo import PID_MAX
 
 Status = Literal["running", "done", "failed"]
 
@@ -38,7 +39,9 @@ class Manifest(_Open):
     created_at: datetime = Field(default_factory=utc_now, description="Creation time, UTC.")
     trials: int | None = Field(None, ge=1, description="Planned number of trials, if known.")
     status: Status = Field("running", description="running until report.json ends the session.")
-    pid: int | None = Field(None, description="Writing process, if one is tracked.")
+    pid: int | None = Field(
+        None, ge=1, le=PID_MAX, description="Writing process (a pid_t), if one is tracked."
+    )
     pid_started_at: float | None = Field(
         None, description="Start time of `pid` in epoch seconds, to detect a recycled pid."
     )

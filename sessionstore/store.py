@@ -483,6 +483,8 @@ class Store:
         default, None to track none (a CLI invocation that exits at once).
         Raises `InvalidId`, `SessionExists`, `SessionNotFound` (a previous id).
         """
+        from pydantic import ValidationError
+
         from sessionstore.models import Manifest
 
         if id is not None:
@@ -509,8 +511,11 @@ class Store:
                 previous=previous_ids,
                 labels=dict(labels or {}),
             )
-        except ValueError as exc:
-            raise InvalidInput("session manifest", str(exc).splitlines()[-1].strip()) from None
+        except ValidationError as exc:
+            # The first problem, as `field: message`; pydantic's own text ends in a URL.
+            first = exc.errors()[0]
+            where = ".".join(map(str, first["loc"]))
+            raise InvalidInput("session manifest", f"{where}: {first['msg']}") from None
         constraints_obj = jsonio.to_object(constraints or {}, "constraints")
 
         os.makedirs(self.root, DIR_MODE, exist_ok=True)

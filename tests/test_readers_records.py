@@ -184,3 +184,13 @@ def test_errors_and_messages_name_things_escaped_on_one_line(tmp_path: Path) -> 
         assert len((result.stdout + result.stderr).strip().splitlines()) == 1
         assert SHOWN in result.stdout + result.stderr
     assert ws.trials.records()[1].state is RecordState.TORN
+
+
+def test_writers_refuse_a_pid_readers_would_call_unknown(tmp_path: Path) -> None:
+    from sessionstore.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="pid"):
+        Store(tmp_path).create(id="s", pid=2**31)
+    refused = run_cli("new", "--pid", str(2**31), "--store", str(tmp_path / "store"))
+    assert refused.returncode == 2 and "--pid" in refused.stderr
+    assert not (tmp_path / "s").exists()

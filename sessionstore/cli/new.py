@@ -16,6 +16,7 @@ from sessionstore.cli.common import (
 )
 from sessionstore.display import escape
 from sessionstore.errors import InvalidInput
+from sessionstore.procinfo import PID_MAX
 
 
 def _load_json_option(value: str, option: str) -> object:
@@ -43,7 +44,9 @@ def _load_json_option(value: str, option: str) -> object:
 @click.option("--constraints", help="Requested constraints: a JSON object, or @FILE.")
 @click.option("--previous", multiple=True, help="Earlier session to build on (repeatable).")
 @click.option("--label", "labels", multiple=True, help="KEY=VALUE label (repeatable).")
-@click.option("--pid", type=click.IntRange(min=1), help="Writer process to track (e.g. $$).")
+@click.option(
+    "--pid", type=click.IntRange(min=1, max=PID_MAX), help="Writer process to track (e.g. $$)."
+)
 @json_option
 @library_errors
 def new(
