@@ -143,16 +143,18 @@ def _copy(
         write_atomic(
             staging / EXPORT_MANIFEST,
             jsonio.dumps(
-                {
-                    "session": session.id,
-                    "collection": collection,
-                    "n": n,
-                    "source": str(source.path),
-                    "constraints": constraints,
-                    "files": files,
-                    "rewritten": rewritten,
-                    "skipped": skipped,
-                }
+                jsonio.utf8_safe(
+                    {
+                        "session": session.id,
+                        "collection": collection,
+                        "n": n,
+                        "source": str(source.path),
+                        "constraints": constraints,
+                        "files": files,
+                        "rewritten": rewritten,
+                        "skipped": skipped,
+                    }
+                )
             ),
             FILE_MODE,
             sync_dir=False,

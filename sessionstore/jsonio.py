@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +19,28 @@ MAX_MARKER_BYTES = 64 * 1024 * 1024
 def dumps(obj: Any) -> bytes:
     """Indented, key-order-preserving JSON with a trailing newline (people read these files)."""
     return orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+# Lone surrogates: os.fsdecode's stand-ins for the bytes of a name that is not UTF-8.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_safe(value: Any) -> Any:
+    """`value` with each undecodable byte of a name written `\\xNN` (as tables show it).
+
+    File names are bytes; JSON is UTF-8 and orjson refuses the surrogates that
+    stand for the rest. Everything else is returned unchanged, so callers try
+    the exact value first and fall back to this only when orjson refuses it.
+    """
+    from sessionstore.display import escape
+
+    if isinstance(value, str):
+        return _SURROGATE.sub(lambda match: escape(match.group()), value)
+    if isinstance(value, dict):
+        return {utf8_safe(k): utf8_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [utf8_safe(v) for v in value]
+    return value
 
 
 def to_object(value: Any, source: str) -> dict[str, Any]:

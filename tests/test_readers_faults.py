@@ -8,8 +8,11 @@ with a timeout, which guards against a hang and is not a speed check.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ import orjson
 import pytest
 from inspect_helpers import metrics, run_cli, trial
 
+from sessionstore import fsread
 from sessionstore.atomic import write_atomic
 from sessionstore.jsonio import MAX_MARKER_BYTES
 from sessionstore.layout import MANIFEST
@@ -312,3 +316,68 @@ def test_a_creation_time_outside_the_epochs_range_still_sorts(tmp_path: Path) ->
     early = "0001-01-01T00:00:00+01:00"  # before datetime.min once converted to UTC
     write_atomic(bad.path / MANIFEST, orjson.dumps({**(bad.manifest or {}), "created_at": early}))
     assert set(listing(store)) == {"good", "bad"}
+
+
+@contextmanager
+def socket_at(path: Path) -> Iterator[None]:
+    """A Unix socket bound at `path` (relative to its directory: socket paths must be short)."""
+    cwd = os.getcwd()
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        os.chdir(path.parent)
+        sock.bind(path.name)
+    finally:
+        os.chdir(cwd)
+    try:
+        yield
+    finally:
+        sock.close()
+
+
+def test_a_socket_marker_or_log_is_refused_at_once(tmp_path: Path) -> None:
+    store, _, bad = make_store(tmp_path)
+    record = bad.trials.path / "1"
+    (record / "trial.json").unlink()
+    (record / "run.log").unlink()
+    with socket_at(record / "trial.json"), socket_at(record / "run.log"):
+        one = detail(store, "bad")
+        assert one["trials"][0]["error"] == "trial.json: is a socket, not a regular file"
+        waited = run_cli(
+            "wait", "bad", "--trial", "1", "--timeout", "2", "--store", str(store.root)
+        )
+        assert waited.returncode == 1 and "is a socket" in waited.stderr
+        writer = bad.trials.begin()
+        os.rename(record / "run.log", writer.path / "run.log")
+        writer.complete({})
+        checked = run_cli(
+            "check", "bad", "--trial", "2", "--log", "run.log", "--store", str(store.root)
+        )
+        assert checked.stdout == "indeterminate: log 'run.log' is a socket, not a regular file\n"
+
+
+def test_a_real_device_is_refused_before_any_read() -> None:
+    dev = os.open("/dev", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(fsread.WrongKind) as caught:
+            fsread.open_file("zero", dev)  # reading it would never end
+    finally:
+        os.close(dev)
+    assert fsread.problem(caught.value) == "is a character device, not a regular file"
+
+
+def test_names_that_are_not_utf8_never_break_json_output(tmp_path: Path) -> None:
+    store, _, bad = make_store(tmp_path)
+    record = os.fsencode(bad.trials.path / "1")
+    os.mkdir(os.fsencode(bad.trials.path) + b"/x\xff")
+    with open(record + b"/data-\xfe.bin", "wb") as f:
+        f.write(b"payload")
+    one = detail(store, "bad")
+    assert one["foreign"] == {"trials": ["x\\xff"]}
+    dest = tmp_path / "export"
+    exported = run_cli(
+        "export", "bad", str(dest), "--trial", "1", "--json", "--store", str(store.root)
+    )
+    assert exported.returncode == 0, exported.stderr
+    manifest = orjson.loads((dest / "sessionstore-export.json").read_bytes())
+    assert "data-\\xfe.bin" in manifest["files"]
+    assert b"data-\xfe.bin" in os.listdir(os.fsencode(dest))

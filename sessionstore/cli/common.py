@@ -63,8 +63,18 @@ def os_error_message(exc: OSError) -> str:
 
 
 def emit_json(value: Any) -> None:
-    """Write one JSON document (orjson, indented) to stdout."""
+    """Write one JSON document (orjson, indented) to stdout.
+
+    Exact, except that a name that is not UTF-8 (a file name's raw bytes,
+    which JSON cannot carry) has its undecodable bytes written `\\xNN`.
+    """
     import orjson
 
-    sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
+    from sessionstore.jsonio import utf8_safe
+
+    try:
+        data = orjson.dumps(value, option=orjson.OPT_INDENT_2)
+    except TypeError:
+        data = orjson.dumps(utf8_safe(value), option=orjson.OPT_INDENT_2)
+    sys.stdout.buffer.write(data + b"\n")
     sys.stdout.flush()
