@@ -11,10 +11,12 @@ of the settled source version that was committed and the destination file's
      "files": {"trials/1/log.txt": [size, mtime_ns, ctime_ns, ino, dev,
                                      dest_size, dest_mtime_ns, dest_ino]}}
 
-The file is written atomically and is safe to lose: without it (or when it is
-torn, of another version, or made with other secrets) every file is read and
-compared with the destination before anything is written, so a lost cache
-costs reads, never rewrites. Only settled versions are recorded, so a later
+It is read and written relative to the destination root's fd (never through
+a symlink, never blocking on a fifo). The file is written atomically and is
+safe to lose: without it (or when it is torn, of another version, or made
+with other secrets) every file is read and compared with the destination
+before anything is written, so a lost cache costs reads, never rewrites. Only
+settled versions are recorded, so a later
 write always changes the recorded ctime.
 
 The redactor fingerprint makes "a secret was added" invalidate the cache, so
@@ -27,6 +29,7 @@ attack away from the secret itself.
 from __future__ import annotations
 
 import os
+import stat
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -34,8 +37,6 @@ import orjson
 from sessionstore.atomic import AtomicFile
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from sessionstore.redact import Redactor
 
 CACHE_NAME = ".sessionstore-mirror.json"
@@ -102,12 +103,14 @@ class Cache:
         self.trusted = trusted
 
     @classmethod
-    def load(cls, root: Path, redactor: Redactor | None, fingerprints: dict[object, str]) -> Cache:
-        """Read the cache; anything wrong with it yields an untrusted, empty cache.
+    def load(
+        cls, root_fd: int, redactor: Redactor | None, fingerprints: dict[object, str]
+    ) -> Cache:
+        """Read the cache in the directory `root_fd`; anything wrong yields an untrusted, empty one.
 
         `fingerprints` is the memo of `fingerprint`, kept by the Mirror across passes.
         """
-        doc = _read(root / CACHE_NAME)
+        doc = _read(root_fd)
         if doc is None:
             return cls({}, os.urandom(16), trusted=False)
         stored = doc.get("redactor")
@@ -132,20 +135,23 @@ class Cache:
         files = {_encode_key(k): v for k, v in self.entries.items()}
         return {"version": CACHE_VERSION, "redactor": stored, "files": files}
 
-    def save(self, root: Path, doc: dict[str, Any], durable: bool) -> None:
+    def save(self, root_fd: int, doc: dict[str, Any], durable: bool) -> None:
         """Replace the cache file atomically (the caller fsyncs the root directory)."""
-        with AtomicFile(root / CACHE_NAME, 0o600, durable=durable, sync_dir=False) as f:
+        with AtomicFile(CACHE_NAME, 0o600, durable=durable, sync_dir=False, dir_fd=root_fd) as f:
             f.write(orjson.dumps(doc))
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def _read(root_fd: int) -> dict[str, Any] | None:
     """The cache document if it is well-formed, else None (never raises for bad content)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(CACHE_NAME, flags, dir_fd=root_fd)
     except OSError:
         return None
     try:
         with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None  # a fifo or device planted under our name: never read
             doc = orjson.loads(f.read())
     except (OSError, orjson.JSONDecodeError):
         return None

@@ -1,18 +1,27 @@
 """One mirror pass: the walk, the per-file decisions, and the end-of-pass bookkeeping.
 
-`Mirror` (in `sessionstore.mirror`) builds a `_Pass` per pass. The walk holds
-a directory fd per level and opens everything relative to it with
-`O_NOFOLLOW`, so renaming a directory to a symlink mid-pass cannot redirect a
-read outside the source. Per directory: list the source, map names through
+`Mirror` (in `sessionstore.mirror`) builds a `_Pass` per pass. The walk is
+iterative: an explicit stack of `_Frame`s, one per directory level (at most
+`MAX_DEPTH`; deeper subtrees are reported, not followed), each holding the
+source directory's fd and its destination `DestDir`. Source entries are
+opened relative to their directory's fd with `O_NOFOLLOW`, so renaming a
+directory to a symlink mid-pass cannot redirect a read outside the source;
+the destination is touched only through `_mirror_dest.DestTree`, which does
+the same for every write. Per directory: list the source, map names through
 `redact_name` (collisions are errors), then regular files (each through the
 no-read fast path `unchanged`, else `sync`), subdirectories, and last the
 record's marker, committed only when nothing below it is pending.
 
+Sealing: a record whose marker is in the destination is never written again.
+Its files are only compared (`check_sealed`); a difference is reported as
+`diverged`, never applied. When the destination is a session (it holds
+`session.json`), the store's own files at its top are skipped.
+
 The destination is read only where needed: each file's lstat for the fast
-path; directories are stat'ed lazily before something is written below them
-(`need_dir`) and listed only for --delete, after an untrusted cache, or after
-an interrupted pass (the in-progress flag `DIRTY_NAME`, which triggers the
-temp sweep).
+path, and a record's marker once something in the record needs more than the
+fast path. Directories are listed only after an interrupted pass (the
+in-progress flag `DIRTY_NAME`, which triggers the temp sweep); `--delete`
+works from the change cache (`_mirror_leftovers`), not from listings.
 """
 
 from __future__ import annotations
@@ -22,18 +31,20 @@ import errno
 import functools
 import os
 import stat
-from collections.abc import Callable, Container
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Container, Iterator
+from typing import TYPE_CHECKING
 
 import orjson
 
 from sessionstore import _mirror_copy as rd
 from sessionstore._mirror_cache import CACHE_NAME, Cache, Entry
-from sessionstore.atomic import TEMP_PREFIX, AtomicFile, fsync_dir, is_temp_name, sweep_temps
+from sessionstore._mirror_dest import OPEN_DIR, DestDir, DestTree, describe
+from sessionstore._mirror_leftovers import STORE_OWNED, settle_leftovers
+from sessionstore._mirror_report import PassReport
+from sessionstore.atomic import TEMP_PREFIX, AtomicFile
 from sessionstore.errors import InvalidInput
-from sessionstore.layout import MARKERS, REPORT, record_number
+from sessionstore.jsonio import MAX_MARKER_BYTES
+from sessionstore.layout import MANIFEST, MARKERS, REPORT, record_number
 
 if TYPE_CHECKING:
     from sessionstore.mirror import Mirror
@@ -43,67 +54,61 @@ if TYPE_CHECKING:
 RESERVED_PREFIX = ".sessionstore-"
 # Set while a pass may have temps in flight; its presence makes the next pass sweep.
 DIRTY_NAME = RESERVED_PREFIX + "mirror-dirty"
+# Two fds per level (source and destination): 256 levels stay well inside the usual
+# 1024-fd limit, and no real workspace nests that deep (a runaway `mkdir -p` does).
+MAX_DEPTH = 256
 _CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
-_OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
+
+Child = tuple[os.DirEntry[str], str, str]  # (source entry, destination name, destination rel)
 
 
-@dataclass
-class PassReport:
-    """What one pass did. Paths are destination (name-redacted) paths relative to its root.
+class _Frame:
+    """One directory being walked: its fds, where it is, and what is still pending in it."""
 
-    Messages never contain file content, secret values or source names.
-    """
+    __slots__ = (
+        "dest",
+        "files",
+        "held",
+        "owns_fd",
+        "parent",
+        "parent_name",
+        "pending",
+        "record",
+        "rel",
+        "sealed",
+        "src_fd",
+        "src_name",
+        "subdirs",
+    )
 
-    source_missing: bool = False
-    copied: list[str] = field(default_factory=list)
-    unchanged: int = 0
-    unstable: list[dict[str, str]] = field(default_factory=list)
-    held_back: list[dict[str, str]] = field(default_factory=list)
-    skipped: list[dict[str, str]] = field(default_factory=list)
-    errors: list[dict[str, str]] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    delete_skipped: str | None = None
-    duration: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        """True when no file failed because of an error (unstable and held back are fine)."""
-        return not self.errors
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (non-UTF-8 name bytes shown as backslash escapes)."""
-        return {
-            "ok": self.ok,
-            "source_missing": self.source_missing,
-            "copied": [_show(p) for p in self.copied],
-            "unchanged": self.unchanged,
-            "unstable": _show_items(self.unstable),
-            "held_back": _show_items(self.held_back),
-            "skipped": _show_items(self.skipped),
-            "errors": _show_items(self.errors),
-            "deleted": [_show(p) for p in self.deleted],
-            "delete_skipped": self.delete_skipped,
-            "duration": round(self.duration, 6),
-        }
-
-
-def _show(path: str) -> str:
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
-
-
-def _show_items(items: list[dict[str, str]]) -> list[dict[str, str]]:
-    return [{k: _show(v) if k == "path" else v for k, v in item.items()} for item in items]
-
-
-def _describe(exc: OSError) -> str:
-    """An OS error without its file name (a source name may hold a secret)."""
-    name = errno.errorcode.get(exc.errno or 0, "")
-    text = exc.strerror or type(exc).__name__
-    return f"{text} ({name})" if name else text
+    def __init__(
+        self,
+        src_fd: int,
+        dest: DestDir,
+        src_name: str | None,
+        parent_name: str | None,
+        parent: _Frame | None,
+    ) -> None:
+        self.src_fd = src_fd
+        self.dest = dest
+        self.rel = dest.rel
+        self.src_name = src_name
+        self.parent_name = parent_name
+        self.parent = parent
+        self.owns_fd = parent is not None or src_name is not None
+        is_record = parent_name in MARKERS and record_number(src_name or "") is not None
+        # The nearest record at or above (for sealing), and whether its marker is in
+        # the destination (looked up only when something needs more than the fast path).
+        self.record: _Frame | None = self if is_record else (parent.record if parent else None)
+        self.sealed: bool | None = None
+        self.subdirs: Iterator[Child] = iter(())
+        self.held: Child | None = None
+        self.files = 0
+        self.pending = 0
 
 
 class _Pass:
-    """The state of one pass: its report, the new cache, and what to fsync and delete."""
+    """The state of one pass: its report, the new cache, the destination tree."""
 
     def __init__(self, mirror: Mirror) -> None:
         self.m = mirror
@@ -111,92 +116,80 @@ class _Pass:
         # Checked per pass: secrets may be registered on the same Redactor later.
         self.redactor = mirror.redactor if mirror.redactor else None
         self.name: Callable[[str], str] = _safe_name(self.redactor) if self.redactor else _identity
-        self.cache: Cache
+        self.tree = DestTree(self.error, self.touch, mirror.durable)
+        self.cache: Cache | None = None
         self.entries: dict[str, Entry] = {}
-        self.to_fsync: set[str] = set()
-        self.doomed: list[tuple[str, str]] = []  # (dest path, dest relpath) for --delete
+        self.listed: dict[str, Container[str]] = {}  # dest rel of each listed dir -> its names
+        self.diverged: dict[str, list[str]] = {}  # sealed record -> files that differ
         self.listing_failed = False
         self.dest_id: tuple[int, int] | None = None
-        self.dirty_path = ""
-        self.dirty = False
-        self.ready: set[str] = set()  # destination directories known to exist this pass
-        self.created: set[str] = set()  # ... and those this pass created (empty but for us)
+        self.dirty = False  # the in-progress flag exists
+        self.sweep = False  # ... and existed at the start: sweep temps on the way
+        self.is_session = False
         self.cached: Callable[[str], Entry | None] = _no_entry
-        self.list_dests = True
 
     # -- the pass ------------------------------------------------------------
 
     def run(self, subtrees: list[tuple[str, ...]] | None) -> None:
         m = self.m
         try:
-            root_fd = os.open(m.source, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+            root_fd = os.open(m.source, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
         except FileNotFoundError:
             self.report.source_missing = True
             return
         except OSError as exc:
-            self.error(".", f"source: {_describe(exc)}")
+            self.error(".", f"source: {describe(exc)}")
             return
         try:
-            if not self.ensure_root():
-                return
-            self.cache = Cache.load(m.dest, self.redactor, m._fingerprints)
-            self.dirty_path = os.path.join(m.dest, DIRTY_NAME)
-            self.dirty = os.path.lexists(self.dirty_path)
-            self.cached = self.cache.entries.get if self.cache.trusted else _no_entry
-            # Read the destination's directories only when something there needs it.
-            self.list_dests = m.delete or self.dirty
-            if subtrees is None or () in subtrees:
-                self.visit(root_fd, str(m.dest), "", None, None, full=True)
-            else:
-                for parts in subtrees:
-                    self.visit_subtree(root_fd, parts)
+            if self.tree.open_root(str(m.dest_real)):
+                self.start()
+                if subtrees is None or () in subtrees:
+                    root = self.enter(root_fd, self.tree.root, None, None, None)
+                    self.walk(root)
+                else:
+                    for parts in subtrees:
+                        self.visit_subtree(root_fd, parts)
+                self.finish(subtrees)
         finally:
+            self.tree.close_all()
             os.close(root_fd)
-        self.finish(subtrees)
 
-    def ensure_root(self) -> bool:
-        dest = self.m.dest
-        try:
-            st = os.stat(dest)
-        except FileNotFoundError:
-            try:
-                os.makedirs(dest, 0o700)
-                st = os.stat(dest)
-            except OSError as exc:
-                self.error(".", f"destination: {_describe(exc)}")
-                return False
-            self.to_fsync.update((str(dest), str(dest.parent)))
-        except OSError as exc:
-            self.error(".", f"destination: {_describe(exc)}")
-            return False
-        if not stat.S_ISDIR(st.st_mode):
-            self.error(".", "destination is not a directory")
-            return False
-        self.dest_id = (st.st_dev, st.st_ino)
-        self.ready.add(str(dest))
-        return True
+    def start(self) -> None:
+        """What the pass needs to know about the destination root before the walk."""
+        tree, root = self.tree, self.tree.root
+        assert root.fd is not None
+        own = os.fstat(root.fd)
+        self.dest_id = (own.st_dev, own.st_ino)
+        self.cache = Cache.load(root.fd, self.redactor, self.m._fingerprints)
+        self.cached = self.cache.entries.get if self.cache.trusted else _no_entry
+        self.dirty = self.sweep = tree.lstat(root, DIRTY_NAME) is not None
+        self.is_session = tree.lstat(root, MANIFEST) is not None
 
     def visit_subtree(self, root_fd: int, parts: tuple[str, ...]) -> None:
-        """Walk down to one subtree (creating its destination dirs) and visit it."""
-        fd, dest, rel, parent = root_fd, str(self.m.dest), "", None
+        """Walk down to one source subtree (without visiting what is above it) and visit it."""
+        fd, dest, rel = root_fd, self.tree.root, ""
         fds: list[int] = []
+        nodes: list[DestDir] = []
         try:
-            for i, part in enumerate(parts):
+            for part in parts:
                 dname = self.name(part)
                 if self.redactor is not None and self.collides(fd, part, dname):
                     self.error(_join(rel, dname), "name collision: source names map to this name")
                     return
                 try:
-                    fd = os.open(part, _OPEN_DIR, dir_fd=fd)
+                    fd = os.open(part, OPEN_DIR, dir_fd=fd)
                 except OSError:
                     return  # gone or replaced since the caller saw it; a full pass settles it
                 fds.append(fd)
-                rel, dest = _join(rel, dname), os.path.join(dest, dname)
-                if not self.need_dir(dest, rel):
-                    return
-                parent = parts[i - 1] if i else None
-            self.visit(fd, dest, rel, parts[-1], parent, full=False)
+                rel = _join(rel, dname)
+                dest = DestDir(dest, dname, rel)
+                nodes.append(dest)
+            parent_name = parts[-2] if len(parts) > 1 else None
+            frame = self.enter(os.dup(fd), dest, parts[-1], parent_name, None)
+            self.walk(frame)
         finally:
+            for node in reversed(nodes):
+                self.tree.close(node)
             for f in fds:
                 os.close(f)
 
@@ -204,72 +197,108 @@ class _Pass:
         with os.scandir(dir_fd) as it:
             return any(e.name != name and self.name(e.name) == dname for e in it)
 
-    def visit(
+    # -- the walk ------------------------------------------------------------
+
+    def walk(self, top: _Frame | int) -> None:
+        """Depth-first over `top`'s subtree with an explicit stack (no recursion limit)."""
+        if isinstance(top, int):
+            return
+        stack = [top]
+        try:
+            while stack:
+                frame = stack[-1]
+                child = next(frame.subdirs, None)
+                if child is not None:
+                    entered = self.child(frame, *child, depth=len(stack))
+                    if isinstance(entered, int):
+                        frame.pending += entered
+                    else:
+                        stack.append(entered)
+                    continue
+                stack.pop()
+                pending = self.leave(frame)
+                if stack:
+                    stack[-1].pending += pending
+        finally:
+            for frame in stack:  # only after an exception: release what is still open
+                self.release(frame)
+
+    def enter(
         self,
         src_fd: int,
-        dest: str,
-        rel: str,
+        dest: DestDir,
         src_name: str | None,
         parent_name: str | None,
-        *,
-        full: bool,
-    ) -> int:
-        """Mirror one directory, recursively; returns how many files in it are not in place."""
+        parent: _Frame | None,
+    ) -> _Frame | int:
+        """List one source directory and handle its files; the frame, or 1 if it cannot be listed.
+
+        Takes ownership of `src_fd` (the root's stays the caller's).
+        """
+        frame = _Frame(src_fd, dest, src_name, parent_name, parent)
         try:
             with os.scandir(src_fd) as it:
                 entries = list(it)
         except OSError as exc:
             self.listing_failed = True
-            self.error(rel or ".", f"cannot list: {_describe(exc)}")
+            self.error(frame.rel or ".", f"cannot list: {describe(exc)}")
+            self.release(frame)
             return 1
-        dest_names = self.list_dest(dest, rel) if self.list_dests else None
-
+        if self.sweep:
+            self.tree.sweep(dest)
         marker: str | None = None
-        if src_name is None:
-            marker = REPORT if full else None
-        elif parent_name in MARKERS and record_number(src_name) is not None:
+        if frame.record is frame:
+            assert parent_name is not None
             marker = MARKERS[parent_name]
-
-        pairs, pending, expected = self.dest_names(entries, rel)
-        subdirs: list[tuple[os.DirEntry[str], str, str]] = []
-        held: tuple[os.DirEntry[str], str, str] | None = None
-        files = 0
+        elif src_name is None and not self.is_session:
+            marker = REPORT  # a full pass's root: report.json waits for everything
+        pairs, frame.pending, names = self.dest_names(entries, frame.rel)
+        self.listed[frame.rel] = names
+        subdirs: list[Child] = []
+        store_top = self.is_session and src_name is None  # the root of a session
         for e, dname in pairs:
-            drel = f"{rel}/{dname}" if rel else dname
+            drel = _join(frame.rel, dname)
             if dname[0] == "." and (dname.startswith((RESERVED_PREFIX, TEMP_PREFIX))):
                 self.skip(drel, "reserved name")
+            elif store_top and dname in STORE_OWNED:
+                self.skip(drel, "the store owns it (the destination is a session)")
             elif e.is_file(follow_symlinks=False):
-                files += 1
+                frame.files += 1
                 if e.name == marker:
-                    held = (e, dname, drel)
-                elif not self.unchanged(e, dest, dname, drel):
-                    pending += self.sync(src_fd, e, dest, dname, drel, False)
+                    frame.held = (e, dname, drel)
+                else:
+                    frame.pending += self.file(frame, e, dname, drel, False)
             elif e.is_dir(follow_symlinks=False):
                 subdirs.append((e, dname, drel))
             elif e.is_symlink():
                 self.skip(drel, "symlink")
             else:
-                self.skip(drel, "special file")
+                self.skip(drel, _special_kind(e))
+        frame.subdirs = iter(subdirs)
+        return frame
 
-        for e, dname, drel in subdirs:
-            pending += self.visit_child(src_fd, e, dest, dname, drel, src_name)
-        if not files and not self.need_dir(dest, rel):  # mirror empty directories too
-            pending += 1
+    def leave(self, frame: _Frame) -> int:
+        """After the subdirectories: empty directories, then the marker; returns what is pending."""
+        try:
+            sealed = self.sealed(frame) is not None
+            if not frame.files and not sealed and self.tree.ensure(frame.dest) is None:
+                frame.pending += 1  # mirror empty directories too
+            if frame.held is not None:
+                e, dname, drel = frame.held
+                if frame.pending and not sealed:
+                    noun = "file" if frame.pending == 1 else "files"
+                    self.hold(drel, f"waiting for {frame.pending} {noun}")
+                    frame.pending += 1
+                else:
+                    frame.pending += self.file(frame, e, dname, drel, True)
+        finally:
+            self.release(frame)
+        return frame.pending
 
-        if held is not None:
-            e, dname, drel = held
-            if pending:
-                noun = "file" if pending == 1 else "files"
-                self.hold(drel, f"waiting for {pending} {noun}")
-                pending += 1
-            elif not self.unchanged(e, dest, dname, drel):
-                pending += self.sync(src_fd, e, dest, dname, drel, True)
-
-        if dest_names is not None and self.m.delete:
-            self.doomed.extend(
-                (os.path.join(dest, n), _join(rel, n)) for n in dest_names if n not in expected
-            )
-        return pending
+    def release(self, frame: _Frame) -> None:
+        self.tree.close(frame.dest)
+        if frame.owns_fd:
+            os.close(frame.src_fd)
 
     def dest_names(
         self, entries: list[os.DirEntry[str]], rel: str
@@ -297,22 +326,22 @@ class _Pass:
                 pairs.append((group[0], dname))
         return pairs, pending, groups
 
-    def visit_child(
-        self,
-        src_fd: int,
-        e: os.DirEntry[str],
-        dest: str,
-        dname: str,
-        drel: str,
-        src_name: str | None,
-    ) -> int:
+    def child(
+        self, frame: _Frame, e: os.DirEntry[str], dname: str, drel: str, *, depth: int
+    ) -> _Frame | int:
+        """Open a source subdirectory and enter it; or the pending count when it is not entered."""
         if self.dest_id is not None and e.inode() == self.dest_id[1]:
-            with contextlib.suppress(OSError):
+            try:
                 if e.stat(follow_symlinks=False).st_dev == self.dest_id[0]:
                     self.skip(drel, "the destination itself")
                     return 0
+            except OSError:
+                pass  # gone: the open below sorts it out
+        if depth >= MAX_DEPTH:
+            self.error(drel, f"deeper than {MAX_DEPTH} levels; not mirrored")
+            return 1
         try:
-            fd = os.open(e.name, _OPEN_DIR, dir_fd=src_fd)
+            fd = os.open(e.name, OPEN_DIR, dir_fd=frame.src_fd)
         except FileNotFoundError:
             return 0
         except OSError as exc:
@@ -320,76 +349,28 @@ class _Pass:
                 self.unstable(drel, "replaced during the pass")
                 return 1
             self.listing_failed = True
-            self.error(drel, f"cannot open directory: {_describe(exc)}")
+            self.error(drel, f"cannot open directory: {describe(exc)}")
             return 1
-        try:
-            if os.fstat(fd).st_ino != e.inode():
-                self.unstable(drel, "replaced during the pass")
-                return 1
-            return self.visit(fd, f"{dest}/{dname}", drel, e.name, src_name, full=False)
-        finally:
+        if os.fstat(fd).st_ino != e.inode():
             os.close(fd)
+            self.unstable(drel, "replaced during the pass")
+            return 1
+        return self.enter(fd, DestDir(frame.dest, dname, drel), e.name, frame.src_name, frame)
 
-    # -- destination ---------------------------------------------------------
+    def sealed(self, frame: _Frame) -> _Frame | None:
+        """The sealed record `frame` is in (its marker is in the destination), if any."""
+        record = frame.record
+        while record is not None:
+            if record.sealed is None:
+                assert record.parent_name is not None
+                marker = self.name(MARKERS[record.parent_name])
+                record.sealed = self.tree.lstat(record.dest, marker) is not None
+            if record.sealed:
+                return record
+            record = record.parent.record if record.parent else None
+        return None
 
-    def list_dest(self, dest: str, rel: str) -> list[str]:
-        """Destination entry names (ours excluded), sweeping stale temps on the way.
-
-        Only when the pass must see the destination's own entries: for --delete,
-        or to sweep after a pass that was interrupted (see `DIRTY_NAME`).
-        """
-        found: list[str] = []
-        temps = False
-        try:
-            with os.scandir(dest) as it:
-                for e in it:
-                    if e.name.startswith(TEMP_PREFIX):
-                        temps = True
-                    elif not e.name.startswith(RESERVED_PREFIX):
-                        found.append(e.name)
-        except FileNotFoundError:
-            pass  # not created yet: nothing to sweep or delete
-        except OSError as exc:
-            self.error(rel or ".", f"cannot list destination: {_describe(exc)}")
-            self.listing_failed = True
-        if temps:
-            try:
-                sweep_temps(Path(dest))
-            except OSError as exc:
-                self.error(rel or ".", f"cannot sweep temp files: {_describe(exc)}")
-        return found
-
-    def need_dir(self, path: str, rel: str) -> bool:
-        """Make sure the destination directory exists (a real one), creating it 0700 if not.
-
-        Checked lazily, once per pass, only before something is written below it:
-        a pass that finds every file unchanged never stats a directory.
-        """
-        if path in self.ready:
-            return True
-        parent_rel = rel.rpartition("/")[0]
-        if not self.need_dir(os.path.dirname(path), parent_rel):
-            return False
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            try:
-                self.touch()
-                os.mkdir(path, 0o700)
-            except OSError as exc:
-                self.error(rel, f"cannot create directory: {_describe(exc)}")
-                return False
-            self.created.add(path)
-            self.to_fsync.update((path, os.path.dirname(path)))
-        except OSError as exc:
-            self.error(rel, f"cannot use directory: {_describe(exc)}")
-            return False
-        else:
-            if not stat.S_ISDIR(st.st_mode):
-                self.error(rel, "the destination has a non-directory here")
-                return False
-        self.ready.add(path)
-        return True
+    # -- the in-progress flag --------------------------------------------------
 
     def touch(self) -> None:
         """Before the first change to the destination in this pass: flag it as in progress.
@@ -400,15 +381,29 @@ class _Pass:
         """
         if self.dirty:
             return
-        fd = os.open(self.dirty_path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | _CLOEXEC, 0o600)
-        os.close(fd)
+        root = self.tree.root
+        assert root.fd is not None
+        if not self.tree.check(root):
+            raise OSError(errno.ESTALE, "the destination was moved or replaced")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
+        os.close(os.open(DIRTY_NAME, flags, 0o600, dir_fd=root.fd))
         if self.m.durable:
-            fsync_dir(self.m.dest)
+            os.fsync(root.fd)
         self.dirty = True
 
     # -- one file --------------------------------------------------------------
 
-    def unchanged(self, e: os.DirEntry[str], dest: str, dname: str, drel: str) -> bool:
+    def file(self, frame: _Frame, e: os.DirEntry[str], dname: str, drel: str, marker: bool) -> int:
+        """Mirror (or, in a sealed record, only compare) one file; 1 if it is not in place."""
+        if self.unchanged(frame.dest, e, dname, drel):
+            return 0
+        record = self.sealed(frame)
+        if record is not None:
+            self.check_sealed(record, frame, e, dname, drel)
+            return 0
+        return self.sync(frame, e, dname, drel, marker)
+
+    def unchanged(self, dest: DestDir, e: os.DirEntry[str], dname: str, drel: str) -> bool:
         """The no-read fast path: two stats and a cache lookup (see `_unchanged`)."""
         cached = self.cached(drel)
         if cached is None:
@@ -417,46 +412,57 @@ class _Pass:
             st = e.stat(follow_symlinks=False)
         except OSError:
             return False  # sync() sorts out vanished files and errors
-        if not _unchanged(cached, st, f"{dest}/{dname}"):
+        if not _source_unchanged(cached, st):
+            return False
+        dst = self.tree.lstat(dest, dname)
+        if dst is None or not _dest_unchanged(cached, dst):
             return False
         self.entries[drel] = cached
         self.report.unchanged += 1
         return True
 
-    def sync(
-        self,
-        src_fd: int,
-        e: os.DirEntry[str],
-        dest: str,
-        dname: str,
-        drel: str,
-        is_marker: bool,
-    ) -> int:
-        """Copy one file that `unchanged` did not vouch for; returns 1 if it is not in place."""
+    def open_settled(
+        self, frame: _Frame, e: os.DirEntry[str], drel: str, marker: bool
+    ) -> tuple[int, os.stat_result] | int:
+        """The source file open at a settled version, or the pending count (0 or 1)."""
         try:
-            st = e.stat(follow_symlinks=False)
+            listed = e.stat(follow_symlinks=False)
         except FileNotFoundError:
             return 0
         except OSError as exc:
-            self.error(drel, _describe(exc))
+            self.error(drel, describe(exc))
             return 1
-        path = f"{dest}/{dname}"
-        # No record of what the destination holds: compare before writing (unless this
-        # pass just created the directory, which then holds nothing we did not write).
-        compare = self.cached(drel) is None and dest not in self.created and os.path.lexists(path)
         try:
-            fd, st = rd.open_source(src_fd, e.name, st, self.m.window_ns)
+            return rd.open_source(frame.src_fd, e.name, listed, self.m.window_ns)
         except rd.Vanished:
             return 0
         except rd.Unstable as exc:
-            return self.not_settled(drel, str(exc), is_marker)
+            return self.not_settled(drel, str(exc), marker)
         except OSError as exc:
-            self.error(drel, _describe(exc))
+            self.error(drel, describe(exc))
             return 1
+
+    def sync(self, frame: _Frame, e: os.DirEntry[str], dname: str, drel: str, marker: bool) -> int:
+        """Copy one file that `unchanged` did not vouch for; returns 1 if it is not in place."""
+        opened = self.open_settled(frame, e, drel, marker)
+        if isinstance(opened, int):
+            return opened
+        fd, st = opened
+        dest = frame.dest
         try:
-            done = self.copy(fd, st, dest, path, drel, compare, is_marker)
+            if marker and st.st_size > MAX_MARKER_BYTES:
+                self.hold(drel, f"torn: larger than the {MAX_MARKER_BYTES >> 20} MiB marker limit")
+                return 1
+            # No record of what the destination holds: compare before writing (unless this
+            # pass just created the directory, which then holds nothing we did not write).
+            compare = (
+                self.cached(drel) is None
+                and not dest.created
+                and self.tree.lstat(dest, dname) is not None
+            )
+            done = self.copy(fd, st, dest, dname, drel, compare, marker)
         except rd.Unstable as exc:
-            return self.not_settled(drel, str(exc), is_marker)
+            return self.not_settled(drel, str(exc), marker)
         except _HeldBack as exc:
             self.hold(drel, str(exc))
             return 1
@@ -466,7 +472,7 @@ class _Pass:
             self.error(drel, exc.problem)
             return 1
         except OSError as exc:
-            self.error(drel, _describe(exc))
+            self.error(drel, describe(exc))
             return 1
         finally:
             os.close(fd)
@@ -476,18 +482,18 @@ class _Pass:
         self,
         fd: int,
         st: os.stat_result,
-        dest: str,
-        path: str,
+        dest: DestDir,
+        dname: str,
         drel: str,
         compare: bool,
-        is_marker: bool,
+        marker: bool,
     ) -> bool:
         """Read one settled version (the open fd) and commit it; True when in place."""
         m = self.m
-        hook = functools.partial(m._on_chunk, drel) if m._on_chunk is not None else None
+        hook = self.hook(drel)
         mode = stat.S_IMODE(st.st_mode) & 0o777
         data: bytes | None = None
-        if is_marker:
+        if marker:
             sink = rd.Collect()
             rd.read_stable(fd, st, sink, self.redactor, m.chunk_size, hook)
             data = sink.data()
@@ -495,25 +501,25 @@ class _Pass:
             if problem:
                 raise _HeldBack(f"not a JSON object: {problem}")
         if compare:
-            same = self.compare(fd, st, path, data, mode, hook)
+            same = self.compare(fd, st, dest, dname, data, hook, fix_mode=mode)
             if same is not None:
                 self.entries[drel] = [*rd.signature(st), *same]
                 self.report.unchanged += 1
                 return True
-        if is_marker and m.durable:
-            self.flush()  # the record's files must be durable before its marker is
-        if not self.need_dir(dest, drel.rpartition("/")[0]):
-            return False
-        self.touch()
-        with AtomicFile(path, mode, durable=m.durable, sync_dir=False) as out:
+        if marker and m.durable:
+            self.tree.flush()  # the record's files must be durable before its marker is
+
+        def fill(out: AtomicFile) -> None:
             if data is not None:
                 out.write(data)
             else:
                 # A comparison that found a difference has read part of the fd already.
                 writer = rd.Write(out.write)
                 rd.read_stable(fd, st, writer, self.redactor, m.chunk_size, hook, rewind=compare)
-            written = out.stat()
-        self.to_fsync.add(dest)
+
+        written = self.tree.commit_file(dest, dname, mode, fill)
+        if written is None:
+            return False
         self.entries[drel] = [*rd.signature(st), *_dest_sig(written)]
         self.report.copied.append(drel)
         return True
@@ -522,20 +528,22 @@ class _Pass:
         self,
         fd: int,
         st: os.stat_result,
-        path: str,
+        dest: DestDir,
+        dname: str,
         data: bytes | None,
-        mode: int,
         hook: Callable[[], None] | None,
+        *,
+        fix_mode: int | None,
     ) -> list[int] | None:
-        """The destination's (size, mtime, ino) if it already holds exactly these bytes."""
-        try:
-            dfd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
+        """The destination's (size, mtime, ino) if it already holds exactly these bytes.
+
+        `fix_mode`: the permission bits it must have (set if not); None leaves them.
+        """
+        dfd = self.tree.open_file(dest, dname)
+        if dfd is None:
             return None
         try:
             dst = os.fstat(dfd)
-            if not stat.S_ISREG(dst.st_mode):
-                return None
             sink = rd.Compare(dfd)
             if data is not None:
                 same = sink.feed(data)
@@ -543,17 +551,47 @@ class _Pass:
                 same = rd.read_stable(fd, st, sink, self.redactor, self.m.chunk_size, hook)
             if not (same and sink.at_eof()):
                 return None
-            if stat.S_IMODE(dst.st_mode) != mode:
-                self.touch()
-                os.fchmod(dfd, mode)
+            if fix_mode is not None and stat.S_IMODE(dst.st_mode) != fix_mode:
+                self.tree.fchmod(dest, dfd, fix_mode)
             return _dest_sig(dst)
         finally:
             os.close(dfd)
 
+    def check_sealed(
+        self, record: _Frame, frame: _Frame, e: os.DirEntry[str], dname: str, drel: str
+    ) -> None:
+        """A file of a sealed record: never written; a difference is reported as diverged."""
+        opened = self.open_settled(frame, e, drel, False)
+        if isinstance(opened, int):
+            return
+        fd, st = opened
+        try:
+            same = self.compare(fd, st, frame.dest, dname, None, self.hook(drel), fix_mode=None)
+        except rd.Unstable as exc:
+            self.unstable(drel, str(exc))
+            return
+        except InvalidInput as exc:
+            self.error(drel, exc.problem)
+            return
+        except OSError as exc:
+            self.error(drel, describe(exc))
+            return
+        finally:
+            os.close(fd)
+        if same is None:
+            self.diverged.setdefault(record.rel, []).append(drel)
+        else:
+            self.entries[drel] = [*rd.signature(st), *same]
+            self.report.unchanged += 1
+
+    def hook(self, drel: str) -> Callable[[], None] | None:
+        on_chunk = self.m._on_chunk
+        return functools.partial(on_chunk, drel) if on_chunk is not None else None
+
     # -- reporting -------------------------------------------------------------
 
-    def not_settled(self, drel: str, reason: str, is_marker: bool) -> int:
-        if is_marker:
+    def not_settled(self, drel: str, reason: str, marker: bool) -> int:
+        if marker:
             self.hold(drel, f"unstable: {reason}")
         else:
             self.unstable(drel, reason)
@@ -573,75 +611,75 @@ class _Pass:
 
     # -- end of pass -----------------------------------------------------------
 
-    def flush(self) -> None:
-        """fsync every directory that got a rename or mkdir (once each)."""
-        for d in sorted(self.to_fsync):
-            try:
-                fsync_dir(Path(d))
-            except FileNotFoundError:
-                pass  # removed by --delete after being written to
-            except OSError as exc:
-                rel = os.path.relpath(d, self.m.dest)
-                self.error(rel, f"cannot fsync directory: {_describe(exc)}")
-        self.to_fsync.clear()
-
     def finish(self, subtrees: list[tuple[str, ...]] | None) -> None:
-        m = self.m
-        if m.delete:
-            if self.listing_failed:
-                self.report.delete_skipped = "the listing had errors; nothing was deleted"
-            else:
-                for path, rel in self.doomed:
-                    self.remove(path, rel)
-        if m.durable:
-            self.flush()
-        entries = self.entries
-        if subtrees is not None and () not in subtrees:
-            prefixes = tuple(
-                _join("", "/".join(self.name(p) for p in parts)) + "/" for parts in subtrees
+        """--delete, divergence by removal, the new cache, and clearing the in-progress flag."""
+        m, cache = self.m, self.cache
+        assert cache is not None
+        report = self.report
+        if m.delete and self.listing_failed:
+            report.delete_skipped = "the listing had errors; nothing was deleted"
+        elif m.delete and not cache.trusted:
+            report.delete_skipped = (
+                "the change cache is missing or untrusted (torn, or made with other secrets), "
+                "so no file is known to be this mirror's; nothing was deleted"
             )
-            kept = {k: v for k, v in self.cache.entries.items() if not k.startswith(prefixes)}
-            entries = {**kept, **entries} if self.cache.trusted else entries
-        if not (self.cache.trusted and entries == self.cache.entries):
-            self.cache.entries = entries
+        # Entries this pass did not re-establish stay ours: a file unstable now, or gone
+        # from the source, was still committed by this mirror (what --delete relies on).
+        leftovers = (
+            {k: v for k, v in cache.entries.items() if k not in self.entries}
+            if cache.trusted
+            else {}
+        )
+        if leftovers:
+            delete = m.delete and report.delete_skipped is None
+            dropped = settle_leftovers(self, leftovers, delete)
+            entries = {**{k: v for k, v in leftovers.items() if k not in dropped}, **self.entries}
+        else:
+            entries = self.entries
+        report.diverged = [
+            {
+                "path": record,
+                "reason": "the source changed after the record was sealed; not applied",
+                "files": sorted(files),
+            }
+            for record, files in sorted(self.diverged.items())
+        ]
+        root = self.tree.root
+        assert root.fd is not None
+        if not (cache.trusted and entries == cache.entries):
+            cache.entries = entries
             try:
-                doc = self.cache.document(self.redactor, m._fingerprints)
-                self.cache.save(m.dest, doc, m.durable)
+                if self.tree.check(root):
+                    self.touch()
+                    doc = cache.document(self.redactor, m._fingerprints)
+                    cache.save(root.fd, doc, m.durable)
             except OSError as exc:
-                self.error(CACHE_NAME, f"cannot write the change cache: {_describe(exc)}")
-        if self.dirty:
-            # Every temp of this pass is committed or removed, and this pass listed
-            # (and swept) the destination if the flag was set before it started.
+                self.error(CACHE_NAME, f"cannot write the change cache: {describe(exc)}")
+        if self.dirty and self.tree.check(root):
+            # Every temp of this pass is committed or removed, and this pass swept the
+            # destination if the flag was set before it started.
+            self.tree.flush()
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.dirty_path)
-
-    def remove(self, path: str, rel: str) -> None:
-        """Delete a destination entry without a source; keeps our own (reserved) names."""
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            return
-        try:
-            self.touch()
-            if stat.S_ISDIR(st.st_mode):
-                with os.scandir(path) as it:
-                    children = list(it)
-                for c in children:
-                    if not c.name.startswith(RESERVED_PREFIX) and not is_temp_name(c.name):
-                        self.remove(c.path, _join(rel, c.name))
-                with contextlib.suppress(OSError):  # not empty: something reserved is left
-                    os.rmdir(path)
-            else:
-                os.unlink(path)
-                self.report.deleted.append(rel)
-        except OSError as exc:
-            self.error(rel, f"cannot delete: {_describe(exc)}")
-            return
-        self.to_fsync.add(os.path.dirname(path))
+                os.unlink(DIRTY_NAME, dir_fd=root.fd)
 
 
 class _HeldBack(Exception):
     """A marker that must not be committed yet; the message is the reason."""
+
+
+def _special_kind(e: os.DirEntry[str]) -> str:
+    """Why a non-regular, non-directory, non-symlink entry is skipped (never opened)."""
+    try:
+        mode = e.stat(follow_symlinks=False).st_mode
+    except OSError:
+        return "special file"
+    if stat.S_ISFIFO(mode):
+        return "special file (fifo)"
+    if stat.S_ISSOCK(mode):
+        return "special file (socket)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "special file (device)"
+    return "special file"
 
 
 def _safe_name(redactor: Redactor) -> Callable[[str], str]:
@@ -669,23 +707,19 @@ def _no_entry(_rel: str) -> None:
     return None
 
 
-def _unchanged(cached: Entry, st: os.stat_result, dest_path: str) -> bool:
-    """Whether the source still is the committed version and the destination still holds it.
-
-    ctime first: it is the field that moves on every change.
-    """
-    if not (
+def _source_unchanged(cached: Entry, st: os.stat_result) -> bool:
+    """Whether the source still is the committed version. ctime first: it moves on every change."""
+    return (
         cached[2] == st.st_ctime_ns
         and cached[0] == st.st_size
         and cached[1] == st.st_mtime_ns
         and cached[3] == st.st_ino
         and cached[4] == st.st_dev
-    ):
-        return False
-    try:
-        dst = os.lstat(dest_path)
-    except OSError:
-        return False
+    )
+
+
+def _dest_unchanged(cached: Entry, dst: os.stat_result) -> bool:
+    """Whether the destination still holds the file this mirror committed."""
     return (
         cached[6] == dst.st_mtime_ns
         and cached[5] == dst.st_size

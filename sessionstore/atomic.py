@@ -10,6 +10,10 @@ propagates: a reader sees the old file or the new one, never a prefix.
 Temp names are `TEMP_PREFIX<pid>-<random>`: readers ignore them, and
 `sweep_temps` removes those whose writer is dead (or that are old), so a
 killed writer's debris is cleaned by the next run without a lock.
+
+Callers that hold a directory fd (the mirror's destination) pass `dir_fd=`
+and a bare name: every open, rename and unlink is then relative to that fd,
+so a directory swapped for a symlink after it was checked is never followed.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from pathlib import Path
 from types import TracebackType
 
 TEMP_PREFIX = ".sstmp-"
-_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
+_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
 
 
 def temp_name() -> str:
@@ -60,15 +65,19 @@ class AtomicFile:
         *,
         durable: bool = True,
         sync_dir: bool = True,
+        dir_fd: int | None = None,
     ) -> None:
         # Plain strings, not Path: the mirror creates one per copied file, and
         # pathlib parsing was a tenth of an initial copy's time.
         self.path = os.fspath(path)
+        if dir_fd is not None and os.sep in self.path:
+            raise ValueError("with dir_fd, the path must be a name in that directory")
         self.mode = mode
         self.durable = durable
         self.sync_dir = sync_dir
+        self.dir_fd = dir_fd
         self.temp = os.path.join(os.path.dirname(self.path), temp_name())
-        self._fd: int | None = os.open(self.temp, _OPEN_FLAGS, 0o600)
+        self._fd: int | None = os.open(self.temp, _OPEN_FLAGS, 0o600, dir_fd=dir_fd)
         self._done = False
         self._synced = False
         try:
@@ -106,13 +115,16 @@ class AtomicFile:
                 os.fsync(self._fd)
             fd, self._fd = self._fd, None
             os.close(fd)
-            os.replace(self.temp, self.path)
+            os.replace(self.temp, self.path, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
             self._done = True
         except BaseException:
             self.discard()
             raise
         if self.durable and self.sync_dir:
-            fsync_dir(os.path.dirname(self.path) or ".")
+            if self.dir_fd is not None:
+                os.fsync(self.dir_fd)
+            else:
+                fsync_dir(os.path.dirname(self.path) or ".")
 
     def discard(self) -> None:
         """Close and unlink the temp; safe to call more than once."""
@@ -122,7 +134,7 @@ class AtomicFile:
         if not self._done:
             self._done = True
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.temp)
+                os.unlink(self.temp, dir_fd=self.dir_fd)
 
     def __enter__(self) -> AtomicFile:
         return self
@@ -178,23 +190,35 @@ def sweep_temps(directory: Path, older_than: float = 3600.0) -> list[Path]:
     A temp of a live writer (another thread of ours included) is left alone,
     unless it is so old that its pid was surely recycled. Returns what was removed.
     """
-    removed: list[Path] = []
-    cutoff = time.time() - older_than
     try:
-        entries = list(os.scandir(directory))
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
     except FileNotFoundError:
-        return removed
+        return []
+    try:
+        return [directory / name for name in sweep_temps_at(fd, older_than)]
+    finally:
+        os.close(fd)
+
+
+def sweep_temps_at(dir_fd: int, older_than: float = 3600.0) -> list[str]:
+    """`sweep_temps` in the directory open at `dir_fd`; returns the names removed.
+
+    Everything is relative to the fd and nothing is followed, so a temp entry
+    that is a symlink is removed as a link, never through it.
+    """
+    removed: list[str] = []
+    cutoff = time.time() - older_than
+    with os.scandir(dir_fd) as it:
+        entries = [e for e in it if is_temp_name(e.name)]
     for entry in entries:
-        if not is_temp_name(entry.name):
-            continue
         try:
             if not _writer_alive(entry.name) or entry.stat(follow_symlinks=False).st_mtime < cutoff:
                 # A temp directory is a session being created (Store.create).
                 if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path)
+                    shutil.rmtree(entry.name, dir_fd=dir_fd)
                 else:
-                    os.unlink(entry.path)
-                removed.append(Path(entry.path))
+                    os.unlink(entry.name, dir_fd=dir_fd)
+                removed.append(entry.name)
         except OSError as exc:
             if exc.errno != errno.ENOENT:
                 raise

@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING
 
 from sessionstore import _mirror_copy as rd
 from sessionstore._mirror_cache import CACHE_NAME
-from sessionstore._mirror_pass import DIRTY_NAME, RESERVED_PREFIX, PassReport, _Pass
+from sessionstore._mirror_pass import DIRTY_NAME, RESERVED_PREFIX, _Pass
+from sessionstore._mirror_report import PassReport
 from sessionstore.errors import InvalidInput
 from sessionstore.layout import MARKERS, record_number
 
@@ -85,6 +86,9 @@ class Mirror:
         src, dst = self.source.resolve(), self.dest.resolve()
         if src == dst or dst in src.parents:
             raise InvalidInput("mirror", "the source must not be the destination or inside it")
+        # Resolved once, here: every pass opens this path component by component with
+        # O_NOFOLLOW, so a symlink swapped into it later is refused, never followed.
+        self.dest_real = dst
         self.redactor = redactor
         self.durable = durable
         self.delete = delete

@@ -91,7 +91,7 @@ def test_fifo_is_skipped_without_hanging(src: Path, dst: Path) -> None:
     write(src / "f", b"x")
     settle()
     report = run(src, dst)
-    assert report.skipped == [{"path": "pipe", "reason": "special file"}]
+    assert report.skipped == [{"path": "pipe", "reason": "special file (fifo)"}]
     assert tree(dst) == {"f": b"x"}
 
 

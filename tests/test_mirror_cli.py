@@ -105,10 +105,16 @@ def test_an_unset_secret_env_is_exit_1(src: Path, tmp_path: Path) -> None:
 
 def test_delete_flag_reaches_the_library(src: Path, tmp_path: Path) -> None:
     dst = tmp_path / "dst"
+    write(src / "notes.txt", b"scratch")
+    settle()
     invoke(str(src), str(dst), "--once", "--no-fsync")
-    (src / "trials" / "1" / "log.txt").unlink()
+    (src / "notes.txt").unlink()
+    (src / "trials" / "1" / "log.txt").unlink()  # in a sealed record: kept
     code, out, _ = invoke(str(src), str(dst), "--once", "--delete", "--json")
-    assert code == 0 and orjson.loads(out)["deleted"] == ["trials/1/log.txt"]
+    report = orjson.loads(out)
+    assert code == 0 and report["deleted"] == ["notes.txt"]
+    assert [d["path"] for d in report["diverged"]] == ["trials/1"]
+    assert (dst / "trials" / "1" / "log.txt").exists()
 
 
 def test_real_process_round_trip_and_no_heavy_imports(src: Path, tmp_path: Path) -> None:

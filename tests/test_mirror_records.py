@@ -69,7 +69,7 @@ def test_report_json_waits_for_the_whole_pass(src: Path, dst: Path) -> None:
     assert tree(dst)["report.json"] == b'{"best": 1}'
 
 
-def test_a_marker_already_committed_is_kept_when_the_record_is_touched(
+def test_a_committed_marker_seals_the_record_and_later_changes_are_diverged(
     src: Path, dst: Path
 ) -> None:
     write(src / "trials" / "1" / "log", b"1")
@@ -77,12 +77,19 @@ def test_a_marker_already_committed_is_kept_when_the_record_is_touched(
     settle()
     run(src, dst)
     write(src / "trials" / "1" / "trial.json", b"torn{")
+    write(src / "trials" / "1" / "log", b"rewritten")
+    write(src / "trials" / "1" / "new.txt", b"added later")
     settle()
     report = run(src, dst)
-    assert paths(report.held_back) == ["trials/1/trial.json", "report.json"] or paths(
-        report.held_back
-    ) == ["trials/1/trial.json"]
-    assert (dst / "trials" / "1" / "trial.json").read_bytes() == b'{"v": 1}'
+    assert report.ok and report.copied == [] and report.held_back == []
+    assert report.diverged == [
+        {
+            "path": "trials/1",
+            "reason": "the source changed after the record was sealed; not applied",
+            "files": ["trials/1/log", "trials/1/new.txt", "trials/1/trial.json"],
+        }
+    ]
+    assert tree(dst) == {"trials/1/log": b"1", "trials/1/trial.json": b'{"v": 1}'}
 
 
 def test_durable_marker_commit_fsyncs_the_record_first(
@@ -99,9 +106,10 @@ def test_durable_marker_commit_fsyncs_the_record_first(
             events.append("fsync " + os.readlink(f"/proc/self/fd/{fd}"))
         real_fsync(fd)
 
-    def replace(a: str, b: str) -> None:
-        events.append("rename " + str(b))
-        real_replace(a, b)
+    def replace(a: str, b: str, **kw: int) -> None:
+        where = os.readlink(f"/proc/self/fd/{kw['dst_dir_fd']}")
+        events.append(f"rename {where}/{b}")
+        real_replace(a, b, **kw)
 
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "replace", replace)

@@ -5,15 +5,18 @@ Laws checked after every pass:
   its source file had (the model keeps every version ever written);
 - markers last: a marker committed by a pass means every file its record had
   when the pass started is in the destination;
+- sealed: once a record's marker is in the destination, its files there never
+  change again, whatever the source does;
 - no temp file remains.
-And once the source is quiet, passes converge to destination == redact(source).
+And once the source is quiet, passes converge to destination == redact(source),
+sealed records excepted.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -21,7 +24,7 @@ import hypothesis.strategies as st
 import orjson
 import pytest
 from hypothesis import settings
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 from mirror_helpers import temps, tree
 
 from sessionstore._mirror_copy import coarse_tick_ns
@@ -51,11 +54,12 @@ def marker_of(n: int) -> str:
 
 
 class MirrorMachine(RuleBasedStateMachine):
-    def __init__(self) -> None:
+    def __init__(self, root: Path) -> None:
         super().__init__()
-        self.root = Path(tempfile.mkdtemp(prefix="mirror-sm-"))
+        self.root = root
         self.src, self.dst = self.root / "src", self.root / "dst"
-        self.src.mkdir()
+        self.src.mkdir(parents=True)
+        self.sealed: dict[int, dict[str, bytes]] = {}  # record -> its destination files
         self.redactor = None
         if Redactor is not None:
             self.redactor = Redactor()
@@ -193,6 +197,8 @@ class MirrorMachine(RuleBasedStateMachine):
         assert temps(self.dst) == []
         dest = tree(self.dst)
         for n in RECORD_FILES:
+            if n not in self.sealed and self.dest_path(marker_of(n)) in dest:
+                self.sealed[n] = self.record_files(dest, n)
             if self.dest_path(marker_of(n)) in report.copied:
                 prefix = f"trials/{n}/"
                 for rel in before:
@@ -218,13 +224,29 @@ class MirrorMachine(RuleBasedStateMachine):
         held = {
             marker_of(n)
             for n in RECORD_FILES
-            if marker_of(n) in source and not _is_object(source[marker_of(n)])
+            if marker_of(n) in source
+            and not _is_object(source[marker_of(n)])
+            and n not in self.sealed
         }
         expected = {self.dest_path(k): self.redact(v) for k, v in source.items() if k not in held}
         dest = tree(self.dst)
         for rel in held:
             dest.pop(self.dest_path(rel), None)
+        for n, files in self.sealed.items():
+            prefix = self.dest_path(f"trials/{n}") + "/"
+            expected = {k: v for k, v in expected.items() if not k.startswith(prefix)}
+            expected.update(files)
         assert dest == expected
+
+    def record_files(self, dest: dict[str, bytes], n: int) -> dict[str, bytes]:
+        prefix = self.dest_path(f"trials/{n}") + "/"
+        return {k: v for k, v in dest.items() if k.startswith(prefix)}
+
+    @invariant()
+    def sealed_records_never_change(self) -> None:
+        dest = tree(self.dst)
+        for n, files in self.sealed.items():
+            assert self.record_files(dest, n) == files, f"sealed trials/{n} changed"
 
     # -- the never-torn law ----------------------------------------------------
 
@@ -246,5 +268,10 @@ def _is_object(data: bytes) -> bool:
         return False
 
 
-MirrorMachine.TestCase.settings = settings(settings.default, stateful_step_count=25, deadline=None)
-test_mirror_state_machine = pytest.mark.timeout(240)(MirrorMachine.TestCase)
+@pytest.mark.timeout(240)
+def test_mirror_state_machine(tmp_path: Path) -> None:
+    runs = itertools.count()
+    run_state_machine_as_test(
+        lambda: MirrorMachine(tmp_path / f"run{next(runs)}"),
+        settings=settings(settings.default, stateful_step_count=25, deadline=None),
+    )

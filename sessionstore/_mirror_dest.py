@@ -1,0 +1,373 @@
+"""The mirror's destination: a tree it touches only through directory file descriptors.
+
+Every destination directory is a `DestDir`, opened lazily with
+`O_NOFOLLOW|O_DIRECTORY` relative to its parent's fd, down from `/` (the
+destination root's own ancestors are nodes too). No path string is resolved
+after the root's path was: a symlink or a non-directory where a directory
+belongs fails the open (`ELOOP`/`ENOTDIR`) and makes that subtree an error,
+reported once, whether it was planted before the pass or swapped in during it.
+
+An open fd keeps pointing at its directory wherever that directory is moved,
+so before every change (mkdir, temp create, rename, chmod, unlink, rmdir,
+sweep) `check` re-validates the chain: each node's entry in its parent must
+still be the inode the fd holds, up to `/`. A directory moved out of the
+tree or replaced mid-pass is then refused before anything is written through
+it. Reads (lstat for the no-op fast path) use the fds without the check: they
+change nothing.
+
+Directory fsyncs are batched per directory: a touched directory is fsynced
+once, when the walk leaves it (`close`), or earlier by `flush` (before a
+record's marker).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable
+
+from sessionstore.atomic import AtomicFile, sweep_temps_at
+
+_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
+OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
+# O_NONBLOCK: a fifo planted in the destination must not hang a comparison.
+_OPEN_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
+
+_UNKNOWN, _OPEN, _MISSING, _BAD = range(4)
+
+ErrorSink = Callable[[str, str], None]
+
+
+def describe(exc: OSError) -> str:
+    """An OS error without its file name (a source name may hold a secret)."""
+    name = errno.errorcode.get(exc.errno or 0, "")
+    text = exc.strerror or type(exc).__name__
+    return f"{text} ({name})" if name else text
+
+
+def _open_problem(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "a symlink is where a directory belongs; nothing is written through it"
+    if exc.errno == errno.ENOTDIR:
+        return "a non-directory is where a directory belongs"
+    return f"cannot open directory: {describe(exc)}"
+
+
+class DestDir:
+    """One destination directory: its place (parent node + name) and, once opened, its fd.
+
+    `rel` is the destination-relative path reported for it ("" for the root,
+    "." for the root's ancestors).
+    """
+
+    __slots__ = ("created", "fd", "ident", "name", "parent", "rel", "state", "touched")
+
+    def __init__(self, parent: DestDir | None, name: str, rel: str) -> None:
+        self.parent = parent
+        self.name = name
+        self.rel = rel
+        self.fd: int | None = None
+        self.state = _UNKNOWN
+        self.ident: tuple[int, int] | None = None  # the fd's (dev, ino), taken at first check
+        self.created = False  # by this pass: holds nothing we did not write
+        self.touched = False  # changed since its last fsync
+
+    @property
+    def shown(self) -> str:
+        return self.rel or "."
+
+
+class DestTree:
+    """The destination of one pass: root chain, lazily opened directories, every change.
+
+    `error(path, message)` receives one line per unusable directory;
+    `before_change()` runs before the first change of the pass (the in-progress flag).
+    """
+
+    def __init__(self, error: ErrorSink, before_change: Callable[[], None], durable: bool) -> None:
+        self.error = error
+        self.before_change = before_change
+        self.durable = durable
+        self.root = DestDir(None, "", "")
+        self._chain: list[DestDir] = []  # "/" down to the root's parent, open for the pass
+        self._unsynced: set[DestDir] = set()
+
+    # -- the root ----------------------------------------------------------------
+
+    def open_root(self, path: str) -> bool:
+        """Open the (absolute, resolved) destination root component by component.
+
+        Missing components are created 0700. False (with the error reported)
+        when a component is a symlink, not a directory, or unusable.
+        """
+        parts = [p for p in path.split("/") if p]
+        if not parts:
+            self.error(".", "destination: the filesystem root is not a mirror destination")
+            return False
+        node = DestDir(None, "/", ".")
+        node.fd = os.open("/", OPEN_DIR)
+        node.state = _OPEN
+        self._chain.append(node)
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            child = self.root if last else DestDir(node, part, ".")
+            child.parent, child.name = node, part
+            try:
+                child.fd = os.open(part, OPEN_DIR, dir_fd=node.fd)
+            except FileNotFoundError:
+                # No in-progress flag for these: a new directory holds no temps to sweep.
+                if self._make(child, flag=False) is None:
+                    return False
+            except OSError as exc:
+                where = "/" + "/".join(parts[: i + 1])
+                self.error(".", f"destination: {where}: {_open_problem(exc)}")
+                return False
+            else:
+                child.state = _OPEN
+            if not last:
+                self._chain.append(child)
+            node = child
+        return True
+
+    # -- opening directories ------------------------------------------------------
+
+    def fd_of(self, d: DestDir, *, quiet: bool = False) -> int | None:
+        """The directory's fd, opening it (and its ancestors) if needed; None if missing or bad.
+
+        A symlink or non-directory is reported once (unless `quiet`); below a bad
+        or missing directory everything is missing, silently.
+        """
+        if d.state == _OPEN:
+            return d.fd
+        if d.state != _UNKNOWN:
+            return None
+        # Open the unknown ancestors top-down, without recursion.
+        pending = [d]
+        while pending[-1].parent is not None and pending[-1].parent.state == _UNKNOWN:
+            pending.append(pending[-1].parent)
+        for node in reversed(pending):
+            parent = node.parent
+            if parent is None or parent.state != _OPEN:
+                node.state = _MISSING
+                continue
+            assert parent.fd is not None
+            try:
+                node.fd = os.open(node.name, OPEN_DIR, dir_fd=parent.fd)
+            except FileNotFoundError:
+                node.state = _MISSING
+            except OSError as exc:
+                node.state = _BAD
+                if not quiet:
+                    self.error(node.shown, _open_problem(exc))
+            else:
+                node.state = _OPEN
+        return d.fd if d.state == _OPEN else None
+
+    def ensure(self, d: DestDir) -> int | None:
+        """The directory's fd, creating it and missing ancestors (0700); None if it cannot be."""
+        fd = self.fd_of(d)
+        if fd is not None or d.state == _BAD:
+            return fd
+        missing = [d]
+        while missing[-1].parent is not None and missing[-1].parent.state == _MISSING:
+            missing.append(missing[-1].parent)
+        top = missing[-1].parent
+        if top is None or top.state != _OPEN:
+            return None  # below a bad directory: reported there
+        for node in reversed(missing):
+            if self._make(node) is None:
+                return None
+        return d.fd
+
+    def _make(self, d: DestDir, *, flag: bool = True) -> int | None:
+        parent = d.parent
+        assert parent is not None and parent.fd is not None
+        if not self.check(parent):
+            return None
+        try:
+            if flag:
+                self.before_change()
+            os.mkdir(d.name, 0o700, dir_fd=parent.fd)
+        except FileExistsError:
+            pass  # created meanwhile: opened below like any other
+        except OSError as exc:
+            d.state = _BAD
+            self.error(d.shown, f"cannot create directory: {describe(exc)}")
+            return None
+        else:
+            d.created = True
+            self._touch(parent)
+            self._touch(d)
+        d.state = _UNKNOWN
+        return self.fd_of(d)
+
+    def check(self, d: DestDir) -> bool:
+        """Whether `d` and every ancestor still sit where they were opened (before a change).
+
+        A mismatch marks that node bad and reports it once; below it, False silently.
+        """
+        node: DestDir | None = d
+        while node is not None and node.parent is not None:
+            if node.state != _OPEN:
+                return False
+            assert node.fd is not None and node.parent.fd is not None
+            try:
+                if node.ident is None:
+                    own = os.fstat(node.fd)
+                    node.ident = (own.st_dev, own.st_ino)
+                here = os.stat(node.name, dir_fd=node.parent.fd, follow_symlinks=False)
+            except OSError:
+                here = None
+            if here is None or (here.st_dev, here.st_ino) != node.ident:
+                node.state = _BAD
+                self.error(node.shown, "moved or replaced during the pass; nothing written there")
+                return False
+            node = node.parent
+        return True
+
+    # -- reading ------------------------------------------------------------------
+
+    def lstat(self, d: DestDir, name: str) -> os.stat_result | None:
+        """lstat of an entry (None if it, or its directory, is missing or unusable)."""
+        fd = self.fd_of(d)
+        if fd is None:
+            return None
+        try:
+            return os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            return None
+
+    def open_file(self, d: DestDir, name: str) -> int | None:
+        """A read fd on a regular file (never a symlink, never blocking on a fifo), else None."""
+        fd = self.fd_of(d)
+        if fd is None:
+            return None
+        try:
+            ffd = os.open(name, _OPEN_READ, dir_fd=fd)
+        except OSError:
+            return None
+        try:
+            ok = stat.S_ISREG(os.fstat(ffd).st_mode)
+        except OSError:
+            ok = False
+        if not ok:
+            os.close(ffd)
+            return None
+        return ffd
+
+    def names(self, d: DestDir) -> list[str] | None:
+        """Entry names of an existing directory (None if missing or unusable)."""
+        fd = self.fd_of(d)
+        if fd is None:
+            return None
+        with os.scandir(fd) as it:
+            return [e.name for e in it]
+
+    # -- changing -------------------------------------------------------------------
+
+    def commit_file(
+        self, d: DestDir, name: str, mode: int, fill: Callable[[AtomicFile], None]
+    ) -> os.stat_result | None:
+        """Write `name` in `d` atomically (`fill` writes the bytes); the new file's fstat.
+
+        None, with nothing left behind, when `d` cannot be created or fails its
+        check: the chain is checked before the temp is created and again just
+        before the rename. Errors of `fill` propagate (the temp is removed).
+        """
+        fd = self.ensure(d)
+        if fd is None or not self.check(d):
+            return None
+        self.before_change()
+        with AtomicFile(name, mode, durable=self.durable, sync_dir=False, dir_fd=fd) as out:
+            fill(out)
+            written = out.stat()
+            if not self.check(d):
+                out.discard()
+                return None
+        self._touch(d)
+        return written
+
+    def fchmod(self, d: DestDir, fd: int, mode: int) -> None:
+        if self.check(d):
+            self.before_change()
+            os.fchmod(fd, mode)
+
+    def unlink(self, d: DestDir, name: str) -> bool:
+        """Remove a file entry; False if `d` failed its check (reported) or it was gone."""
+        fd = self.fd_of(d)
+        if fd is None or not self.check(d):
+            return False
+        self.before_change()
+        try:
+            os.unlink(name, dir_fd=fd)
+        except FileNotFoundError:
+            return False
+        self._touch(d)
+        return True
+
+    def rmdir(self, d: DestDir, name: str) -> bool:
+        """Remove an empty directory entry; False when it is not empty (or anything else)."""
+        fd = self.fd_of(d)
+        if fd is None or not self.check(d):
+            return False
+        self.before_change()
+        try:
+            os.rmdir(name, dir_fd=fd)
+        except OSError:
+            return False
+        self._touch(d)
+        return True
+
+    def sweep(self, d: DestDir) -> None:
+        """Remove dead temps in `d` (after an interrupted pass)."""
+        fd = self.fd_of(d)
+        if fd is None or not self.check(d):
+            return
+        try:
+            if sweep_temps_at(fd):
+                self._touch(d)
+        except OSError as exc:
+            self.error(d.shown, f"cannot sweep temp files: {describe(exc)}")
+
+    # -- fsync and closing ------------------------------------------------------------
+
+    def _touch(self, d: DestDir) -> None:
+        if self.durable and not d.touched:
+            d.touched = True
+            self._unsynced.add(d)
+
+    def _sync(self, d: DestDir) -> None:
+        self._unsynced.discard(d)
+        d.touched = False
+        if d.fd is None:
+            return
+        try:
+            os.fsync(d.fd)
+        except OSError as exc:
+            self.error(d.shown, f"cannot fsync directory: {describe(exc)}")
+
+    def flush(self) -> None:
+        """fsync every directory changed so far (before a marker's rename)."""
+        for d in list(self._unsynced):
+            self._sync(d)
+
+    def close(self, d: DestDir) -> None:
+        """The walk left `d`: fsync it if it changed, close its fd (the root stays open)."""
+        if d.touched:
+            self._sync(d)
+        if d is not self.root:
+            self._close(d)
+
+    def _close(self, d: DestDir) -> None:
+        if d.fd is not None:
+            os.close(d.fd)
+            d.fd = None
+        if d.state == _OPEN:
+            d.state = _UNKNOWN
+
+    def close_all(self) -> None:
+        """End of pass: fsync what is left, close the root and its ancestors."""
+        self.flush()
+        for d in [self.root, *reversed(self._chain)]:
+            self._close(d)

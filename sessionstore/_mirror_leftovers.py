@@ -1,0 +1,171 @@
+"""After the walk: files the change cache says this mirror wrote, that the pass did not see.
+
+The cache is the mirror's record of ownership: a key is a destination file
+this mirror committed (or found already identical to its source). A key the
+pass did not re-establish is a *leftover*: unstable this time, under a
+directory that was not listed, or *gone* from the source. Gone means that
+some directory on its path was listed in this pass and the next name on the
+path was not in that listing, so an unreadable or unvisited directory never
+looks like an empty one.
+
+For each gone key, walking the destination through directory fds in sorted
+order (one fd per level, never a path string):
+
+- inside a sealed record (its marker is in the destination): never deleted;
+  if the record is still in the source, the removal is a divergence;
+- with --delete, deleted only if it is still the very file the mirror wrote
+  (same size, mtime and inode as the cache says) and not one of the store's
+  own files; then emptied directories whose source is gone are removed too.
+"""
+
+from __future__ import annotations
+
+import stat
+from collections.abc import Container
+from typing import TYPE_CHECKING
+
+from sessionstore._mirror_cache import Entry
+from sessionstore._mirror_dest import DestDir, DestTree, describe
+from sessionstore.layout import CONSTRAINTS, MANIFEST, MARKERS, REPORT, record_number
+
+if TYPE_CHECKING:
+    from sessionstore._mirror_pass import _Pass
+
+# Files at the top of a session that only the store writes.
+STORE_OWNED = frozenset([MANIFEST, CONSTRAINTS, REPORT])
+# Directories at the top of a session that the store creates; never removed when emptied.
+_STORE_DIRS = frozenset(MARKERS)
+
+
+def is_gone(rel: str, listed: dict[str, Container[str]]) -> bool:
+    """Whether this pass's listings prove `rel` is no longer in the source."""
+    where = ""
+    for part in rel.split("/"):
+        names = listed.get(where)
+        if names is None:
+            return False  # not listed in this pass: cannot tell
+        if part not in names:
+            return True
+        where = f"{where}/{part}" if where else part
+    return False
+
+
+class _Level:
+    """One open destination directory on the current path, and what it knows."""
+
+    __slots__ = ("dir", "emptied", "sealed")
+
+    def __init__(self, d: DestDir, sealed: str | None) -> None:
+        self.dir = d
+        self.sealed = sealed  # the sealed record this directory is in, if any
+        self.emptied = False  # something below it was deleted
+
+
+class _Walker:
+    """Opens destination directories along sorted paths, closing (and maybe removing) on the way."""
+
+    def __init__(self, run: _Pass, delete: bool) -> None:
+        self.run = run
+        self.tree: DestTree = run.tree
+        self.delete = delete
+        self.stack = [_Level(self.tree.root, None)]
+
+    def to(self, rel: str) -> _Level | None:
+        """The open level for destination directory `rel` ("" the root); None if not there."""
+        parts = rel.split("/") if rel else []
+        while len(self.stack) > len(parts) + 1 or not self._on_path(parts):
+            self.pop()
+        for part in parts[len(self.stack) - 1 :]:
+            top = self.stack[-1]
+            here = f"{top.dir.rel}/{part}" if top.dir.rel else part
+            d = DestDir(top.dir, part, here)
+            if self.tree.fd_of(d, quiet=True) is None:
+                return None
+            self.stack.append(_Level(d, top.sealed or self._sealed_record(d)))
+        return self.stack[-1]
+
+    def _on_path(self, parts: list[str]) -> bool:
+        depth = len(self.stack) - 1
+        rel = "/".join(parts[:depth])
+        return self.stack[-1].dir.rel == rel
+
+    def _sealed_record(self, d: DestDir) -> str | None:
+        parent = d.parent
+        if parent is None or parent.name not in MARKERS or record_number(d.name) is None:
+            return None
+        marker = self.run.name(MARKERS[parent.name])
+        return d.rel if self.tree.lstat(d, marker) is not None else None
+
+    def pop(self) -> None:
+        level = self.stack.pop()
+        d = level.dir
+        self.tree.close(d)
+        parent = self.stack[-1]
+        if level.emptied and self._removable(level) and self.tree.rmdir(parent.dir, d.name):
+            parent.emptied = True
+
+    def _removable(self, level: _Level) -> bool:
+        rel = level.dir.rel
+        if level.sealed or (self.run.is_session and rel in _STORE_DIRS):
+            return False
+        return is_gone(rel, self.run.listed)
+
+    def close(self) -> None:
+        while len(self.stack) > 1:
+            self.pop()
+
+
+def settle_leftovers(run: _Pass, leftovers: dict[str, Entry], delete: bool) -> set[str]:
+    """Report removals from sealed records, delete (with `delete`); the keys no longer ours."""
+    listed = run.listed
+    walker = _Walker(run, delete)
+    dropped: set[str] = set()
+    try:
+        for key in sorted(k for k in leftovers if is_gone(k, listed)):
+            top = "/" not in key
+            if not delete and not _may_be_in_record(key):
+                continue  # nothing to report or do: it just stays in the destination
+            where, _, name = key.rpartition("/")
+            level = walker.to(where)
+            if level is None:
+                dropped.add(key)  # its directory is gone from the destination too
+                continue
+            if level.sealed is not None:
+                if level.sealed in listed:  # the record is still in the source
+                    run.diverged.setdefault(level.sealed, []).append(key)
+                continue
+            if not delete or (top and run.is_session and name in STORE_OWNED):
+                continue
+            if _remove_if_ours(run, level, name, key, leftovers[key]):
+                dropped.add(key)
+    finally:
+        walker.close()
+    return dropped
+
+
+def _may_be_in_record(key: str) -> bool:
+    parts = key.split("/")
+    return any(
+        parts[i - 1] in MARKERS and record_number(parts[i]) is not None
+        for i in range(1, len(parts) - 1)
+    )
+
+
+def _remove_if_ours(run: _Pass, level: _Level, name: str, key: str, entry: Entry) -> bool:
+    """Delete `name` if it is still the file the mirror committed; True if the key is dropped."""
+    tree = run.tree
+    st = tree.lstat(level.dir, name)
+    if st is None:
+        return True
+    if not (stat.S_ISREG(st.st_mode) and [st.st_size, st.st_mtime_ns, st.st_ino] == entry[5:8]):
+        run.skip(key, "not deleted: changed in the destination since this mirror wrote it")
+        return True
+    try:
+        removed = tree.unlink(level.dir, name)
+    except OSError as exc:
+        run.error(key, f"cannot delete: {describe(exc)}")
+        return False
+    if removed:
+        run.report.deleted.append(key)
+        level.emptied = True
+    return removed

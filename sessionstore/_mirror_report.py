@@ -1,0 +1,64 @@
+"""What one mirror pass did: `PassReport`, and its JSON form."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class PassReport:
+    """What one pass did. Paths are destination (name-redacted) paths relative to its root.
+
+    Messages never contain file content, secret values or source names.
+    `diverged` lists sealed records whose source changed after they were
+    sealed: `{path: record, reason, files: [changed, added or removed files]}`;
+    the change was not applied.
+    """
+
+    source_missing: bool = False
+    copied: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    unstable: list[dict[str, str]] = field(default_factory=list)
+    held_back: list[dict[str, str]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    diverged: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[dict[str, str]] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    delete_skipped: str | None = None
+    duration: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when no file failed because of an error (unstable and held back are fine)."""
+        return not self.errors
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (non-UTF-8 name bytes shown as backslash escapes)."""
+        return {
+            "ok": self.ok,
+            "source_missing": self.source_missing,
+            "copied": [show(p) for p in self.copied],
+            "unchanged": self.unchanged,
+            "unstable": _show_items(self.unstable),
+            "held_back": _show_items(self.held_back),
+            "skipped": _show_items(self.skipped),
+            "diverged": [
+                {**item, "path": show(item["path"]), "files": [show(f) for f in item["files"]]}
+                for item in self.diverged
+            ],
+            "errors": _show_items(self.errors),
+            "deleted": [show(p) for p in self.deleted],
+            "delete_skipped": self.delete_skipped,
+            "duration": round(self.duration, 6),
+        }
+
+
+def show(path: str) -> str:
+    """A destination path as valid UTF-8 (undecodable bytes as backslash escapes)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _show_items(items: list[dict[str, str]]) -> list[dict[str, str]]:
+    return [{k: show(v) if k == "path" else v for k, v in item.items()} for item in items]
