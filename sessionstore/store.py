@@ -252,8 +252,9 @@ class Collection:
     def _open(self) -> Iterator[int | None]:
         """The collection's directory fd (`O_NOFOLLOW`), or None when there is no usable one.
 
-        A `trials/` that is missing, a symlink or not a directory holds no
-        records: reading through it could reach anything.
+        A `trials/` that is missing, unreadable, a symlink or not a directory
+        holds no records: reading through a symlink could reach anything, and
+        one session's odd collection must not break a listing of the store.
         """
         try:
             fd = fsread.open_dir(self.path)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -59,10 +59,10 @@ class Progress:
 def planned_trials(session: Session) -> int | None:
     """The manifest's planned trial count, if it is a positive integer."""
     value = (session.manifest or {}).get("trials")
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    return value if _is_int(value) and value > 0 else None
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
