@@ -118,8 +118,12 @@ def record_dir_fd(n: int, path: Path) -> int:
 
 
 def _unreadable_dir(n: int, path: Path, marker: str, exc: OSError) -> Record:
-    """A record whose directory cannot be opened safely: torn, the marker never read."""
-    error = f"{marker}: not read, the record directory {fsread.problem(exc)}"
+    """A record whose directory cannot be opened safely: torn, the marker never read.
+
+    The error names the entry at fault: the record directory or the collection.
+    """
+    name = exc.filename if isinstance(exc.filename, str) else path.name
+    error = f"{marker}: not read: {Path(name).name!r} {fsread.problem(exc)}"
     return Record(n, path, RecordState.TORN, None, error)
 
 

@@ -105,6 +105,19 @@ def test_a_fifo_verification_marker_is_torn(tmp_path: Path) -> None:
     assert one["phase"] == "verifying"
 
 
+def test_a_fifo_collection_holds_no_records_and_wait_returns(tmp_path: Path) -> None:
+    store, _, bad = make_store(tmp_path)
+    for name in ("trials", "service"):
+        os.rename(bad.path / name, bad.path / f"{name}-old")
+        os.mkfifo(bad.path / name)
+    assert listing(store)["bad"]["trial_counts"] == {"completed": 0, "in_flight": 0, "torn": 0}
+    result = run_cli("wait", "bad", "--trial", "1", "--timeout", "2", "--store", str(store.root))
+    assert result.returncode == 1
+    assert "trial.json: not read: 'trials' is a FIFO, not a directory" in result.stderr
+    checked = run_cli("check", "bad", "--attempt", "1", "--store", str(store.root))
+    assert checked.returncode == 4
+
+
 def test_wait_on_a_fifo_marker_returns_torn_within_its_timeout(tmp_path: Path) -> None:
     store, _, bad = make_store(tmp_path)
     writer = bad.trials.begin()
@@ -183,7 +196,7 @@ def test_symlinks_are_torn_or_foreign_and_nothing_outside_is_ever_read(tmp_path:
     assert orjson.loads(outputs[2].stdout)["trials"] == []
     not_a_dir = "is a symlink (never followed), not a directory"
     assert outputs[4].returncode == 1
-    assert f"trial.json: not read, the record directory {not_a_dir}" in outputs[4].stderr
+    assert f"trial.json: not read: '2' {not_a_dir}" in outputs[4].stderr
     assert outputs[5].returncode == 4
     assert outputs[6].returncode == 1  # no trial can be ranked: the only marker is torn
 
