@@ -14,6 +14,9 @@ from sessionstore import fsread
 # A marker is a small document; anything bigger is almost certainly not one and
 # reading it whole would let a stray file stall a listing.
 MAX_MARKER_BYTES = 64 * 1024 * 1024
+# Levels of JSON that outputs may put around a file's object (with room to spare):
+# a file nested deeper than orjson's 254-level limit minus this is torn.
+ENVELOPE_DEPTH = 8
 
 
 def dumps(obj: Any) -> bytes:
@@ -62,9 +65,11 @@ def to_object(value: Any, source: str) -> dict[str, Any]:
 def parse_object(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
     """(object, None) if `data` is a JSON object that can be written back, else (None, why not).
 
-    orjson parses nesting up to 1024 levels but emits at most 254: a marker
+    orjson parses nesting up to 1024 levels but writes at most 254: a marker
     deeper than that would crash every `--json` output that includes it, so
-    it is torn like any other marker that is not a usable JSON object.
+    it is torn like any other marker that is not a usable JSON object. The
+    check writes it inside `ENVELOPE_DEPTH` levels, the most any output wraps
+    a file in (`inspect --json` puts a marker at trials[i].record).
     """
     if not data:
         return None, "empty file"
@@ -74,8 +79,11 @@ def parse_object(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"invalid JSON: {exc}"
     if not isinstance(value, dict):
         return None, f"not a JSON object (a JSON {type(value).__name__})"
+    wrapped: Any = value
+    for _ in range(ENVELOPE_DEPTH):
+        wrapped = [wrapped]
     try:
-        orjson.dumps(value)
+        orjson.dumps(wrapped)
     except TypeError as exc:
         return None, f"cannot be written back as JSON ({exc}): nested too deeply"
     return value, None

@@ -248,7 +248,7 @@ def nested(depth: int) -> bytes:
     return b'{"deep": ' + b"[" * depth + b"]" * depth + b"}"
 
 
-@pytest.mark.parametrize("depth", [254, 300, 1000])
+@pytest.mark.parametrize("depth", [246, 254, 300, 1000])
 def test_a_marker_too_deep_to_write_back_is_torn_and_json_output_never_crashes(
     tmp_path: Path, depth: int
 ) -> None:
@@ -279,9 +279,10 @@ def test_a_manifest_too_deep_to_write_back_is_torn(tmp_path: Path) -> None:
 
 
 def test_a_deep_but_writable_marker_is_completed(tmp_path: Path) -> None:
-    _, _, bad = make_store(tmp_path)
-    (bad.trials.path / "1" / "trial.json").write_bytes(nested(200))
+    store, _, bad = make_store(tmp_path)
+    (bad.trials.path / "1" / "trial.json").write_bytes(nested(245))  # 246 levels with its object
     assert bad.trials.records()[0].state is RecordState.COMPLETED
+    assert detail(store, "bad")["trials"][0]["record"] == orjson.loads(nested(245))
 
 
 @pytest.mark.parametrize(
