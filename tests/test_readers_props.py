@@ -3,13 +3,15 @@
 Hypothesis writes arbitrary JSON (deep nesting, big numbers, wrong types for
 every well-known manifest field) as the manifest, constraints, report and
 markers; the list and detail views, their JSON and their tables are built
-each time. Nothing may raise, every status is one of the documented ones,
-and the JSON always re-parses.
+each time; FIFOs, symlinks to an outside file and directories are planted
+in their place too. Nothing may raise or hang, every status is one of the
+documented ones, the JSON always serializes, and nothing outside is read.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -45,19 +47,33 @@ MANIFEST_KEYS = [
 ]
 manifests = st.dictionaries(st.sampled_from(MANIFEST_KEYS), json_values, max_size=6)
 deep = st.integers(200, 1100).map(lambda d: b'{"x": ' + b"[" * d + b"]" * d + b"}")
-documents = json_values.map(orjson.dumps) | deep | st.binary(max_size=20)
+# Bytes to write, or the kind of entry to plant instead of a file.
+KINDS = ("fifo", "symlink-out", "directory")
+documents = json_values.map(orjson.dumps) | deep | st.binary(max_size=20) | st.sampled_from(KINDS)
 
 _counter = itertools.count()
 
 
-def planted(root: Path, manifest: dict[str, Any], files: dict[str, bytes]) -> Store:
+def planted(root: Path, manifest: dict[str, Any], files: dict[str, bytes | str]) -> Store:
     store = Store(root / f"case{next(_counter)}")
     session = store.create(id="s", pid=None)
     session.trials.begin().complete({"benchmark": {"metrics": {"output_tok_per_s": 1}}})
     session.trials.begin()
     (session.path / "session.json").write_bytes(orjson.dumps({"id": "s", **manifest}))
+    outside = root / "outside.json"
+    outside.write_bytes(b'{"secret": "OUTSIDE"}')
     for rel, data in files.items():
-        (session.path / rel).write_bytes(data)
+        path = session.path / rel
+        path.unlink(missing_ok=True)
+        if data == "fifo":
+            os.mkfifo(path)
+        elif data == "symlink-out":
+            path.symlink_to(outside)
+        elif data == "directory":
+            path.mkdir()
+        else:
+            assert isinstance(data, bytes)
+            path.write_bytes(data)
     return store
 
 
@@ -70,15 +86,23 @@ def planted(root: Path, manifest: dict[str, Any], files: dict[str, bytes]) -> St
     marker=documents,
 )
 def test_reading_any_json_never_raises(
-    tmp_path: Path, manifest: dict[str, Any], constraints: bytes, report: bytes, marker: bytes
+    tmp_path: Path,
+    manifest: dict[str, Any],
+    constraints: bytes | str,
+    report: bytes | str,
+    marker: bytes | str,
 ) -> None:
-    files = {"constraints.json": constraints, "report.json": report, "trials/2/trial.json": marker}
+    files: dict[str, bytes | str] = {
+        "constraints.json": constraints,
+        "report.json": report,
+        "trials/2/trial.json": marker,
+    }
     store = planted(tmp_path, manifest, files)
     views = [SessionView.load(s) for s in store.sessions()]
     assert [v.status in STATUSES for v in views] == [True]
     orjson.loads(orjson.dumps([v.summary() for v in views]))
     view = SessionView.load(Session.open(store.root / "s"))
     detail = view.detail()
-    orjson.loads(orjson.dumps(detail))
+    assert b"OUTSIDE" not in orjson.dumps(detail)
     render(session_list, views, store.root, width=80)
     render(session_detail, view, detail["lineage"], width=80)
