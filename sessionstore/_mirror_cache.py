@@ -160,13 +160,12 @@ def _read(root_fd: int) -> dict[str, Any] | None:
     files = doc.get("files")
     if not isinstance(files, dict):
         return None
-    decoded: dict[str, Entry] = {}
-    try:
-        for key, value in files.items():
-            if type(value) is not list or len(value) != ENTRY_LEN:
-                return None
-            decoded[_decode_key(key)] = value
-    except ValueError:
+    # Read on every pass, the no-op one too: whole-dict checks instead of a loop per entry.
+    if not all(type(v) is list and len(v) == ENTRY_LEN for v in files.values()):
         return None
-    doc["files"] = decoded
+    if any(k[:1] == "\0" for k in files):  # only non-UTF-8 names are encoded
+        try:
+            doc["files"] = {_decode_key(k): v for k, v in files.items()}
+        except ValueError:
+            return None
     return doc

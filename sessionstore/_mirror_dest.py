@@ -27,10 +27,14 @@ import os
 import stat
 from collections.abc import Callable
 
-from sessionstore.atomic import AtomicFile, sweep_temps_at
+from sessionstore.atomic import AtomicFile, fsync_dir, sweep_temps_at
 
 _CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
 OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
+# Destination directories are only ever used as `dir_fd=` anchors (and fstat'ed), which
+# an O_PATH fd serves at a lower open and close cost than a readable one: the no-op
+# pass opens one per directory. Listing and fsync reopen "." through it.
+_OPEN_PATH = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
 # O_NONBLOCK: a fifo planted in the destination must not hang a comparison.
 _OPEN_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
 
@@ -46,10 +50,15 @@ def describe(exc: OSError) -> str:
     return f"{text} ({name})" if name else text
 
 
-def _open_problem(exc: OSError) -> str:
-    if exc.errno == errno.ELOOP:
-        return "a symlink is where a directory belongs; nothing is written through it"
-    if exc.errno == errno.ENOTDIR:
+def _open_problem(exc: OSError, parent_fd: int, name: str) -> str:
+    """Why `name` could not be opened as a directory (O_PATH says ENOTDIR for a symlink)."""
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        try:
+            link = stat.S_ISLNK(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode)
+        except OSError:
+            link = exc.errno == errno.ELOOP
+        if link:
+            return "a symlink is where a directory belongs; nothing is written through it"
         return "a non-directory is where a directory belongs"
     return f"cannot open directory: {describe(exc)}"
 
@@ -85,11 +94,13 @@ class DestTree:
     `before_change()` runs before the first change of the pass (the in-progress flag).
     """
 
-    def __init__(self, error: ErrorSink, before_change: Callable[[], None], durable: bool) -> None:
+    def __init__(
+        self, root: DestDir, error: ErrorSink, before_change: Callable[[], None], durable: bool
+    ) -> None:
         self.error = error
         self.before_change = before_change
         self.durable = durable
-        self.root = DestDir(None, "", "")
+        self.root = root  # placed under its parent by `open_root`
         self._chain: list[DestDir] = []  # "/" down to the root's parent, open for the pass
         self._unsynced: set[DestDir] = set()
 
@@ -106,7 +117,7 @@ class DestTree:
             self.error(".", "destination: the filesystem root is not a mirror destination")
             return False
         node = DestDir(None, "/", ".")
-        node.fd = os.open("/", OPEN_DIR)
+        node.fd = os.open("/", _OPEN_PATH)
         node.state = _OPEN
         self._chain.append(node)
         for i, part in enumerate(parts):
@@ -114,14 +125,14 @@ class DestTree:
             child = self.root if last else DestDir(node, part, ".")
             child.parent, child.name = node, part
             try:
-                child.fd = os.open(part, OPEN_DIR, dir_fd=node.fd)
+                child.fd = os.open(part, _OPEN_PATH, dir_fd=node.fd)
             except FileNotFoundError:
                 # No in-progress flag for these: a new directory holds no temps to sweep.
                 if self._make(child, flag=False) is None:
                     return False
             except OSError as exc:
                 where = "/" + "/".join(parts[: i + 1])
-                self.error(".", f"destination: {where}: {_open_problem(exc)}")
+                self.error(".", f"destination: {where}: {_open_problem(exc, node.fd, part)}")
                 return False
             else:
                 child.state = _OPEN
@@ -142,27 +153,34 @@ class DestTree:
             return d.fd
         if d.state != _UNKNOWN:
             return None
+        parent = d.parent
+        if parent is not None and parent.state == _OPEN:  # the walk's case: one open
+            self._open(d, parent, quiet)
+            return d.fd
         # Open the unknown ancestors top-down, without recursion.
         pending = [d]
         while pending[-1].parent is not None and pending[-1].parent.state == _UNKNOWN:
             pending.append(pending[-1].parent)
         for node in reversed(pending):
-            parent = node.parent
-            if parent is None or parent.state != _OPEN:
+            above = node.parent
+            if above is None or above.state != _OPEN:
                 node.state = _MISSING
-                continue
-            assert parent.fd is not None
-            try:
-                node.fd = os.open(node.name, OPEN_DIR, dir_fd=parent.fd)
-            except FileNotFoundError:
-                node.state = _MISSING
-            except OSError as exc:
-                node.state = _BAD
-                if not quiet:
-                    self.error(node.shown, _open_problem(exc))
             else:
-                node.state = _OPEN
+                self._open(node, above, quiet)
         return d.fd if d.state == _OPEN else None
+
+    def _open(self, d: DestDir, parent: DestDir, quiet: bool) -> None:
+        assert parent.fd is not None
+        try:
+            d.fd = os.open(d.name, _OPEN_PATH, dir_fd=parent.fd)
+        except FileNotFoundError:
+            d.state = _MISSING
+        except OSError as exc:
+            d.state = _BAD
+            if not quiet:
+                self.error(d.shown, _open_problem(exc, parent.fd, d.name))
+        else:
+            d.state = _OPEN
 
     def ensure(self, d: DestDir) -> int | None:
         """The directory's fd, creating it and missing ancestors (0700); None if it cannot be."""
@@ -256,14 +274,6 @@ class DestTree:
             return None
         return ffd
 
-    def names(self, d: DestDir) -> list[str] | None:
-        """Entry names of an existing directory (None if missing or unusable)."""
-        fd = self.fd_of(d)
-        if fd is None:
-            return None
-        with os.scandir(fd) as it:
-            return [e.name for e in it]
-
     # -- changing -------------------------------------------------------------------
 
     def commit_file(
@@ -343,7 +353,7 @@ class DestTree:
         if d.fd is None:
             return
         try:
-            os.fsync(d.fd)
+            fsync_dir(".", dir_fd=d.fd)
         except OSError as exc:
             self.error(d.shown, f"cannot fsync directory: {describe(exc)}")
 
@@ -359,12 +369,13 @@ class DestTree:
         if d is not self.root:
             self._close(d)
 
-    def _close(self, d: DestDir) -> None:
-        if d.fd is not None:
-            os.close(d.fd)
+    @staticmethod
+    def _close(d: DestDir) -> None:
+        fd = d.fd
+        if fd is not None:
             d.fd = None
-        if d.state == _OPEN:
             d.state = _UNKNOWN
+            os.close(fd)
 
     def close_all(self) -> None:
         """End of pass: fsync what is left, close the root and its ancestors."""

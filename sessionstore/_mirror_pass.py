@@ -41,7 +41,7 @@ from sessionstore._mirror_cache import CACHE_NAME, Cache, Entry
 from sessionstore._mirror_dest import OPEN_DIR, DestDir, DestTree, describe
 from sessionstore._mirror_leftovers import STORE_OWNED, settle_leftovers
 from sessionstore._mirror_report import PassReport
-from sessionstore.atomic import TEMP_PREFIX, AtomicFile
+from sessionstore.atomic import TEMP_PREFIX, AtomicFile, fsync_dir
 from sessionstore.errors import InvalidInput
 from sessionstore.jsonio import MAX_MARKER_BYTES
 from sessionstore.layout import MANIFEST, MARKERS, REPORT, record_number
@@ -62,44 +62,47 @@ _CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
 Child = tuple[os.DirEntry[str], str, str]  # (source entry, destination name, destination rel)
 
 
-class _Frame:
-    """One directory being walked: its fds, where it is, and what is still pending in it."""
+class _Frame(DestDir):
+    """One directory being walked: a destination node that also holds the source side.
+
+    One object per level (not a frame plus a node): the no-op pass creates one
+    per directory, and their cost showed in its time.
+    """
 
     __slots__ = (
-        "dest",
         "files",
         "held",
         "owns_fd",
-        "parent",
         "parent_name",
         "pending",
         "record",
-        "rel",
         "sealed",
         "src_fd",
         "src_name",
         "subdirs",
+        "up",
     )
 
     def __init__(
         self,
+        dest_parent: DestDir | None,
+        dname: str,
+        rel: str,
         src_fd: int,
-        dest: DestDir,
         src_name: str | None,
         parent_name: str | None,
-        parent: _Frame | None,
+        up: _Frame | None,
     ) -> None:
+        super().__init__(dest_parent, dname, rel)
         self.src_fd = src_fd
-        self.dest = dest
-        self.rel = dest.rel
         self.src_name = src_name
         self.parent_name = parent_name
-        self.parent = parent
-        self.owns_fd = parent is not None or src_name is not None
+        self.up = up  # the frame of the parent directory (None at the top of a walk)
+        self.owns_fd = src_name is not None  # the source root's fd is the pass's
         is_record = parent_name in MARKERS and record_number(src_name or "") is not None
         # The nearest record at or above (for sealing), and whether its marker is in
         # the destination (looked up only when something needs more than the fast path).
-        self.record: _Frame | None = self if is_record else (parent.record if parent else None)
+        self.record: _Frame | None = self if is_record else (up.record if up else None)
         self.sealed: bool | None = None
         self.subdirs: Iterator[Child] = iter(())
         self.held: Child | None = None
@@ -116,7 +119,7 @@ class _Pass:
         # Checked per pass: secrets may be registered on the same Redactor later.
         self.redactor = mirror.redactor if mirror.redactor else None
         self.name: Callable[[str], str] = _safe_name(self.redactor) if self.redactor else _identity
-        self.tree = DestTree(self.error, self.touch, mirror.durable)
+        self.tree: DestTree
         self.cache: Cache | None = None
         self.entries: dict[str, Entry] = {}
         self.listed: dict[str, Container[str]] = {}  # dest rel of each listed dir -> its names
@@ -140,12 +143,15 @@ class _Pass:
         except OSError as exc:
             self.error(".", f"source: {describe(exc)}")
             return
+        # The destination root is the root frame of a full pass (unlisted otherwise).
+        root = _Frame(None, "", "", root_fd, None, None, None)
+        self.tree = DestTree(root, self.error, self.touch, m.durable)
         try:
             if self.tree.open_root(str(m.dest_real)):
                 self.start()
                 if subtrees is None or () in subtrees:
-                    root = self.enter(root_fd, self.tree.root, None, None, None)
-                    self.walk(root)
+                    if self.enter(root):
+                        self.walk(root)
                 else:
                     for parts in subtrees:
                         self.visit_subtree(root_fd, parts)
@@ -182,11 +188,13 @@ class _Pass:
                     return  # gone or replaced since the caller saw it; a full pass settles it
                 fds.append(fd)
                 rel = _join(rel, dname)
-                dest = DestDir(dest, dname, rel)
-                nodes.append(dest)
+                if len(fds) < len(parts):
+                    dest = DestDir(dest, dname, rel)
+                    nodes.append(dest)
             parent_name = parts[-2] if len(parts) > 1 else None
-            frame = self.enter(os.dup(fd), dest, parts[-1], parent_name, None)
-            self.walk(frame)
+            frame = _Frame(dest, dname, rel, fds.pop(), parts[-1], parent_name, None)
+            if self.enter(frame):
+                self.walk(frame)
         finally:
             for node in reversed(nodes):
                 self.tree.close(node)
@@ -199,10 +207,8 @@ class _Pass:
 
     # -- the walk ------------------------------------------------------------
 
-    def walk(self, top: _Frame | int) -> None:
-        """Depth-first over `top`'s subtree with an explicit stack (no recursion limit)."""
-        if isinstance(top, int):
-            return
+    def walk(self, top: _Frame) -> None:
+        """Depth-first below an entered frame, with an explicit stack (no recursion limit)."""
         stack = [top]
         try:
             while stack:
@@ -210,93 +216,83 @@ class _Pass:
                 child = next(frame.subdirs, None)
                 if child is not None:
                     entered = self.child(frame, *child, depth=len(stack))
-                    if isinstance(entered, int):
-                        frame.pending += entered
-                    else:
+                    if entered is not None:
                         stack.append(entered)
                     continue
+                self.leave(frame)  # releases it; on an exception the finally below does
                 stack.pop()
-                pending = self.leave(frame)
-                if stack:
-                    stack[-1].pending += pending
         finally:
             for frame in stack:  # only after an exception: release what is still open
                 self.release(frame)
 
-    def enter(
-        self,
-        src_fd: int,
-        dest: DestDir,
-        src_name: str | None,
-        parent_name: str | None,
-        parent: _Frame | None,
-    ) -> _Frame | int:
-        """List one source directory and handle its files; the frame, or 1 if it cannot be listed.
-
-        Takes ownership of `src_fd` (the root's stays the caller's).
-        """
-        frame = _Frame(src_fd, dest, src_name, parent_name, parent)
+    def enter(self, frame: _Frame) -> bool:
+        """List one source directory and handle its files; False (released) if unlistable."""
         try:
-            with os.scandir(src_fd) as it:
+            with os.scandir(frame.src_fd) as it:
                 entries = list(it)
         except OSError as exc:
             self.listing_failed = True
-            self.error(frame.rel or ".", f"cannot list: {describe(exc)}")
+            self.error(frame.shown, f"cannot list: {describe(exc)}")
             self.release(frame)
-            return 1
+            return False
         if self.sweep:
-            self.tree.sweep(dest)
+            self.tree.sweep(frame)
+        src_name, parent_name = frame.src_name, frame.parent_name
         marker: str | None = None
         if frame.record is frame:
             assert parent_name is not None
             marker = MARKERS[parent_name]
         elif src_name is None and not self.is_session:
             marker = REPORT  # a full pass's root: report.json waits for everything
-        pairs, frame.pending, names = self.dest_names(entries, frame.rel)
-        self.listed[frame.rel] = names
+        rel = frame.rel
+        pairs, pending, names = self.dest_names(entries, rel)
+        self.listed[rel] = names
         subdirs: list[Child] = []
         store_top = self.is_session and src_name is None  # the root of a session
+        files = 0
+        # The no-op pass's inner loop: locals, and the fast path called directly.
         for e, dname in pairs:
-            drel = _join(frame.rel, dname)
+            drel = f"{rel}/{dname}" if rel else dname
             if dname[0] == "." and (dname.startswith((RESERVED_PREFIX, TEMP_PREFIX))):
                 self.skip(drel, "reserved name")
             elif store_top and dname in STORE_OWNED:
                 self.skip(drel, "the store owns it (the destination is a session)")
             elif e.is_file(follow_symlinks=False):
-                frame.files += 1
+                files += 1
                 if e.name == marker:
                     frame.held = (e, dname, drel)
-                else:
-                    frame.pending += self.file(frame, e, dname, drel, False)
+                elif not self.unchanged(frame, e, dname, drel):
+                    pending += self.changed(frame, e, dname, drel, False)
             elif e.is_dir(follow_symlinks=False):
                 subdirs.append((e, dname, drel))
             elif e.is_symlink():
                 self.skip(drel, "symlink")
             else:
                 self.skip(drel, _special_kind(e))
+        frame.files, frame.pending = files, pending
         frame.subdirs = iter(subdirs)
-        return frame
+        return True
 
-    def leave(self, frame: _Frame) -> int:
-        """After the subdirectories: empty directories, then the marker; returns what is pending."""
-        try:
-            sealed = self.sealed(frame) is not None
-            if not frame.files and not sealed and self.tree.ensure(frame.dest) is None:
-                frame.pending += 1  # mirror empty directories too
-            if frame.held is not None:
-                e, dname, drel = frame.held
-                if frame.pending and not sealed:
-                    noun = "file" if frame.pending == 1 else "files"
-                    self.hold(drel, f"waiting for {frame.pending} {noun}")
-                    frame.pending += 1
-                else:
-                    frame.pending += self.file(frame, e, dname, drel, True)
-        finally:
-            self.release(frame)
-        return frame.pending
+    def leave(self, frame: _Frame) -> None:
+        """After the subdirectories: empty directories, then the marker; pending goes up."""
+        # Sealing is looked up only where it decides something: the fast path
+        # needs no marker lstat.
+        if not frame.files and self.sealed(frame) is None and self.tree.ensure(frame) is None:
+            frame.pending += 1  # mirror empty directories too
+        if frame.held is not None:
+            e, dname, drel = frame.held
+            if frame.pending and self.sealed(frame) is None:
+                noun = "file" if frame.pending == 1 else "files"
+                self.hold(drel, f"waiting for {frame.pending} {noun}")
+                frame.pending += 1
+            elif not self.unchanged(frame, e, dname, drel):
+                frame.pending += self.changed(frame, e, dname, drel, True)
+        self.release(frame)
+        if frame.up is not None:
+            frame.up.pending += frame.pending
 
     def release(self, frame: _Frame) -> None:
-        self.tree.close(frame.dest)
+        self.tree.close(frame)
         if frame.owns_fd:
             os.close(frame.src_fd)
 
@@ -328,34 +324,41 @@ class _Pass:
 
     def child(
         self, frame: _Frame, e: os.DirEntry[str], dname: str, drel: str, *, depth: int
-    ) -> _Frame | int:
-        """Open a source subdirectory and enter it; or the pending count when it is not entered."""
+    ) -> _Frame | None:
+        """Open a source subdirectory and enter it; None (counted in `frame`) if not entered."""
         if self.dest_id is not None and e.inode() == self.dest_id[1]:
             try:
                 if e.stat(follow_symlinks=False).st_dev == self.dest_id[0]:
                     self.skip(drel, "the destination itself")
-                    return 0
+                    return None
             except OSError:
                 pass  # gone: the open below sorts it out
         if depth >= MAX_DEPTH:
             self.error(drel, f"deeper than {MAX_DEPTH} levels; not mirrored")
-            return 1
+            frame.pending += 1
+            return None
         try:
             fd = os.open(e.name, OPEN_DIR, dir_fd=frame.src_fd)
         except FileNotFoundError:
-            return 0
+            return None
         except OSError as exc:
+            frame.pending += 1
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 self.unstable(drel, "replaced during the pass")
-                return 1
-            self.listing_failed = True
-            self.error(drel, f"cannot open directory: {describe(exc)}")
-            return 1
+            else:
+                self.listing_failed = True
+                self.error(drel, f"cannot open directory: {describe(exc)}")
+            return None
         if os.fstat(fd).st_ino != e.inode():
             os.close(fd)
+            frame.pending += 1
             self.unstable(drel, "replaced during the pass")
-            return 1
-        return self.enter(fd, DestDir(frame.dest, dname, drel), e.name, frame.src_name, frame)
+            return None
+        entered = _Frame(frame, dname, drel, fd, e.name, frame.src_name, frame)
+        if self.enter(entered):
+            return entered
+        frame.pending += 1
+        return None
 
     def sealed(self, frame: _Frame) -> _Frame | None:
         """The sealed record `frame` is in (its marker is in the destination), if any."""
@@ -364,10 +367,10 @@ class _Pass:
             if record.sealed is None:
                 assert record.parent_name is not None
                 marker = self.name(MARKERS[record.parent_name])
-                record.sealed = self.tree.lstat(record.dest, marker) is not None
+                record.sealed = self.tree.lstat(record, marker) is not None
             if record.sealed:
                 return record
-            record = record.parent.record if record.parent else None
+            record = record.up.record if record.up else None
         return None
 
     # -- the in-progress flag --------------------------------------------------
@@ -388,15 +391,16 @@ class _Pass:
         flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
         os.close(os.open(DIRTY_NAME, flags, 0o600, dir_fd=root.fd))
         if self.m.durable:
-            os.fsync(root.fd)
+            fsync_dir(".", dir_fd=root.fd)
         self.dirty = True
 
     # -- one file --------------------------------------------------------------
 
-    def file(self, frame: _Frame, e: os.DirEntry[str], dname: str, drel: str, marker: bool) -> int:
-        """Mirror (or, in a sealed record, only compare) one file; 1 if it is not in place."""
-        if self.unchanged(frame.dest, e, dname, drel):
-            return 0
+    def changed(
+        self, frame: _Frame, e: os.DirEntry[str], dname: str, drel: str, marker: bool
+    ) -> int:
+        """A file `unchanged` did not vouch for: mirror it, or in a sealed record only
+        compare it; 1 if it is not in place."""
         record = self.sealed(frame)
         if record is not None:
             self.check_sealed(record, frame, e, dname, drel)
@@ -404,7 +408,13 @@ class _Pass:
         return self.sync(frame, e, dname, drel, marker)
 
     def unchanged(self, dest: DestDir, e: os.DirEntry[str], dname: str, drel: str) -> bool:
-        """The no-read fast path: two stats and a cache lookup (see `_unchanged`)."""
+        """The no-read fast path: two stats and a cache lookup.
+
+        The source must still be the committed version (ctime first: it moves on
+        every change) and the destination must still hold the file this mirror
+        committed (size, mtime, inode). One call per file in a no-op pass, so
+        the checks are inline.
+        """
         cached = self.cached(drel)
         if cached is None:
             return False
@@ -412,10 +422,27 @@ class _Pass:
             st = e.stat(follow_symlinks=False)
         except OSError:
             return False  # sync() sorts out vanished files and errors
-        if not _source_unchanged(cached, st):
+        if not (
+            cached[2] == st.st_ctime_ns
+            and cached[0] == st.st_size
+            and cached[1] == st.st_mtime_ns
+            and cached[3] == st.st_ino
+            and cached[4] == st.st_dev
+        ):
             return False
-        dst = self.tree.lstat(dest, dname)
-        if dst is None or not _dest_unchanged(cached, dst):
+        fd = dest.fd if dest.fd is not None else self.tree.fd_of(dest)
+        if fd is None:
+            return False
+        try:
+            dst = os.stat(dname, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            return False
+        if not (
+            cached[6] == dst.st_mtime_ns
+            and cached[5] == dst.st_size
+            and cached[7] == dst.st_ino
+            and stat.S_ISREG(dst.st_mode)
+        ):
             return False
         self.entries[drel] = cached
         self.report.unchanged += 1
@@ -448,7 +475,7 @@ class _Pass:
         if isinstance(opened, int):
             return opened
         fd, st = opened
-        dest = frame.dest
+        dest = frame
         try:
             if marker and st.st_size > MAX_MARKER_BYTES:
                 self.hold(drel, f"torn: larger than the {MAX_MARKER_BYTES >> 20} MiB marker limit")
@@ -566,7 +593,7 @@ class _Pass:
             return
         fd, st = opened
         try:
-            same = self.compare(fd, st, frame.dest, dname, None, self.hook(drel), fix_mode=None)
+            same = self.compare(fd, st, frame, dname, None, self.hook(drel), fix_mode=None)
         except rd.Unstable as exc:
             self.unstable(drel, str(exc))
             return
@@ -705,27 +732,6 @@ def _join(rel: str, name: str) -> str:
 
 def _no_entry(_rel: str) -> None:
     return None
-
-
-def _source_unchanged(cached: Entry, st: os.stat_result) -> bool:
-    """Whether the source still is the committed version. ctime first: it moves on every change."""
-    return (
-        cached[2] == st.st_ctime_ns
-        and cached[0] == st.st_size
-        and cached[1] == st.st_mtime_ns
-        and cached[3] == st.st_ino
-        and cached[4] == st.st_dev
-    )
-
-
-def _dest_unchanged(cached: Entry, dst: os.stat_result) -> bool:
-    """Whether the destination still holds the file this mirror committed."""
-    return (
-        cached[6] == dst.st_mtime_ns
-        and cached[5] == dst.st_size
-        and cached[7] == dst.st_ino
-        and stat.S_ISREG(dst.st_mode)
-    )
 
 
 def _dest_sig(st: os.stat_result) -> list[int]:

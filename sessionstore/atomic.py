@@ -42,9 +42,13 @@ def is_temp_name(name: str) -> bool:
     return name.startswith(TEMP_PREFIX)
 
 
-def fsync_dir(path: str | os.PathLike[str]) -> None:
-    """Flush a directory's entries (a rename or mkdir in it) to stable storage."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+def fsync_dir(path: str | os.PathLike[str], *, dir_fd: int | None = None) -> None:
+    """Flush a directory's entries (a rename or mkdir in it) to stable storage.
+
+    `fsync_dir(".", dir_fd=fd)` flushes the directory open at `fd`, which may be
+    an `O_PATH` descriptor (those cannot be fsynced themselves).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC, dir_fd=dir_fd)
     try:
         os.fsync(fd)
     finally:
@@ -121,10 +125,7 @@ class AtomicFile:
             self.discard()
             raise
         if self.durable and self.sync_dir:
-            if self.dir_fd is not None:
-                os.fsync(self.dir_fd)
-            else:
-                fsync_dir(os.path.dirname(self.path) or ".")
+            fsync_dir(os.path.dirname(self.path) or ".", dir_fd=self.dir_fd)
 
     def discard(self) -> None:
         """Close and unlink the temp; safe to call more than once."""
@@ -208,8 +209,13 @@ def sweep_temps_at(dir_fd: int, older_than: float = 3600.0) -> list[str]:
     """
     removed: list[str] = []
     cutoff = time.time() - older_than
-    with os.scandir(dir_fd) as it:
-        entries = [e for e in it if is_temp_name(e.name)]
+    # Listed through a fresh fd: `dir_fd` may be an O_PATH descriptor (not listable).
+    listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC, dir_fd=dir_fd)
+    try:
+        with os.scandir(listing) as it:
+            entries = [e for e in it if is_temp_name(e.name)]
+    finally:
+        os.close(listing)
     for entry in entries:
         try:
             if not _writer_alive(entry.name) or entry.stat(follow_symlinks=False).st_mtime < cutoff:
