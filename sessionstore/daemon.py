@@ -12,8 +12,10 @@ that died. So a full pass runs every `full_every` seconds regardless, and at
 once on any sign of trouble: a warning or error logged by watchdog, or an
 observer thread that is no longer alive.
 
-One daemon per destination: a `filelock` lock in the destination, with the
-holder's pid beside it so a second daemon can name it. Stopping (the stop
+One daemon per destination: an `flock` on a lock file in the destination
+(opened through the destination's directory fds, like every other file the
+mirror touches there), with the holder's pid beside it so a second daemon can
+name it. Stopping (the stop
 event, SIGINT or SIGTERM in the CLI) ends watching and runs one final full
 pass, so nothing written before the stop is lost.
 """
@@ -21,20 +23,22 @@ pass, so nothing written before the stop is lost.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessionstore.atomic import write_atomic
-from sessionstore.errors import LockHeld
+from sessionstore._mirror_dest import DestDir, DestTree
+from sessionstore.atomic import AtomicFile
+from sessionstore.display import escape
+from sessionstore.errors import InvalidInput, LockHeld
 
 if TYPE_CHECKING:
-    from filelock import BaseFileLock
     from watchdog.observers.api import BaseObserver
 
     from sessionstore.mirror import Mirror, PassReport
@@ -129,27 +133,73 @@ class _TroubleHandler(logging.Handler):
         self.hints.lose()
 
 
-def acquire_lock(dest: Path) -> BaseFileLock:
-    """Take the one-daemon-per-destination lock; raise `LockHeld` naming the holder."""
-    from filelock import FileLock, Timeout
+class DestLock:
+    """The held one-daemon-per-destination lock; `release()` drops it (any thread)."""
 
-    os.makedirs(dest, 0o700, exist_ok=True)
-    # Not thread-local: `running()` takes the lock in the caller's thread and the
-    # daemon thread releases it.
-    lock = FileLock(str(dest / LOCK_NAME), timeout=0, thread_local=False)
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the only fd drops the flock
+
+
+_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
+
+
+def acquire_lock(mirror: Mirror) -> DestLock:
+    """Take the one-daemon-per-destination lock; raise `LockHeld` naming the holder.
+
+    The destination is created (0700) if missing and opened like a pass opens
+    it, so a symlink in its path or at the lock's name is refused, never followed.
+    """
+    problems: list[str] = []
+    root = DestDir(None, "", "")
+    tree = DestTree(root, lambda _path, problem: problems.append(problem), _no_change, True)
     try:
-        lock.acquire()
-    except Timeout:
-        raise LockHeld(dest, _holder_pid(dest)) from None
-    write_atomic(dest / PID_NAME, f"{os.getpid()}\n".encode(), mode=0o600)
-    return lock
+        if not tree.open_root(str(mirror.dest_real)):
+            raise InvalidInput(str(mirror.dest), "; ".join(problems))
+        assert root.fd is not None
+        fd = os.open(LOCK_NAME, _LOCK_FLAGS, 0o600, dir_fd=root.fd)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise InvalidInput(str(mirror.dest), f"{LOCK_NAME} is not a regular file")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise LockHeld(mirror.dest, _holder_pid(root.fd)) from None
+            with AtomicFile(PID_NAME, 0o600, dir_fd=root.fd) as pid_file:
+                pid_file.write(f"{os.getpid()}\n".encode())
+        except BaseException:
+            os.close(fd)
+            raise
+    finally:
+        tree.close_all()
+    return DestLock(fd)
 
 
-def _holder_pid(dest: Path) -> int | None:
+def _no_change() -> None:
+    """Taking the lock needs no in-progress flag: it writes no temps a pass would sweep."""
+
+
+def _holder_pid(root_fd: int) -> int | None:
     try:
-        return int((dest / PID_NAME).read_text().strip())
+        fd = os.open(
+            PID_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC, dir_fd=root_fd
+        )
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return int(os.read(fd, 32).strip())
     except (OSError, ValueError):
         return None
+    finally:
+        os.close(fd)
 
 
 class Daemon:
@@ -174,13 +224,13 @@ class Daemon:
         self._retry_at: float | None = None
         self._backoff = self.config.retry_min
 
-    def run(self, stop: threading.Event, lock: BaseFileLock | None = None) -> PassReport:
+    def run(self, stop: threading.Event, lock: DestLock | None = None) -> PassReport:
         """Watch until `stop` is set, then run the final full pass and return its report.
 
         Takes the destination lock unless the caller passes it already held;
         raises `LockHeld` if another daemon mirrors into the same destination.
         """
-        lock = lock or acquire_lock(self.mirror.dest)
+        lock = lock or acquire_lock(self.mirror)
         trouble = _TroubleHandler(self.hints)
         watchdog_log = logging.getLogger("watchdog")
         watchdog_log.addHandler(trouble)
@@ -285,7 +335,7 @@ class Daemon:
             parent = os.path.dirname(path)
             # Report paths are destination names; with name redaction a destination
             # directory may have no source twin, and only a full pass can find it.
-            if self._retry_dirs is not None and (self.mirror.source / parent).is_dir():
+            if self._retry_dirs is not None and _is_dir(self.mirror.source / parent):
                 self._retry_dirs.add(parent)
             else:
                 self._retry_dirs = None
@@ -342,10 +392,13 @@ class Daemon:
         observer.daemon = True
         try:
             observer.start()
-        except OSError:
-            # Cannot watch (e.g. no inotify instances left): the periodic full
-            # passes still converge, only latency suffers.
-            logging.getLogger(__name__).warning("cannot watch %s; polling only", self.mirror.source)
+        except (OSError, RecursionError) as exc:
+            # Cannot watch: no inotify instances left (OSError), or a tree deeper
+            # than watchdog's recursive os.walk can follow (RecursionError). The
+            # periodic full passes still converge, only latency suffers.
+            why = escape(str(exc)) if isinstance(exc, OSError) else "the tree is too deep"
+            where = escape(str(self.mirror.source))
+            logging.getLogger(__name__).warning("cannot watch %s (%s); polling only", where, why)
             return
         self.observer = observer
 
@@ -361,6 +414,14 @@ class Daemon:
             observer.stop()
             with contextlib.suppress(RuntimeError):
                 observer.join(timeout=5)
+
+
+def _is_dir(path: os.PathLike[str]) -> bool:
+    """`Path.is_dir` that also answers False for a path too long to name (ENAMETOOLONG)."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _forward(source: threading.Event, target: threading.Event) -> Callable[[], None]:
@@ -396,7 +457,7 @@ def running(
     daemon = Daemon(mirror, config, on_pass)
     stop = threading.Event()
     result: dict[str, BaseException] = {}
-    lock = acquire_lock(mirror.dest)  # fail fast, in the caller's thread
+    lock = acquire_lock(mirror)  # fail fast, in the caller's thread
 
     def target() -> None:
         try:

@@ -2,7 +2,9 @@
 
 Kept import-light on purpose: the no-op pass is benchmarked against `rsync -a`
 including interpreter start-up, so this module pulls in neither rich nor
-pydantic, and the redactor only when a secret is given.
+pydantic (nor the store: DST is resolved from names only), and the redactor
+only when a secret is given. Every name printed for people goes through
+`sessionstore.display.escape`: one problem, one line.
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from sessionstore.cli.common import emit_json, json_option, library_errors
+from sessionstore.cli.common import (
+    default_store,
+    emit_json,
+    json_option,
+    library_errors,
+    store_option,
+)
+from sessionstore.display import escape
 
 if TYPE_CHECKING:
     from sessionstore.daemon import WatchConfig
@@ -26,7 +35,7 @@ _LABELS = (("unstable", "unstable"), ("held_back", "held back"), ("skipped", "sk
 
 @click.command()
 @click.argument("src", type=click.Path(path_type=Path))
-@click.argument("dst", type=click.Path(path_type=Path))
+@click.argument("dst")
 @click.option("--once", is_flag=True, help="Run one pass and exit (default: run as a daemon).")
 @click.option(
     "--secret",
@@ -74,11 +83,12 @@ _LABELS = (("unstable", "unstable"), ("held_back", "held back"), ("skipped", "sk
     help="Daemon: longest wait after a change, however busy the source.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="Daemon: no progress on stderr.")
+@store_option
 @json_option
 @library_errors
 def mirror(
     src: Path,
-    dst: Path,
+    dst: str,
     once: bool,
     secret_values: tuple[str, ...],
     secret_env: tuple[str, ...],
@@ -90,15 +100,21 @@ def mirror(
     debounce: float,
     max_wait: float,
     quiet: bool,
+    store_dir: Path | None,
     as_json: bool,
 ) -> None:
     """Mirror SRC into DST: changed files copied whole, redacted, atomically.
 
-    A file that changes while it is read is never committed (it is reported
-    unstable and retried); record markers are committed last. With --once,
-    one pass; otherwise a daemon that watches SRC (waiting for it to appear),
-    re-lists it fully every --full-every seconds, and on SIGINT or SIGTERM
-    runs a final full pass and exits. One daemon per DST.
+    DST is a session id in the store (see --store) or a directory path. A
+    file that changes while it is read is never committed (it is reported
+    unstable and retried); record markers are committed last, and a record
+    whose marker is in DST is sealed: never written again (a later change in
+    SRC is reported as diverged). In a session, session.json,
+    constraints.json and report.json are the store's and never mirrored.
+    --delete removes only files this mirror wrote. With --once, one pass;
+    otherwise a daemon that watches SRC (waiting for it to appear), re-lists
+    it fully every --full-every seconds, and on SIGINT or SIGTERM runs a
+    final full pass and exits. One daemon per DST.
 
     Exit status: 0 when the (final) pass ran, 1 when a file failed with an
     error or another daemon holds DST, 2 for bad usage. With --json the
@@ -106,6 +122,7 @@ def mirror(
 
     \b
     Examples:
+      sessionstore mirror ./workspace 1a2b3c4d --once
       sessionstore mirror ./workspace ~/.sessionstore/1a2b3c4d --once
       sessionstore mirror ./ws ./out --once --secret-env HF_TOKEN --json
       sessionstore mirror ./workspace ~/.sessionstore/1a2b3c4d --secret-env HF_TOKEN
@@ -113,7 +130,8 @@ def mirror(
     from sessionstore.mirror import Mirror
 
     redactor = _redactor(secret_values, secret_env, secrets_file, allow_short_secrets)
-    the_mirror = Mirror(src, dst, redactor, durable=not no_fsync, delete=delete)
+    dest = _destination(dst, store_dir)
+    the_mirror = Mirror(src, dest, redactor, durable=not no_fsync, delete=delete)
     if not once:
         from sessionstore.daemon import WatchConfig
 
@@ -127,6 +145,18 @@ def mirror(
             emit_json(summary)
     if not report.ok:
         sys.exit(1)
+
+
+def _destination(dst: str, store_dir: Path | None) -> Path:
+    """DST as `cli/target.py` reads a TARGET: a session id in the store first, else a path."""
+    from sessionstore.layout import validate_id
+
+    try:
+        validate_id(dst)
+    except ValueError:
+        return Path(dst)
+    session = (store_dir or default_store()).expanduser() / dst
+    return session if session.is_dir() else Path(dst)
 
 
 def _run_daemon(the_mirror: Mirror, config: WatchConfig, quiet: bool, as_json: bool) -> PassReport:
@@ -146,21 +176,35 @@ def _run_daemon(the_mirror: Mirror, config: WatchConfig, quiet: bool, as_json: b
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
+    threading.excepthook = _thread_error_line  # this process is ours: one line, not a traceback
     return daemon.run(stop)
 
 
+def _thread_error_line(args: Any) -> None:
+    """A watcher thread that dies (the daemon notices and restarts it) says so in one line."""
+    exc = args.exc_value
+    sys.stderr.write(
+        f"mirror: a watcher thread stopped: {escape(f'{type(exc).__name__}: {exc}')}\n"
+    )
+
+
 class _Progress:
-    """Per-pass output: a JSON line on stdout (--json) and/or rich lines on stderr."""
+    """Per-pass output: a JSON line on stdout (--json) and/or rich lines on stderr.
+
+    A diverged record is said once per daemon run, not on every pass that still sees it.
+    """
 
     SHOWN = 10  # copied paths listed per pass before "and N more"
 
     def __init__(self, quiet: bool, as_json: bool) -> None:
         self.as_json = as_json
         self.console = None
+        self.diverged_said: set[str] = set()
         if not quiet:
             from rich.console import Console
 
-            self.console = Console(stderr=True, highlight=False)
+            # soft_wrap: a long path stays on its line (one problem, one line).
+            self.console = Console(stderr=True, highlight=False, soft_wrap=True)
 
     def __call__(self, report: PassReport, kind: str) -> None:
         summary = report.to_dict()
@@ -174,7 +218,10 @@ class _Progress:
 
     def _show(self, summary: dict[str, Any], kind: str) -> None:
         assert self.console is not None
-        from rich.markup import escape
+        from rich.markup import escape as markup
+
+        def text(value: str) -> str:  # control characters, then rich's own markup
+            return markup(escape(value))
 
         stamp = time.strftime("%H:%M:%S")
         if summary["source_missing"]:
@@ -185,7 +232,7 @@ class _Progress:
             counts = f"{len(copied)} copied, {summary['unchanged']} unchanged"
             self.console.print(f"{stamp} [bold]{kind} pass[/]: {counts}")
         for path in copied[: self.SHOWN]:
-            self.console.print(f"{stamp} [green]copied[/] {escape(path)}")
+            self.console.print(f"{stamp} [green]copied[/] {text(path)}")
         if len(copied) > self.SHOWN:
             self.console.print(f"{stamp} [green]copied[/] and {len(copied) - self.SHOWN} more")
         kinds = [("unstable", "unstable", "yellow"), ("held_back", "held back", "yellow")]
@@ -193,11 +240,23 @@ class _Progress:
             kinds.append(("skipped", "skipped", "dim"))
         for key, label, style in kinds:
             for item in summary[key]:
-                line = f"{escape(item['path'])} ({escape(item['reason'])})"
+                line = f"{text(item['path'])} ({text(item['reason'])})"
                 self.console.print(f"{stamp} [{style}]{label}[/] {line}")
+        for item in summary["diverged"]:
+            if item["path"] not in self.diverged_said:
+                self.diverged_said.add(item["path"])
+                self.console.print(f"{stamp} [bold yellow]diverged[/] {text(_diverged(item))}")
         for item in summary["errors"]:
-            line = f"{escape(item['path'])}: {escape(item['error'])}"
+            line = f"{text(item['path'])}: {text(item['error'])}"
             self.console.print(f"{stamp} [bold red]error[/] {line}")
+
+
+def _diverged(item: dict[str, Any]) -> str:
+    """One line for a sealed record whose source changed (a few of its files named)."""
+    prefix = item["path"] + "/"
+    files = [f[len(prefix) :] if f.startswith(prefix) else f for f in item["files"]]
+    shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    return f"{item['path']}: {item['reason']} ({shown})"
 
 
 def _redactor(
@@ -226,12 +285,15 @@ def _print_summary(summary: dict[str, Any]) -> None:
     counts = [f"{len(summary['copied'])} copied", f"{summary['unchanged']} unchanged"]
     counts += [f"{len(summary[key])} {label}" for key, label in _LABELS]
     counts.append(f"{len(summary['errors'])} errors")
+    if summary["diverged"]:
+        counts.append(f"{len(summary['diverged'])} diverged")
     if summary["deleted"]:
         counts.append(f"{len(summary['deleted'])} deleted")
     lines = ["mirror: " + ", ".join(counts)]
-    for key, label in (*_LABELS, ("errors", "error")):
-        detail = "error" if key == "errors" else "reason"
-        lines += [f"  {label}: {item['path']}: {item[detail]}" for item in summary[key]]
+    for key, label in _LABELS:
+        lines += [f"  {label}: {escape(i['path'])}: {escape(i['reason'])}" for i in summary[key]]
+    lines += [f"  diverged: {escape(_diverged(item))}" for item in summary["diverged"]]
+    lines += [f"  error: {escape(i['path'])}: {escape(i['error'])}" for i in summary["errors"]]
     if summary["delete_skipped"]:
-        lines.append(f"  delete skipped: {summary['delete_skipped']}")
+        lines.append(f"  delete skipped: {escape(summary['delete_skipped'])}")
     sys.stderr.write("\n".join(lines) + "\n")
