@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -77,17 +78,28 @@ class Record:
 
         Walked through directory fds without following symlinks (`os.fwalk`), so
         a directory swapped for a symlink mid-walk never lists what is outside.
+        A symlink is listed as an entry of its own, whatever it points to.
         """
         found: list[str] = []
-        for dirpath, dirnames, filenames, _ in os.fwalk(self.path, follow_symlinks=False):
-            dirnames[:] = sorted(d for d in dirnames if not is_temp_name(d))
+        for dirpath, dirnames, filenames, dir_fd in os.fwalk(self.path, follow_symlinks=False):
+            # fwalk sorts a symlink to a directory among the directories (and skips it).
+            links = [d for d in dirnames if _is_symlink(d, dir_fd)]
+            dirnames[:] = sorted(d for d in dirnames if d not in links and not is_temp_name(d))
             rel = Path(dirpath).relative_to(self.path)
-            found.extend((rel / f).as_posix() for f in filenames if not is_temp_name(f))
+            names = [*filenames, *links]
+            found.extend((rel / f).as_posix() for f in names if not is_temp_name(f))
         return sorted(found)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape `inspect --json` uses: n, state, record, error."""
         return {"n": self.n, "state": str(self.state), "record": self.data, "error": self.error}
+
+
+def _is_symlink(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def read_record(n: int, path: Path, marker: str) -> Record:

@@ -38,6 +38,9 @@ POLL_INTERVAL = 1.0
 SETTLE = 1.0
 
 
+_READ_ONLY_EVENTS = frozenset({"opened", "closed_no_write"})
+
+
 class _Wakeup:
     """A watchdog event handler that wakes the waiter when an event touches `paths`."""
 
@@ -48,7 +51,10 @@ class _Wakeup:
     def dispatch(self, event: Any) -> None:
         # Duck-typed so watchdog is imported only when an observer is used. A log
         # appended to inside the record raises many events; only the marker and the
-        # directories on the way to it matter.
+        # directories on the way to it matter, and only changes: the waiter's own
+        # read of a torn marker opens and closes it, and waking on that would spin.
+        if event.event_type in _READ_ONLY_EVENTS:
+            return
         for path in (event.src_path, getattr(event, "dest_path", "")):
             if isinstance(path, bytes):
                 path = os.fsdecode(path)
@@ -57,21 +63,25 @@ class _Wakeup:
                 return
 
 
-# watchdog logs this at ERROR when an event arrives while an emitter stops, which
-# is every wait that ends while its directories are busy; nothing is lost (the
-# wait is over), so the line is dropped rather than printed on every CLI exit.
+# watchdog logs these although nothing is lost for a waiter, which would print them
+# on stderr of every CLI call that meets them: the stop race (ERROR), an event that
+# arrives while an emitter stops, i.e. every wait that ends while its directories
+# are busy; a queue overflow (WARNING), lost events being what the re-check is for.
 _STOP_RACE = "InotifyEmitter.queue_events() called when the thread is inactive"
+_OVERFLOW = "Inotify queue overflowed; filesystem events were lost"
+_HARMLESS = {"watchdog.observers.inotify": _STOP_RACE, "watchdog.observers.inotify_c": _OVERFLOW}
 
 
-def _drop_stop_race(record: logging.LogRecord) -> bool:
-    return record.msg != _STOP_RACE
+def _drop_harmless(record: logging.LogRecord) -> bool:
+    return _HARMLESS.get(record.name) != record.msg
 
 
 def _new_observer() -> Any:
     """A started watchdog observer, or None when none can run here (then only polling)."""
-    inotify_log = logging.getLogger("watchdog.observers.inotify")
-    if _drop_stop_race not in inotify_log.filters:
-        inotify_log.addFilter(_drop_stop_race)
+    for name in _HARMLESS:
+        log = logging.getLogger(name)
+        if _drop_harmless not in log.filters:
+            log.addFilter(_drop_harmless)
     try:
         from watchdog.observers import Observer
 

@@ -161,6 +161,24 @@ def test_export_skips_a_fifo_inside_the_record_and_says_so(tmp_path: Path) -> No
     assert not (dest / "out" / "pipe").exists()
 
 
+def test_export_lists_every_symlink_it_skips_and_copies_nothing_outside(tmp_path: Path) -> None:
+    store, _, bad = make_store(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("OUTSIDE-SECRET")
+    record = bad.trials.path / "1"
+    (record / "to-dir").symlink_to(outside, target_is_directory=True)
+    (record / "to-file").symlink_to(outside / "secret.txt")
+    dest = tmp_path / "export"
+    result = run_cli("export", "bad", str(dest), "--trial", "1", "--store", str(store.root))
+    assert result.returncode == 0, result.stderr
+    symlink = "is a symlink (never followed), not a regular file"
+    assert result.stderr == f"skipped to-dir: {symlink}\nskipped to-file: {symlink}\n"
+    copied = [p.read_bytes() for p in dest.rglob("*") if p.is_file()]
+    assert all(b"OUTSIDE-SECRET" not in data for data in copied)
+    assert sorted(os.listdir(dest)) == ["run.log", "sessionstore-export.json", "trial.json"]
+
+
 def test_symlinks_are_torn_or_foreign_and_nothing_outside_is_ever_read(tmp_path: Path) -> None:
     store, _, bad = make_store(tmp_path)
     outside = tmp_path / "outside"

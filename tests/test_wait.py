@@ -23,7 +23,7 @@ from watchdog.observers import Observer
 
 from sessionstore import wait as wait_module
 from sessionstore.errors import WaitTimedOut
-from sessionstore.store import RecordState, Session, Store
+from sessionstore.store import Record, RecordState, Session, Store, read_record
 from sessionstore.wait import wait_record, wait_report
 
 NO_POLL = 60.0  # longer than any test here waits: only an event can end these waits
@@ -209,16 +209,37 @@ def test_observer_threads_are_stopped_after_each_wait(session: Session) -> None:
     assert threading.active_count() == before
 
 
-def test_watchdogs_benign_stop_race_is_not_logged(
+def test_watchdogs_benign_stop_race_and_overflow_are_not_logged(
     session: Session, caplog: pytest.LogCaptureFixture
 ) -> None:
     with pytest.raises(WaitTimedOut):
         session.trials.wait(1, timeout=0)  # installs the filter
     inotify_log = logging.getLogger("watchdog.observers.inotify")
+    buffer_log = logging.getLogger("watchdog.observers.inotify_c")
     with caplog.at_level(logging.INFO):
         inotify_log.error(wait_module._STOP_RACE)
+        buffer_log.warning(wait_module._OVERFLOW)
         inotify_log.error("a real inotify problem")
     assert [r.getMessage() for r in caplog.records] == ["a real inotify problem"]
+
+
+def test_reading_a_torn_marker_does_not_wake_the_waiter_again(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The waiter's own open and close of the marker raise inotify events; if they
+    # woke it, it would re-read the marker in a loop until the settle time passed.
+    writer = session.trials.begin()
+    (writer.path / "trial.json").write_bytes(b"{")
+    reads: list[int] = []
+
+    def counted(*args: Any) -> Record:
+        reads.append(1)
+        return read_record(*args)
+
+    monkeypatch.setattr(wait_module, "read_record", counted)
+    record = wait_record(writer.path, "trial.json", 1, None, poll_interval=0.5, settle=2.0)
+    assert record.state is RecordState.TORN
+    assert len(reads) <= 10  # about settle / poll_interval; a wake-up loop makes thousands
 
 
 def test_many_log_writes_do_not_end_the_wait(session: Session, later: Any) -> None:
