@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import stat
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -75,3 +77,78 @@ def converge(src: Path, dst: Path, passes: int = 20, **kwargs: object) -> PassRe
 
 def paths(items: list[dict[str, str]]) -> list[str]:
     return [item["path"] for item in items]
+
+
+def snapshot(root: Path) -> dict[str, tuple[object, ...]]:
+    """Every entry under `root`, symlinks not followed: kind, mode, and bytes or link target.
+
+    For "nothing outside the destination changed": compare one before and one after.
+    """
+    found: dict[str, tuple[object, ...]] = {".": ("dir", stat.S_IMODE(root.lstat().st_mode))}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in sorted(dirnames + filenames):
+            p = Path(dirpath, name)
+            st = p.lstat()
+            rel, mode = p.relative_to(root).as_posix(), stat.S_IMODE(st.st_mode)
+            if stat.S_ISLNK(st.st_mode):
+                found[rel] = ("symlink", os.readlink(p))
+            elif stat.S_ISDIR(st.st_mode):
+                found[rel] = ("dir", mode)
+            elif stat.S_ISREG(st.st_mode):
+                found[rel] = ("file", mode, p.read_bytes())
+            else:
+                found[rel] = ("special", mode, stat.S_IFMT(st.st_mode))
+    return found
+
+
+def outside_tree(root: Path) -> Path:
+    """A tree the mirror must never touch: files with distinct modes, a nested record."""
+    write(root / "keep.txt", b"keep me", 0o600)
+    write(root / "1" / "precious.txt", b"precious", 0o640)
+    write(root / "1" / "log.txt", b"same bytes as the source's\n", 0o600)
+    write(root / "1" / "trial.json", b'{"outside": true}', 0o644)
+    return root
+
+
+def mirror_cli(*args: str | Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`sessionstore mirror ARGS` in a real process, never allowed to hang."""
+    return subprocess.run(
+        [*SESSIONSTORE, "mirror", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def make_deep(root: Path, levels: int, name: str = "d") -> None:
+    """`root/d/d/.../d/bottom.txt`, `levels` deep, built through dir fds (the path is too long)."""
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(levels):
+            os.mkdir(name, dir_fd=fd)
+            child = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        out = os.open("bottom.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(out, b"at the bottom")
+        os.close(out)
+    finally:
+        os.close(fd)
+
+
+def depth_of(root: Path, name: str = "d") -> int:
+    """How many `name` directories are chained under `root` (through dir fds)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    levels = 0
+    try:
+        while True:
+            try:
+                child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                return levels
+            os.close(fd)
+            fd, levels = child, levels + 1
+    finally:
+        os.close(fd)

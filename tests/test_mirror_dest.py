@@ -1,0 +1,174 @@
+"""The destination is reached only through directory fds: planted or swapped symlinks are refused.
+
+Each test plants the fault from outside (a real symlink, a real fifo, another
+thread renaming directories while a real `sessionstore mirror` process runs)
+and checks that a sibling "outside" tree is byte-, name- and mode-identical
+afterwards, that nothing hangs, and that the problem is one line.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from mirror_helpers import (
+    mirror_cli,
+    outside_tree,
+    settle,
+    snapshot,
+    tree,
+    write,
+)
+
+from sessionstore.daemon import LOCK_NAME, acquire_lock
+from sessionstore.mirror import CACHE_NAME, DIRTY_NAME, Mirror
+
+pytestmark = pytest.mark.timeout(120)
+
+SYMLINK_PROBLEM = "a symlink is where a directory belongs; nothing is written through it"
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    return outside_tree(tmp_path / "outside")
+
+
+def workspace(src: Path) -> None:
+    write(src / "trials" / "1" / "log.txt", b"same bytes as the source's\n", 0o644)
+    write(src / "trials" / "1" / "trial.json", b'{"t": 1}')
+    write(src / "trials" / "2" / "log.txt", b"in flight")
+    write(src / "notes.txt", b"scratch")
+    settle()
+
+
+def plant(dst: Path, name: str, target: Path) -> None:
+    """Replace the destination's `name` (a directory the mirror made) by a symlink."""
+    shutil.rmtree(dst / name)
+    (dst / name).symlink_to(target)
+
+
+@pytest.mark.parametrize("delete", [False, True], ids=["plain", "delete"])
+def test_a_planted_directory_symlink_is_one_error_and_never_followed(
+    src: Path, dst: Path, outside: Path, delete: bool
+) -> None:
+    workspace(src)
+    assert mirror_cli(src, dst, "--once", "--no-fsync").returncode == 0
+    plant(dst, "trials", outside)
+    (src / "trials" / "2" / "log.txt").unlink()  # --delete would want it gone
+    (src / "notes.txt").unlink()
+    before = snapshot(outside)
+    args = ["--once", "--json", *(["--delete"] if delete else [])]
+    proc = mirror_cli(src, dst, *args)
+    assert snapshot(outside) == before
+    assert proc.returncode == 1
+    report = orjson.loads(proc.stdout)
+    assert report["errors"] == [{"path": "trials", "error": SYMLINK_PROBLEM}]
+    assert [line for line in proc.stderr.splitlines() if "error:" in line] == [
+        f"  error: trials: {SYMLINK_PROBLEM}"
+    ]
+    if delete:  # outside the broken subtree, --delete still does its job
+        assert report["deleted"] == ["notes.txt"]
+
+
+def test_a_symlink_where_the_destination_root_was_is_refused(
+    src: Path, dst: Path, outside: Path
+) -> None:
+    workspace(src)
+    mirror = Mirror(src, dst, durable=False)
+    assert mirror.run_once().ok
+    shutil.rmtree(dst)
+    dst.symlink_to(outside)
+    before = snapshot(outside)
+    report = mirror.run_once()
+    assert snapshot(outside) == before
+    assert [e["path"] for e in report.errors] == ["."]
+    assert report.errors[0]["error"] == f"destination: {dst}: {SYMLINK_PROBLEM}"
+
+
+def test_planted_file_symlinks_and_fifos_are_replaced_not_followed_or_opened(
+    src: Path, dst: Path, outside: Path
+) -> None:
+    workspace(src)
+    dst.mkdir()
+    # No cache yet: the pass compares every existing destination file before writing.
+    (dst / "notes.txt").symlink_to(outside / "keep.txt")
+    (dst / "trials" / "2").mkdir(parents=True)
+    os.mkfifo(dst / "trials" / "2" / "log.txt")
+    (dst / CACHE_NAME).symlink_to(outside / "1" / "precious.txt")
+    (dst / DIRTY_NAME).symlink_to(outside / "1" / "trial.json")
+    before = snapshot(outside)
+    proc = mirror_cli(src, dst, "--once", "--json", timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert snapshot(outside) == before
+    assert tree(dst) == tree(src)
+    assert not (dst / "notes.txt").is_symlink()
+    assert not (dst / DIRTY_NAME).exists() and not (dst / CACHE_NAME).is_symlink()
+
+
+def test_the_daemon_lock_is_never_opened_through_a_symlink(
+    src: Path, dst: Path, outside: Path
+) -> None:
+    dst.mkdir()
+    (dst / LOCK_NAME).symlink_to(outside / "keep.txt")
+    before = snapshot(outside)
+    with pytest.raises(OSError):
+        acquire_lock(Mirror(src, dst))
+    assert snapshot(outside) == before
+
+
+def test_a_directory_swapped_for_a_symlink_mid_pass_never_leaks_writes(
+    tmp_path: Path, outside: Path
+) -> None:
+    """DST inside SRC (supported): the agent swaps DST/trials for a symlink, over and over."""
+    src = tmp_path / "ws"
+    dst = src / "mirror"
+    for n in range(1, 41):
+        for name in ("task.yml", "patches/a.diff", "log.txt"):
+            write(src / "trials" / str(n) / name, os.urandom(2000))
+    settle()
+    assert mirror_cli(src, dst, "--once", "--no-fsync").returncode == 0
+    for n in range(1, 41):  # new work: every record changes, so every pass writes
+        write(src / "trials" / str(n) / "log.txt", os.urandom(3000))
+    settle()
+    before = snapshot(outside)
+    stop = threading.Event()
+    swaps = [0]
+
+    def swapper() -> None:
+        trials, away = dst / "trials", dst / "trials.away"
+        deadline = time.monotonic() + 20
+        while not stop.is_set() and swaps[0] < 20_000 and time.monotonic() < deadline:
+            try:
+                os.rename(trials, away)
+                os.symlink(outside, trials)
+                time.sleep(0.0005)
+                os.unlink(trials)
+                os.rename(away, trials)
+            except OSError:  # the mirror made a new trials/ meanwhile: put ours back
+                if not trials.is_symlink() and trials.is_dir() and away.is_dir():
+                    shutil.rmtree(trials)
+                if trials.is_symlink():
+                    os.unlink(trials)
+                if away.is_dir() and not trials.exists():
+                    os.rename(away, trials)
+            swaps[0] += 1
+
+    thread = threading.Thread(target=swapper)
+    thread.start()
+    try:
+        problems = 0
+        for _ in range(5):
+            proc = mirror_cli(src, dst, "--once", "--no-fsync", "--json", timeout=60)
+            report = orjson.loads(proc.stdout)
+            problems += len(report["errors"]) + len(report["unstable"])
+    finally:
+        stop.set()
+        thread.join()
+    assert swaps[0] > 50, "the swapper never ran during the passes; the test proves nothing"
+    assert snapshot(outside) == before
+    assert problems > 0, "no pass ever met the swapped symlink"
