@@ -54,8 +54,9 @@ if TYPE_CHECKING:
 RESERVED_PREFIX = ".sessionstore-"
 # Set while a pass may have temps in flight; its presence makes the next pass sweep.
 DIRTY_NAME = RESERVED_PREFIX + "mirror-dirty"
-# Two fds per level (source and destination): 256 levels stay well inside the usual
-# 1024-fd limit, and no real workspace nests that deep (a runaway `mkdir -p` does).
+# Directory levels below the root a pass walks. Two fds per level (source and
+# destination): 256 levels stay well inside the usual 1024-fd limit, and no real
+# workspace nests that deep (a runaway `mkdir -p` does).
 MAX_DEPTH = 256
 _CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
 
@@ -194,7 +195,7 @@ class _Pass:
             parent_name = parts[-2] if len(parts) > 1 else None
             frame = _Frame(dest, dname, rel, fds.pop(), parts[-1], parent_name, None)
             if self.enter(frame):
-                self.walk(frame)
+                self.walk(frame, len(parts))
         finally:
             for node in reversed(nodes):
                 self.tree.close(node)
@@ -207,15 +208,18 @@ class _Pass:
 
     # -- the walk ------------------------------------------------------------
 
-    def walk(self, top: _Frame) -> None:
-        """Depth-first below an entered frame, with an explicit stack (no recursion limit)."""
+    def walk(self, top: _Frame, depth: int = 0) -> None:
+        """Depth-first below an entered frame, with an explicit stack (no recursion limit).
+
+        `depth`: how many levels below the destination root `top` is.
+        """
         stack = [top]
         try:
             while stack:
                 frame = stack[-1]
                 child = next(frame.subdirs, None)
                 if child is not None:
-                    entered = self.child(frame, *child, depth=len(stack))
+                    entered = self.child(frame, *child, depth=depth + len(stack))
                     if entered is not None:
                         stack.append(entered)
                     continue
@@ -333,7 +337,7 @@ class _Pass:
                     return None
             except OSError:
                 pass  # gone: the open below sorts it out
-        if depth >= MAX_DEPTH:
+        if depth > MAX_DEPTH:
             self.error(drel, f"deeper than {MAX_DEPTH} levels; not mirrored")
             frame.pending += 1
             return None

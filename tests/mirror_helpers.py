@@ -152,3 +152,23 @@ def depth_of(root: Path, name: str = "d") -> int:
             fd, levels = child, levels + 1
     finally:
         os.close(fd)
+
+
+def remove_deep(root: Path, name: str = "d") -> None:
+    """Remove what `make_deep` built, bottom up (shutil.rmtree recurses per level)."""
+    fds = [os.open(root, os.O_RDONLY | os.O_DIRECTORY)]
+    try:
+        while True:
+            try:
+                fds.append(os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fds[-1]))
+            except FileNotFoundError:
+                break
+        for entry in os.listdir(fds[-1]):
+            os.unlink(entry, dir_fd=fds[-1])
+        while len(fds) > 1:
+            os.close(fds.pop())
+            os.rmdir(name, dir_fd=fds[-1])
+    finally:
+        for fd in fds:
+            os.close(fd)
+    root.rmdir()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import signal
+import subprocess
 from pathlib import Path
 
 import hypothesis.strategies as st
@@ -17,7 +19,7 @@ import orjson
 import pytest
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
-from mirror_helpers import mirror_cli, run, settle, snapshot, tree, write
+from mirror_helpers import SESSIONSTORE, mirror_cli, run, settle, snapshot, tree, write
 
 from sessionstore.mirror import CACHE_NAME, Mirror
 from sessionstore.store import Store
@@ -263,3 +265,33 @@ def test_sealing_state_machine(tmp_path: Path) -> None:
         lambda: SealingMachine(tmp_path / f"run{next(runs)}"),
         settings=settings(settings.default, stateful_step_count=20, deadline=None),
     )
+
+
+def test_the_daemon_says_diverged_once_per_record(src: Path, dst: Path) -> None:
+    write(src / "trials" / "1" / "log.txt", b"one")
+    write(src / "trials" / "1" / "trial.json", b"{}")
+    settle()
+    proc = subprocess.Popen(
+        [*SESSIONSTORE, "mirror", str(src), str(dst), "--json", "--full-every", "0.1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert "trials/1/trial.json" in orjson.loads(proc.stdout.readline())["copied"]
+        write(src / "trials" / "1" / "log.txt", b"rewritten after the seal")
+        seen = 0
+        for _ in range(400):  # one JSON line per pass; full passes every 0.1 s
+            if orjson.loads(proc.stdout.readline())["diverged"]:
+                seen += 1
+                if seen == 5:
+                    break
+        assert seen == 5, "the divergence was not reported on every pass"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    said = [line for line in err.splitlines() if " diverged " in line]
+    assert len(said) == 1 and said[0].endswith(f"diverged trials/1: {DIVERGED} (log.txt)")
+    assert (dst / "trials" / "1" / "log.txt").read_bytes() == b"one"

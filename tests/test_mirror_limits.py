@@ -1,0 +1,220 @@
+"""No recursion, bounded memory, no hang, names as data: a real deep tree, a real huge
+marker, real fifos, sockets and devices, and names that try to forge lines."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from mirror_helpers import (
+    SESSIONSTORE,
+    depth_of,
+    make_deep,
+    mirror_cli,
+    remove_deep,
+    settle,
+    tree,
+    write,
+)
+
+from sessionstore._mirror_pass import MAX_DEPTH
+
+pytestmark = pytest.mark.timeout(180)
+
+MIB = 1024 * 1024
+LEVELS = 10_000
+TOO_DEEP = f"deeper than {MAX_DEPTH} levels; not mirrored"
+
+
+def max_rss_mib(cmd: list[str], timeout: float = 120) -> tuple[int, float]:
+    """Run `cmd`; (exit status, the child's own peak RSS in MiB from wait4)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode, usage.ru_maxrss / 1024
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"{cmd} did not finish in {timeout} s")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def runaway(src: Path, dst: Path) -> Iterator[Path]:
+    """A 10,000-level `src/runaway/d/d/...`, removed bottom up afterwards (from dst too)."""
+    make_deep(src / "runaway", LEVELS)
+    yield src / "runaway"
+    remove_deep(src / "runaway")
+    if (dst / "runaway").exists():
+        remove_deep(dst / "runaway")
+
+
+def test_a_10000_level_tree_is_reported_in_one_line_and_the_rest_mirrored(
+    src: Path, dst: Path, runaway: Path
+) -> None:
+    write(src / "trials" / "1" / "log.txt", b"ok")
+    write(src / "trials" / "1" / "trial.json", b"{}")
+    settle()
+    proc = mirror_cli(src, dst, "--once", "--json", timeout=120)
+    assert proc.returncode == 1
+    report = orjson.loads(proc.stdout)
+    assert [e["error"] for e in report["errors"]] == [TOO_DEEP]
+    assert report["errors"][0]["path"] == "runaway/" + "/".join(["d"] * MAX_DEPTH)
+    assert [line for line in proc.stderr.splitlines() if line.startswith("  error:")] == [
+        f"  error: {report['errors'][0]['path']}: {TOO_DEEP}"
+    ]
+    assert tree(dst / "trials") == {"1/log.txt": b"ok", "1/trial.json": b"{}"}
+    assert depth_of(dst / "runaway") == MAX_DEPTH - 1
+
+
+def test_the_daemon_keeps_running_beside_a_10000_level_tree(
+    src: Path, dst: Path, runaway: Path
+) -> None:
+    settle()
+    proc = subprocess.Popen(
+        [*SESSIONSTORE, "mirror", str(src), str(dst), "--json", "--full-every", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = orjson.loads(proc.stdout.readline())  # the initial pass: the tree is reported
+        assert [e["error"] for e in first["errors"]] == [TOO_DEEP]
+        write(src / "trials" / "1" / "log.txt", b"written after the daemon started")
+        write(src / "trials" / "1" / "trial.json", b"{}")
+        for _ in range(200):  # each line is one pass; a full pass comes every 0.2 s
+            if "trials/1/trial.json" in orjson.loads(proc.stdout.readline())["copied"]:
+                break
+        else:
+            raise AssertionError("the trial written after the start was never mirrored")
+        assert proc.poll() is None, "the daemon exited"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1  # the deep tree is an error in the final pass too
+    assert (dst / "trials" / "1" / "log.txt").read_bytes() == b"written after the daemon started"
+    assert "Traceback" not in err
+    assert "cannot watch" in err  # watchdog cannot walk it: polling, said once
+    assert err.count("cannot watch") == 1
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["new", "sealed"])
+def test_a_300_mb_marker_is_torn_for_the_mirror_and_never_read_whole(
+    src: Path, dst: Path, sealed: bool
+) -> None:
+    marker = src / "trials" / "1" / "trial.json"
+    write(src / "trials" / "1" / "log.txt", b"ok")
+    if sealed:  # committed small, then the agent blows it up
+        write(marker, b"{}")
+        settle()
+        assert mirror_cli(src, dst, "--once", "--no-fsync").returncode == 0
+    write(marker, b"{")
+    os.truncate(marker, 300 * MIB)  # sparse: costs no disk
+    settle()
+    code, rss = max_rss_mib([*SESSIONSTORE, "mirror", str(src), str(dst), "--once"])
+    assert code == 0
+    assert rss < 120, f"peak RSS {rss:.0f} MiB: the marker was held in memory"
+    proc = mirror_cli(src, dst, "--once", "--json")
+    report = orjson.loads(proc.stdout)
+    if sealed:
+        assert [d["files"] for d in report["diverged"]] == [["trials/1/trial.json"]]
+        assert (dst / "trials" / "1" / "trial.json").read_bytes() == b"{}"
+    else:
+        assert report["held_back"] == [
+            {"path": "trials/1/trial.json", "reason": "torn: larger than the 64 MiB marker limit"}
+        ]
+        assert not (dst / "trials" / "1" / "trial.json").exists()
+
+
+def test_fifos_sockets_and_devices_are_skipped_with_their_kind_and_never_opened(
+    src: Path, dst: Path
+) -> None:
+    write(src / "trials" / "1" / "log.txt", b"ok")
+    os.mkfifo(src / "trials" / "1" / "trial.json")  # a fifo where the marker belongs
+    os.mkfifo(src / "pipe")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(src / "agent.sock"))
+    kinds = {"trials/1/trial.json": "fifo", "pipe": "fifo", "agent.sock": "socket"}
+    try:
+        os.mknod(src / "null", stat.S_IFCHR | 0o600, os.makedev(1, 3))
+        kinds["null"] = "device"
+    except PermissionError:
+        pass  # not root: the fifo and the socket still cover the class
+    settle()
+    try:
+        proc = mirror_cli(src, dst, "--once", "--json", timeout=30)
+    finally:
+        server.close()
+    assert proc.returncode == 0, proc.stderr
+    skipped = {i["path"]: i["reason"] for i in orjson.loads(proc.stdout)["skipped"]}
+    assert skipped == {path: f"special file ({kind})" for path, kind in kinds.items()}
+    assert tree(dst) == {"trials/1/log.txt": b"ok"}
+
+
+FORGERS = [
+    "evil\nmirror: 999 copied, 0 errors",
+    "title\x1b]0;pwned\x07",
+    "cr\rerror: forged",
+    "bidi\u202etxt.exe",
+]
+
+
+def test_names_are_escaped_in_the_summary_one_problem_one_line(src: Path, dst: Path) -> None:
+    src.mkdir()
+    for name in FORGERS:
+        (src / name).symlink_to("/etc/hostname")  # each is one "skipped" problem
+    settle()
+    proc = mirror_cli(src, dst, "--once")
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 + len(FORGERS)
+    assert not any(c in proc.stderr for c in "\x1b\x07\r\u202e")
+    assert sorted(lines[1:]) == sorted(
+        [
+            "  skipped: evil\\nmirror: 999 copied, 0 errors: symlink",
+            "  skipped: title\\x1b]0;pwned\\x07: symlink",
+            "  skipped: cr\\rerror: forged: symlink",
+            "  skipped: bidi\\u202etxt.exe: symlink",
+        ]
+    )
+
+
+def test_names_are_escaped_in_the_daemon_log(src: Path, dst: Path) -> None:
+    src.mkdir()
+    for name in FORGERS:
+        (src / name).symlink_to("/etc/hostname")
+    write(src / "d\x1b[31m" / "f.txt", b"colored dir")
+    write(src / ("long" * 50) / "f.txt", b"a path wider than the terminal")
+    settle()
+    proc = subprocess.Popen(
+        [*SESSIONSTORE, "mirror", str(src), str(dst), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "40"},  # rich must not wrap a long path
+    )
+    try:
+        assert proc.stdout is not None
+        orjson.loads(proc.stdout.readline())  # the initial pass ran
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert not any(c in err for c in "\x1b\x07\r\u202e")
+    lines = err.splitlines()
+    assert all(line[:2].isdigit() and line[2] == ":" for line in lines), err  # stamped, unwrapped
+    assert any(line.endswith("copied d\\x1b[31m/f.txt") for line in lines)
+    assert any(line.endswith("copied " + "long" * 50 + "/f.txt") for line in lines)
+    skipped = [line.split(" skipped ", 1)[1] for line in lines if " skipped " in line]
+    assert "evil\\nmirror: 999 copied, 0 errors (symlink)" in skipped
