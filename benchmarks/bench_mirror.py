@@ -9,7 +9,9 @@ ratio to rsync next to the goal from issue 4.
 Scenarios (each tool gets its own destination, prepared identically):
   no-op        nothing changed since the last pass
   1% changed   ~100 of 10,000 files rewritten (new size, so rsync's quick check sees
-               them); once with the default (durable) pass, once with --no-fsync
+               them); once with the default (durable) pass, once with --no-fsync.
+               They are logs of in-flight trials (the last trial of each session has
+               no marker yet): a completed record is sealed and never rewritten.
   copy         initial copy into an empty destination, `--no-fsync` vs `rsync -a`
   durable      initial copy, default (fsync) vs `rsync -a --fsync`
 """
@@ -49,9 +51,11 @@ def generate(src: Path, seed: int = 1) -> int:
             rec = src / f"{s:08x}" / "trials" / str(t)
             (rec / "patches").mkdir(parents=True, exist_ok=True)
             for name, size in FILES.items():
+                if name == "trial.json" and t == TRIALS:
+                    name = "progress.json"  # this trial is in flight: no marker yet
                 n = size if rng.random() > 0.002 or name != "log.txt" else BIG_LOG
                 n = max(1, int(n * rng.uniform(0.5, 1.5)))
-                if name == "trial.json":
+                if name in ("trial.json", "progress.json"):
                     learned = rng.randbytes(n // 2).hex().encode()
                     data = b'{"trial": %d, "learned": "%s"}' % (t, learned)
                 else:
@@ -63,8 +67,8 @@ def generate(src: Path, seed: int = 1) -> int:
 
 def change_one_percent(src: Path, seed: int) -> None:
     rng = random.Random(seed)
-    files = sorted(p for p in src.rglob("*.txt"))
-    for p in rng.sample(files, len(files) // 10):  # 200 logs ...
+    files = sorted(src.glob(f"*/trials/{TRIALS}/log.txt"))  # in-flight trials only
+    for p in files:  # 200 logs ...
         if rng.random() < 0.5:  # ... of which ~100 get rewritten
             p.write_bytes(rng.randbytes(rng.randrange(100, 9000)))
 
