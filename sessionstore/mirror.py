@@ -21,9 +21,16 @@ torn-read guard, `_mirror_cache` the change cache):
   mode the directories written so far are fsynced before a marker's rename,
   so a crash never leaves a marker ahead of its files.
 
-Symlinks and special files are reported as skipped and never opened. Names
-go through `redact_name`; source names never reach the report or the cache
-(only destination names). See docs/mirror.md for the user-facing account.
+- *sealed*: a record whose marker is already in the destination is never
+  written again; a source that differs from it is reported as `diverged`.
+  In a session, the store's own files at its top are skipped.
+
+The destination is reached only through directory fds (`_mirror_dest`), so a
+planted or swapped symlink is an error, never followed. `--delete` removes
+only files the cache says this mirror wrote (`_mirror_leftovers`). Symlinks
+and special files in the source are reported as skipped and never opened.
+Names go through `redact_name`; source names never reach the report or the
+cache (only destination names). See docs/mirror.md for the user-facing account.
 """
 
 from __future__ import annotations
@@ -59,10 +66,12 @@ class Mirror:
     """Mirror `source` into `dest`, redacted, one atomic file at a time.
 
     `durable=False` skips every fsync (fast, not crash-proof). `delete=True`
-    removes destination entries whose source is gone, unless the listing had
-    errors. `racy_window_ns`: how old a file's ctime must be before it is
-    trusted (default: the larger of one coarse clock tick and 10 ms; raise it
-    for NFS, whose server clock and attribute caching need a second or more).
+    removes destination files this mirror wrote whose source is gone (never a
+    sealed record or the store's files; not at all when the listing had
+    errors or the change cache is missing). `dest` is resolved here, once.
+    `racy_window_ns`: how old a file's ctime must be before it is trusted
+    (default: the larger of one coarse clock tick and 10 ms; raise it for
+    NFS, whose server clock and attribute caching need a second or more).
     `_on_chunk` is a test hook called with the destination path after every
     chunk read, so tests can mutate a file while it is being read.
 

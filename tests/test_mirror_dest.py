@@ -19,6 +19,7 @@ import pytest
 from mirror_helpers import (
     mirror_cli,
     outside_tree,
+    run,
     settle,
     snapshot,
     tree,
@@ -172,3 +173,33 @@ def test_a_directory_swapped_for_a_symlink_mid_pass_never_leaks_writes(
     assert swaps[0] > 50, "the swapper never ran during the passes; the test proves nothing"
     assert snapshot(outside) == before
     assert problems > 0, "no pass ever met the swapped symlink"
+
+
+def test_a_directory_moved_out_mid_copy_gets_no_rename_and_keeps_no_temp(
+    tmp_path: Path, src: Path, dst: Path, outside: Path
+) -> None:
+    write(src / "trials" / "1" / "log.txt", b"old" * 100)
+    settle()
+    run(src, dst)
+    write(src / "trials" / "1" / "log.txt", b"new" * 100)
+    settle()
+    elsewhere = tmp_path / "elsewhere"
+    before = snapshot(outside)
+
+    def move_out(drel: str) -> None:  # between two chunks of the copy: the temp exists
+        if not elsewhere.exists():
+            os.rename(dst / "trials", elsewhere)
+            (dst / "trials").symlink_to(outside)
+
+    mirror = Mirror(src, dst, durable=False, chunk_size=16, _on_chunk=move_out)
+    report = mirror.run_once()
+    assert elsewhere.exists(), "the hook never ran; the test proves nothing"
+    assert report.errors == [
+        {"path": "trials", "error": "moved or replaced during the pass; nothing written there"}
+    ]
+    assert snapshot(outside) == before
+    assert snapshot(elsewhere) == {
+        ".": ("dir", 0o700),
+        "1": ("dir", 0o700),
+        "1/log.txt": ("file", 0o644, b"old" * 100),
+    }
