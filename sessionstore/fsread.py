@@ -44,6 +44,7 @@ DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | _CLOEXEC
 _CHUNK = 1 << 16
 
 _KINDS = (
+    (stat.S_ISREG, "a regular file"),
     (stat.S_ISDIR, "a directory"),
     (stat.S_ISFIFO, "a FIFO"),
     (stat.S_ISSOCK, "a socket"),

@@ -304,3 +304,16 @@ def test_judge_reads_the_record_now(session: Session) -> None:
     assert judge(session.trials, 1, "run.log").outcome is Outcome.INDETERMINATE
     trial(session, b"PASS\n")
     assert judge(session.trials, 1, "run.log").passed
+
+
+def test_on_disk_problems_never_raise_they_are_indeterminate(session: Session) -> None:
+    import shutil
+
+    record = trial(session, b"PASS\n")
+    shutil.rmtree(record.path)
+    gone = evaluate_output_contract(record, "run.log")
+    assert gone.outcome is Outcome.INDETERMINATE
+    assert gone.detail.startswith(f"record directory {record.path}: ")
+    record.path.write_bytes(b"now a file")
+    as_file = evaluate_output_contract(record, "run.log")
+    assert as_file.detail == f"record directory {record.path}: is a regular file, not a directory"
