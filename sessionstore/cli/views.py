@@ -143,11 +143,11 @@ def session_list(console: Console, views: list[SessionView], root: Path) -> None
     longest word up to a cap, so a narrow terminal gets taller rows.
     """
     if not views:
-        console.print(f"no sessions in {root}")
+        console.print(Text(f"no sessions in {escape(str(root))}"))
         return
     compact = console.width < 80
     gap = 1 if compact else 2
-    rows: list[list[str]] = []
+    rows: list[list[str]] = []  # plain escaped text: widths are measured on it
     starred = False
     for view in views:
         starred = starred or (view.best is not None and not view.best.meets_constraints)
@@ -162,14 +162,13 @@ def session_list(console: Console, views: list[SessionView], root: Path) -> None
             ]
         )
     headers = ["ID", "NAME", "STATUS", "BEST", "CONSTRAINTS", "CREATED"]
-    plain = rows
-    natural = [max(len(h), *(len(r[i]) for r in plain)) for i, h in enumerate(headers)]
+    natural = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     minimum = [
         natural[0],
         min(natural[1], 5),
-        _longest_word([r[2] for r in plain], 12),
-        _longest_word([r[3] for r in plain], 7 if compact else 10),
-        _longest_word([r[4] for r in plain], 10 if compact else 16),
+        _longest_word([r[2] for r in rows], 12),
+        _longest_word([r[3] for r in rows], 7 if compact else 10),
+        _longest_word([r[4] for r in rows], 10 if compact else 16),
         natural[5],
     ]
     minimum = [max(m, len(h)) for m, h in zip(minimum, headers, strict=True)]
