@@ -27,6 +27,18 @@ def progress(session: Session) -> str:
 # --- status ---------------------------------------------------------------
 
 
+def test_status_unknown_when_a_manifest_field_is_out_of_range(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="s", pid=None)
+    odd = set_manifest(session, pid=2**31, trials="three")
+    view = SessionView.load(odd)
+    assert (session_status(odd), view.status) == ("unknown", "unknown")
+    assert view.manifest_error == (
+        'session.json: trials must be an integer >= 1 or null, not "three"; '
+        "pid must be an integer from 1 to 2147483647 or null, not 2147483648"
+    )
+    assert view.summary()["manifest_error"] == view.manifest_error
+
+
 def test_status_running_while_writer_alive(tmp_path: Path) -> None:
     session = Store(tmp_path).create(id="s")
     assert session_status(session) == "running"

@@ -31,6 +31,23 @@ def best_of(session: Session, objective: Objective | None = None) -> tuple[int, 
     return None if best is None else (best.n, best.meets_constraints)
 
 
+def test_best_fail_verdict_disqualifies_like_failed_true(tmp_path: Path) -> None:
+    session = session_with(tmp_path)
+    contract = {"output_contract": {"log": "run.log"}}
+    trial(session, metrics(100.0) | contract, {"run.log": "PASS\n"})
+    trial(session, metrics(300.0) | contract, {"run.log": "FAIL: oom\n"})
+    assert best_of(session) == (1, True)
+
+
+def test_best_fallback_may_be_a_trial_whose_log_says_fail(tmp_path: Path) -> None:
+    session = session_with(tmp_path)
+    contract = {"output_contract": {"log": "run.log"}}
+    trial(session, metrics(100.0) | contract, {"run.log": "FAIL: slow\n"})
+    trial(session, metrics(300.0) | contract, {"run.log": "FAIL: oom\n"})
+    best = SessionView.load(session).best
+    assert best is not None and (best.n, best.mark, str(best.verdict)) == (2, "*", "fail: oom")
+
+
 def test_best_default_objective_higher_output_tokens(tmp_path: Path) -> None:
     session = session_with(tmp_path)
     trial(session, metrics(100.0))
