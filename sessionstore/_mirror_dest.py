@@ -10,7 +10,7 @@ reported once, whether it was planted before the pass or swapped in during it.
 An open fd keeps pointing at its directory wherever that directory is moved,
 so before every change (mkdir, temp create, rename, chmod, unlink, rmdir,
 sweep) `check` re-validates the chain: each node's entry in its parent must
-still be the inode the fd holds, up to `/`. A directory moved out of the
+still be the inode the fd holds, up to the root's entry in its parent. A directory moved out of the
 tree or replaced mid-pass is then refused before anything is written through
 it. Reads (lstat for the no-op fast path) use the fds without the check: they
 change nothing.
@@ -221,9 +221,12 @@ class DestTree:
         return self.fd_of(d)
 
     def check(self, d: DestDir) -> bool:
-        """Whether `d` and every ancestor still sit where they were opened (before a change).
+        """Whether `d` and its ancestors up to the root still sit where they were opened.
 
-        A mismatch marks that node bad and reports it once; below it, False silently.
+        Called before every change. The root's own entry in its parent is
+        checked too (the destination itself moved or swapped), not the
+        directories above it: those are the user's, opened once per pass. A
+        mismatch marks that node bad and reports it once; below it, False silently.
         """
         node: DestDir | None = d
         while node is not None and node.parent is not None:
@@ -241,6 +244,8 @@ class DestTree:
                 node.state = _BAD
                 self.error(node.shown, "moved or replaced during the pass; nothing written there")
                 return False
+            if node is self.root:
+                break
             node = node.parent
         return True
 

@@ -26,13 +26,12 @@ from typing import TYPE_CHECKING
 
 from sessionstore._mirror_cache import Entry
 from sessionstore._mirror_dest import DestDir, DestTree, describe
-from sessionstore.layout import CONSTRAINTS, MANIFEST, MARKERS, REPORT, record_number
+from sessionstore._mirror_pass import STORE_OWNED
+from sessionstore.layout import MARKERS, record_number
 
 if TYPE_CHECKING:
     from sessionstore._mirror_pass import _Pass
 
-# Files at the top of a session that only the store writes.
-STORE_OWNED = frozenset([MANIFEST, CONSTRAINTS, REPORT])
 # Directories at the top of a session that the store creates; never removed when emptied.
 _STORE_DIRS = frozenset(MARKERS)
 

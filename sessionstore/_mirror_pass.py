@@ -39,12 +39,10 @@ import orjson
 from sessionstore import _mirror_copy as rd
 from sessionstore._mirror_cache import CACHE_NAME, Cache, Entry
 from sessionstore._mirror_dest import OPEN_DIR, DestDir, DestTree, describe
-from sessionstore._mirror_leftovers import STORE_OWNED, settle_leftovers
 from sessionstore._mirror_report import PassReport
 from sessionstore.atomic import TEMP_PREFIX, AtomicFile, fsync_dir
 from sessionstore.errors import InvalidInput
-from sessionstore.jsonio import MAX_MARKER_BYTES
-from sessionstore.layout import MANIFEST, MARKERS, REPORT, record_number
+from sessionstore.layout import CONSTRAINTS, MANIFEST, MARKERS, REPORT, record_number
 
 if TYPE_CHECKING:
     from sessionstore.mirror import Mirror
@@ -54,6 +52,11 @@ if TYPE_CHECKING:
 RESERVED_PREFIX = ".sessionstore-"
 # Set while a pass may have temps in flight; its presence makes the next pass sweep.
 DIRTY_NAME = RESERVED_PREFIX + "mirror-dirty"
+# Files at the top of a session that only the store writes.
+STORE_OWNED = frozenset([MANIFEST, CONSTRAINTS, REPORT])
+# A marker over this is torn (format.md, "Reading"); the value is jsonio.MAX_MARKER_BYTES,
+# checked by a test: importing jsonio here would cost the no-op pass its import.
+MAX_MARKER_BYTES = 64 * 1024 * 1024
 # Directory levels below the root a pass walks. Two fds per level (source and
 # destination): 256 levels stay well inside the usual 1024-fd limit, and no real
 # workspace nests that deep (a runaway `mkdir -p` does).
@@ -662,6 +665,8 @@ class _Pass:
             else {}
         )
         if leftovers:
+            from sessionstore._mirror_leftovers import settle_leftovers  # rare: off the no-op path
+
             delete = m.delete and report.delete_skipped is None
             dropped = settle_leftovers(self, leftovers, delete)
             entries = {**{k: v for k, v in leftovers.items() if k not in dropped}, **self.entries}

@@ -8,6 +8,7 @@ afterwards, that nothing hangs, and that the problem is one line.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import threading
@@ -140,23 +141,31 @@ def test_a_directory_swapped_for_a_symlink_mid_pass_never_leaks_writes(
     stop = threading.Event()
     swaps = [0]
 
+    trials, away = dst / "trials", dst / "trials.away"
+
+    def swap_once() -> None:
+        os.rename(trials, away)
+        os.symlink(outside, trials)
+        time.sleep(0.0005)
+        os.unlink(trials)
+        os.rename(away, trials)
+
+    def restore() -> None:  # after a swap the mirror raced: the real trials/ back in place
+        if trials.is_symlink():
+            os.unlink(trials)
+        if away.is_dir():
+            if trials.is_dir():
+                shutil.rmtree(trials)  # a fresh one the mirror made meanwhile
+            os.rename(away, trials)
+
     def swapper() -> None:
-        trials, away = dst / "trials", dst / "trials.away"
         deadline = time.monotonic() + 20
         while not stop.is_set() and swaps[0] < 20_000 and time.monotonic() < deadline:
             try:
-                os.rename(trials, away)
-                os.symlink(outside, trials)
-                time.sleep(0.0005)
-                os.unlink(trials)
-                os.rename(away, trials)
-            except OSError:  # the mirror made a new trials/ meanwhile: put ours back
-                if not trials.is_symlink() and trials.is_dir() and away.is_dir():
-                    shutil.rmtree(trials)
-                if trials.is_symlink():
-                    os.unlink(trials)
-                if away.is_dir() and not trials.exists():
-                    os.rename(away, trials)
+                swap_once()
+            except OSError:
+                with contextlib.suppress(OSError):
+                    restore()
             swaps[0] += 1
 
     thread = threading.Thread(target=swapper)
