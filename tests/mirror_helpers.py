@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import queue
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from sessionstore.atomic import is_temp_name
 from sessionstore.mirror import RESERVED_PREFIX, Mirror, PassReport
@@ -172,3 +177,21 @@ def remove_deep(root: Path, name: str = "d") -> None:
         for fd in fds:
             os.close(fd)
     root.rmdir()
+
+
+class JsonLines:
+    """The `--json` lines of a running daemon, each waited for with a timeout (never a hang)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        self._lines: queue.Queue[str] = queue.Queue()
+        stream = proc.stdout
+        threading.Thread(target=lambda: [self._lines.put(x) for x in stream], daemon=True).start()
+
+    def next(self, timeout: float = 30) -> dict[str, Any]:
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no pass reported within {timeout} s") from None
+        report: dict[str, Any] = orjson.loads(line)
+        return report

@@ -16,6 +16,7 @@ import orjson
 import pytest
 from mirror_helpers import (
     SESSIONSTORE,
+    JsonLines,
     depth_of,
     make_deep,
     mirror_cli,
@@ -88,14 +89,14 @@ def test_the_daemon_keeps_running_beside_a_10000_level_tree(
         stderr=subprocess.PIPE,
         text=True,
     )
+    lines = JsonLines(proc)
     try:
-        assert proc.stdout is not None
-        first = orjson.loads(proc.stdout.readline())  # the initial pass: the tree is reported
+        first = lines.next()  # the initial pass: the tree is reported
         assert [e["error"] for e in first["errors"]] == [TOO_DEEP]
         write(src / "trials" / "1" / "log.txt", b"written after the daemon started")
         write(src / "trials" / "1" / "trial.json", b"{}")
         for _ in range(200):  # each line is one pass; a full pass comes every 0.2 s
-            if "trials/1/trial.json" in orjson.loads(proc.stdout.readline())["copied"]:
+            if "trials/1/trial.json" in lines.next()["copied"]:
                 break
         else:
             raise AssertionError("the trial written after the start was never mirrored")
@@ -204,9 +205,9 @@ def test_names_are_escaped_in_the_daemon_log(src: Path, dst: Path) -> None:
         text=True,
         env={**os.environ, "COLUMNS": "40"},  # rich must not wrap a long path
     )
+    lines = JsonLines(proc)
     try:
-        assert proc.stdout is not None
-        orjson.loads(proc.stdout.readline())  # the initial pass ran
+        lines.next()  # the initial pass ran
     finally:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)

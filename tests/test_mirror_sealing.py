@@ -19,7 +19,16 @@ import orjson
 import pytest
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
-from mirror_helpers import SESSIONSTORE, mirror_cli, run, settle, snapshot, tree, write
+from mirror_helpers import (
+    SESSIONSTORE,
+    JsonLines,
+    mirror_cli,
+    run,
+    settle,
+    snapshot,
+    tree,
+    write,
+)
 
 from sessionstore.mirror import CACHE_NAME, Mirror
 from sessionstore.store import Store
@@ -277,13 +286,13 @@ def test_the_daemon_says_diverged_once_per_record(src: Path, dst: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
+    lines = JsonLines(proc)
     try:
-        assert proc.stdout is not None
-        assert "trials/1/trial.json" in orjson.loads(proc.stdout.readline())["copied"]
+        assert "trials/1/trial.json" in lines.next()["copied"]
         write(src / "trials" / "1" / "log.txt", b"rewritten after the seal")
         seen = 0
         for _ in range(400):  # one JSON line per pass; full passes every 0.1 s
-            if orjson.loads(proc.stdout.readline())["diverged"]:
+            if lines.next()["diverged"]:
                 seen += 1
                 if seen == 5:
                     break
