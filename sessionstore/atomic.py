@@ -22,6 +22,7 @@ import contextlib
 import errno
 import os
 import shutil
+import stat
 import time
 from pathlib import Path
 from types import TracebackType
@@ -213,18 +214,19 @@ def sweep_temps_at(dir_fd: int, older_than: float = 3600.0) -> list[str]:
     listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC, dir_fd=dir_fd)
     try:
         with os.scandir(listing) as it:
-            entries = [e for e in it if is_temp_name(e.name)]
+            names = [e.name for e in it if is_temp_name(e.name)]
     finally:
         os.close(listing)
-    for entry in entries:
+    for name in names:
         try:
-            if not _writer_alive(entry.name) or entry.stat(follow_symlinks=False).st_mtime < cutoff:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if not _writer_alive(name) or st.st_mtime < cutoff:
                 # A temp directory is a session being created (Store.create).
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.name, dir_fd=dir_fd)
+                if stat.S_ISDIR(st.st_mode):
+                    shutil.rmtree(name, dir_fd=dir_fd)
                 else:
-                    os.unlink(entry.name, dir_fd=dir_fd)
-                removed.append(entry.name)
+                    os.unlink(name, dir_fd=dir_fd)
+                removed.append(name)
         except OSError as exc:
             if exc.errno != errno.ENOENT:
                 raise

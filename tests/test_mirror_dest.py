@@ -212,3 +212,23 @@ def test_a_directory_moved_out_mid_copy_gets_no_rename_and_keeps_no_temp(
         "1": ("dir", 0o700),
         "1/log.txt": ("file", 0o644, b"old" * 100),
     }
+
+
+def test_an_interrupted_pass_is_swept_through_the_fds_and_temp_symlinks_are_not_followed(
+    src: Path, dst: Path, outside: Path
+) -> None:
+    workspace(src)
+    run(src, dst)
+    dead = dst / "trials" / "1" / ".sstmp-99999999-deadbeef"  # a pid above pid_max: dead
+    dead.write_bytes(b"half a file")
+    live = dst / "trials" / "1" / f".sstmp-{os.getpid()}-0123456789abcdef"
+    live.write_bytes(b"being written")
+    link = dst / ".sstmp-99999999-feedface"
+    link.symlink_to(outside / "1")
+    (dst / DIRTY_NAME).touch()  # the last pass was killed
+    before = snapshot(outside)
+    report = run(src, dst)
+    assert report.ok, report.errors
+    assert not dead.exists() and live.exists() and not link.is_symlink()
+    assert snapshot(outside) == before
+    assert not (dst / DIRTY_NAME).exists()
