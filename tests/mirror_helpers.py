@@ -115,7 +115,9 @@ def outside_tree(root: Path) -> Path:
     return root
 
 
-def mirror_cli(*args: str | Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def mirror_cli(
+    *args: str | Path, timeout: float = 60, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """`sessionstore mirror ARGS` in a real process, never allowed to hang."""
     return subprocess.run(
         [*SESSIONSTORE, "mirror", *map(str, args)],
@@ -123,6 +125,7 @@ def mirror_cli(*args: str | Path, timeout: float = 60) -> subprocess.CompletedPr
         text=True,
         timeout=timeout,
         check=False,
+        cwd=cwd,
     )
 
 

@@ -8,7 +8,6 @@ record's destination bytes never change and the store's files are never touched.
 from __future__ import annotations
 
 import itertools
-import os
 import shutil
 import signal
 import subprocess
@@ -112,8 +111,7 @@ def test_dst_is_a_path_when_it_names_no_session(tmp_path: Path, store: Store) ->
     ws = tmp_path / "ws"
     write(ws / "a.txt", b"a")
     settle()
-    os.chdir(tmp_path)
-    proc = mirror_cli(ws, "out", "--store", store.root, "--once")
+    proc = mirror_cli(ws, "out", "--store", store.root, "--once", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "out" / "a.txt").read_bytes() == b"a"
 
