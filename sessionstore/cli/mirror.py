@@ -57,7 +57,7 @@ _LABELS = (("unstable", "unstable"), ("held_back", "held back"), ("skipped", "sk
     help="Accept secrets under 8 bytes (redacted only where a file is exactly the secret).",
 )
 @click.option("--no-fsync", is_flag=True, help="Skip fsync: faster, not crash-proof.")
-@click.option("--delete", is_flag=True, help="Remove destination files whose source is gone.")
+@click.option("--delete", is_flag=True, help="Remove files this mirror wrote whose source is gone.")
 @click.option(
     "--full-every",
     type=click.FloatRange(min=0.05),
