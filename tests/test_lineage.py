@@ -22,6 +22,17 @@ from sessionstore.lineage import LineageWarning, include_previous, select_files
 from sessionstore.store import Session, Store
 from sessionstore.summary import SessionView
 
+# finished_session plants trials/1/link.yml -> /etc/hostname: every copy of it warns so.
+LINK_WARNING = (
+    "previous session {}: trials/1/link.yml is a symlink (never followed), "
+    "not a regular file; not copied"
+)
+pytestmark = pytest.mark.filterwarnings(
+    # (`.` for the colon: the filter's fields are separated by colons)
+    r"ignore:previous session [a-z]+. trials/1/link.yml is a symlink"
+    ":sessionstore.lineage.LineageWarning"
+)
+
 EXPECTED = [
     "constraints.json",
     "report.json",
@@ -91,6 +102,7 @@ def test_lineage_copy_reads_as_a_raw_session(tmp_path: Path) -> None:
             "copied": True,
             "trials": 2,
             "service": 1,
+            "problem": None,
         }
     ]
 
@@ -133,9 +145,14 @@ def test_lineage_warns_when_a_chained_parent_is_left_out(tmp_path: Path) -> None
     finished_session(store, "parent", previous=["grandparent"])
     with pytest.warns(LineageWarning, match="'parent' builds on 'grandparent'"):
         store.create(id="child", previous=["parent"])
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         store.create(id="child2", previous=["parent", "grandparent"])
+    # Only the planted link.yml of each, no chain gap.
+    assert [str(w.message) for w in caught] == [
+        LINK_WARNING.format("parent"),
+        LINK_WARNING.format("grandparent"),
+    ]
 
 
 def test_lineage_warning_printed_by_new_on_stderr(tmp_path: Path) -> None:
@@ -155,12 +172,12 @@ def test_lineage_create_crash_mid_copy_publishes_nothing(tmp_path: Path) -> None
     real = lineage._copy_file
     calls = 0
 
-    def crash_half_way(source: Path, target: Path) -> None:
+    def crash_half_way(*args: Any) -> None:
         nonlocal calls
         calls += 1
         if calls == 4:
             raise OSError(5, "injected I/O error")
-        real(source, target)
+        real(*args)
 
     with mock.patch.object(lineage, "_copy_file", crash_half_way), pytest.raises(OSError):
         store.create(id="new", previous=["old"])
@@ -177,12 +194,12 @@ def test_lineage_heal_after_injected_crash(tmp_path: Path) -> None:
     real = lineage._copy_file
     calls = 0
 
-    def crash_half_way(source: Path, target: Path) -> None:
+    def crash_half_way(*args: Any) -> None:
         nonlocal calls
         calls += 1
         if calls == len(EXPECTED) // 2:
             raise OSError(28, "injected: no space left on device")
-        real(source, target)
+        real(*args)
 
     with mock.patch.object(lineage, "_copy_file", crash_half_way), pytest.raises(OSError):
         include_previous(store, new)
@@ -200,11 +217,11 @@ from sessionstore import lineage
 from sessionstore.lineage import include_previous
 from sessionstore.store import Store
 real, calls = lineage._copy_file, [0]
-def die_half_way(source, target):
+def die_half_way(*args):
     calls[0] += 1
     if calls[0] == 4:
         os._exit(9)  # a real crash: no cleanup, no exception handlers
-    real(source, target)
+    real(*args)
 lineage._copy_file = die_half_way
 store = Store(sys.argv[1])
 include_previous(store, store.open("new"))
@@ -271,7 +288,8 @@ def test_lineage_duplicate_previous_ids_are_pinned_once_in_first_seen_order(
     finished_session(store, "b")
     args = ["--id", "new", "--previous", "b", "--previous", "a", "--previous", "b"]
     result = new_cli(tmp_path, *args, "--previous", "a")
-    assert (result.returncode, result.stdout, result.stderr) == (0, "new\n", "")
+    warned = "".join(f"warning: {LINK_WARNING.format(i)}\n" for i in ("b", "a"))
+    assert (result.returncode, result.stdout, result.stderr) == (0, "new\n", warned)
     new = store.open("new")
     assert new.manifest is not None and new.manifest["previous"] == ["b", "a"]
     assert sorted(os.listdir(new.path / "previous")) == ["a", "b"]
@@ -290,6 +308,7 @@ def test_lineage_a_previous_session_without_records_warns_and_copies_nothing(
     assert (result.returncode, result.stdout) == (0, "new\n")
     assert result.stderr == (
         "warning: previous session empty has no records; nothing copied from it\n"
+        f"warning: {LINK_WARNING.format('full')}\n"
     )
     new = store.open("new")
     assert os.listdir(new.path / "previous") == ["full"]
