@@ -385,3 +385,37 @@ def test_a_patches_tree_deeper_than_the_walk_goes_is_warned_not_a_crash(
     assert line.count("/d") == 256
     copy = tmp_path / "new" / "previous" / "a" / "trials" / "1"
     assert (copy / "patches" / "fix.diff").read_text() == "+x\n"
+
+
+def test_fifos_where_directories_belong_and_hostile_names_are_one_escaped_line_each(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path)
+    a = finished(store, "a")
+    record = a.trials.path / "1"
+    shutil.rmtree(record / "patches")
+    os.mkfifo(record / "patches")
+    os.mkfifo(a.trials.path / "2")  # a record number that is a FIFO
+    (record / "evil\n\x1b]0;pwned\a.yml").symlink_to("/etc/hostname")
+    b = finished(store, "b")
+    shutil.rmtree(b.trials.path)
+    os.mkfifo(b.trials.path)
+    shutil.rmtree(b.service.path)
+    result = new(tmp_path, "a", "b")
+    assert (result.returncode, result.stdout) == (0, "new\n"), result.stderr
+    assert result.stderr.splitlines() == [
+        f"warning: previous session a: trials/1/evil\\n\\x1b]0;pwned\\x07.yml {LINK_FILE}; "
+        "not copied",
+        "warning: previous session a: trials/1/patches is a FIFO, not a directory; not copied",
+        "warning: previous session a: trials/2 is a FIFO, not a directory; not copied",
+        "warning: previous session b: trials is a FIFO, not a directory; not copied",
+        "warning: previous session b has no records; nothing copied from it",
+    ]
+    assert sorted(files_under(tmp_path / "new" / "previous" / "a")) == [
+        "constraints.json",
+        "report.json",
+        "service/1/service.yml",
+        "service/1/verification.json",
+        "trials/1/task.yml",
+        "trials/1/trial.json",
+    ]
