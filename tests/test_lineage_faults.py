@@ -17,6 +17,7 @@ import socket
 import stat
 import subprocess
 import sys
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -419,3 +420,66 @@ def test_fifos_where_directories_belong_and_hostile_names_are_one_escaped_line_e
         "trials/1/task.yml",
         "trials/1/trial.json",
     ]
+
+
+_SWAPPER = """
+import os, sys
+record, outside = sys.argv[1], sys.argv[2]
+trials = os.path.dirname(record)
+for i in range(1_000_000):
+    if os.path.exists(os.path.join(trials, "stop")):
+        break
+    os.mkfifo(os.path.join(record, "t.fifo"))
+    os.rename(os.path.join(record, "t.fifo"), os.path.join(record, "task.yml"))
+    with open(os.path.join(record, "t.reg"), "w") as f:
+        f.write("real\\n")
+    os.rename(os.path.join(record, "t.reg"), os.path.join(record, "task.yml"))
+    os.rename(os.path.join(trials, "3"), os.path.join(trials, "3.away"))
+    os.symlink(outside, os.path.join(trials, "3"))
+    os.unlink(os.path.join(trials, "3"))
+    os.rename(os.path.join(trials, "3.away"), os.path.join(trials, "3"))
+    if i == 0:
+        open(os.path.join(trials, "started"), "w").close()
+"""
+
+
+def test_entries_swapped_for_fifos_and_symlinks_during_the_copy_never_hang_or_leak(
+    tmp_path: Path,
+) -> None:
+    outside = tmp_path / "outside"
+    known = outside_tree(outside)
+    store = Store(tmp_path / "s")
+    a = finished(store, "a")
+    for _ in range(2):
+        writer = a.trials.begin()
+        writer.write_text("task.yml", "real\n")
+        writer.complete(metrics(1.0))
+    before = snapshot(known)
+    record = a.trials.path / "1"
+    swapper = subprocess.Popen([sys.executable, "-c", _SWAPPER, str(record), str(outside / "rec")])
+    try:
+        while not (a.trials.path / "started").exists():
+            assert swapper.poll() is None, "the swapper died"
+            time.sleep(0.01)
+        ids = [f"n{i}" for i in range(6)]
+        results = [
+            cli("new", "--store", str(store.root), "--id", i, "--previous", "a") for i in ids
+        ]
+    finally:
+        (a.trials.path / "stop").touch()
+        swapper.wait(timeout=60)
+    assert swapper.returncode == 0
+    allowed = {
+        f"warning: previous session a: trials/1/task.yml {FIFO}; not copied",
+        f"warning: previous session a: trials/3 {LINK_DIR}; not copied",
+    }
+    for result in results:
+        assert result.returncode == 0, result.stderr
+        assert set(result.stderr.splitlines()) <= allowed, result.stderr
+    for session_id in ids:
+        copy = files_under(
+            store.root / session_id / "previous" / "a"
+        )  # regular files and directories only
+        assert copy.get("trials/1/task.yml", b"real\n") == b"real\n"
+        assert not any(SECRET.encode() in data for data in copy.values())
+    assert snapshot(known) == before
