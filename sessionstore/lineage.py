@@ -106,8 +106,9 @@ def is_running(session: Session) -> bool:
     Running means: no completed `report.json`, a manifest status of neither
     done nor failed, and either its recorded writer is alive or no writer is
     recorded (then nothing but the report can tell it ended). An
-    `interrupted` session (writer dead) is not running. An `unknown` one is
-    not known to run either, but is no more usable: see `check_usable`.
+    `interrupted` session (writer dead) is not running. An `unknown` session
+    is not counted as running here, but cannot serve as previous either
+    (`check_usable` decides that).
     """
     from sessionstore.summary import session_status
 
@@ -190,7 +191,7 @@ class Selection:
         prefixes = (f"{TRIALS}/", f"{SERVICE}/")
         return any(rel.startswith(prefixes) for rel in self.files)
 
-    def warnings(self, session_id: str) -> list[str]:
+    def messages(self, session_id: str) -> list[str]:
         """One line per skipped entry (names escaped: they are the agent's)."""
         return [
             f"previous session {session_id}: {escape(rel)} {escape(why)}; not copied"
@@ -221,9 +222,9 @@ def walk_session(session_fd: int, visit: Visit = _ignore) -> Selection:
         with _subdir(session_fd, collection, collection, found) as collection_fd:
             if collection_fd is None:
                 continue
-            for name in sorted(_names(collection_fd)):
-                if record_number(name) is None:
-                    continue  # foreign: not a record, never copied
+            # Foreign entries are not records and never copied; records in numeric order.
+            numbered = {n: i for n in _names(collection_fd) if (i := record_number(n)) is not None}
+            for name in sorted(numbered, key=numbered.__getitem__):
                 prefix = f"{collection}/{name}"
                 with _subdir(collection_fd, name, prefix, found) as record_fd:
                     if record_fd is not None:
@@ -519,7 +520,7 @@ def copy_session_records(source: Path, target: Path) -> int:
 
 
 def _warn(found: Selection, session_id: str, stacklevel: int) -> None:
-    messages = found.warnings(session_id)
+    messages = found.messages(session_id)
     if not found.has_records:
         messages.append(_no_records(session_id))
     for message in messages:
