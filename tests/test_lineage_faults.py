@@ -274,7 +274,7 @@ def test_a_planted_previous_copy_symlink_shows_not_copied_and_is_never_read(
         "service": None,
         "problem": f"previous/a {LINK_DIR}",
     }
-    assert "previous: a (not copied)" in human
+    assert "previous: a (not copied: previous/a is a symlink" in human
 
     (previous / "a").unlink()
     previous.rename(store.root / "new" / "previous.real")
@@ -288,7 +288,7 @@ def test_a_planted_previous_copy_symlink_shows_not_copied_and_is_never_read(
         None,
         f"previous {LINK_DIR}",
     )
-    assert "previous: a (not copied)" in human
+    assert f"previous: a (not copied: previous {LINK_DIR}" in human
 
 
 def test_include_previous_replaces_a_planted_copy_symlink_without_touching_its_target(

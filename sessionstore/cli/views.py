@@ -348,12 +348,7 @@ def session_detail(console: Console, view: SessionView, lineage: list[dict[str, 
     console.print(Text(f"constraints: {constraints}"), overflow="fold")
     console.print(Text(_best_line(view)))
     if lineage:
-        parts = [
-            f"{escape(str(item['id']))} ({item['trials']} trials)"
-            if item["copied"]
-            else f"{escape(str(item['id']))} (not copied)"
-            for item in lineage
-        ]
+        parts = [f"{escape(str(item['id']))} ({_lineage_state(item)})" for item in lineage]
         console.print(Text(f"previous: {', '.join(parts)}"), overflow="fold")
     if view.manifest_error:
         console.print(Text(f"manifest: {escape(view.manifest_error)}", style="bold red"))
@@ -393,3 +388,10 @@ def _report_lines(console: Console, report: Record) -> None:
         value = report.data.get(key)
         if isinstance(value, dict):
             console.print(Text(f"  {key}: {constraints_cell(value) or 'none'}"), overflow="fold")
+
+
+def _lineage_state(item: dict[str, Any]) -> str:
+    if item["copied"]:
+        return f"{item['trials']} trials"
+    problem = item.get("problem")
+    return f"not copied: {escape(str(problem))}" if problem else "not copied"
