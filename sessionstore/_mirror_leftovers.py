@@ -37,13 +37,15 @@ _STORE_DIRS = frozenset(MARKERS)
 
 
 def is_gone(rel: str, listed: dict[str, Container[str]]) -> bool:
-    """Whether this pass's listings prove `rel` is no longer in the source."""
+    """Whether this pass's listings prove `rel` is no longer in the source.
+
+    A directory on the path that was not listed proves nothing either way; a
+    deeper one may have been (a subset pass lists only its subtrees).
+    """
     where = ""
     for part in rel.split("/"):
         names = listed.get(where)
-        if names is None:
-            return False  # not listed in this pass: cannot tell
-        if part not in names:
+        if names is not None and part not in names:
             return True
         where = f"{where}/{part}" if where else part
     return False

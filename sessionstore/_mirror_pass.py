@@ -127,6 +127,7 @@ class _Pass:
         self.cache: Cache | None = None
         self.entries: dict[str, Entry] = {}
         self.listed: dict[str, Container[str]] = {}  # dest rel of each listed dir -> its names
+        self.tops: list[str] = []  # dest rels of the subtrees walked ("" for a full pass)
         self.diverged: dict[str, list[str]] = {}  # sealed record -> files that differ
         self.listing_failed = False
         self.dest_id: tuple[int, int] | None = None
@@ -154,12 +155,13 @@ class _Pass:
             if self.tree.open_root(str(m.dest_real)):
                 self.start()
                 if subtrees is None or () in subtrees:
+                    self.tops.append("")
                     if self.enter(root):
                         self.walk(root)
                 else:
                     for parts in subtrees:
                         self.visit_subtree(root_fd, parts)
-                self.finish(subtrees)
+                self.finish()
         finally:
             self.tree.close_all()
             os.close(root_fd)
@@ -197,6 +199,7 @@ class _Pass:
                     nodes.append(dest)
             parent_name = parts[-2] if len(parts) > 1 else None
             frame = _Frame(dest, dname, rel, fds.pop(), parts[-1], parent_name, None)
+            self.tops.append(rel)
             if self.enter(frame):
                 self.walk(frame, len(parts))
         finally:
@@ -645,7 +648,7 @@ class _Pass:
 
     # -- end of pass -----------------------------------------------------------
 
-    def finish(self, subtrees: list[tuple[str, ...]] | None) -> None:
+    def finish(self) -> None:
         """--delete, divergence by removal, the new cache, and clearing the in-progress flag."""
         m, cache = self.m, self.cache
         assert cache is not None
@@ -657,21 +660,29 @@ class _Pass:
                 "the change cache is missing or untrusted (torn, or made with other secrets), "
                 "so no file is known to be this mirror's; nothing was deleted"
             )
-        # Entries this pass did not re-establish stay ours: a file unstable now, or gone
-        # from the source, was still committed by this mirror (what --delete relies on).
+        # Entries this pass did not re-establish stay ours: a file unstable now, outside
+        # the subtrees of a subset pass, or gone from the source was still committed by
+        # this mirror (what --delete relies on).
         leftovers = (
             {k: v for k, v in cache.entries.items() if k not in self.entries}
             if cache.trusted
             else {}
         )
-        if leftovers:
+        # Only those under what this pass walked can be proven gone.
+        if "" in self.tops:
+            walked = list(leftovers)
+        else:
+            prefixes = tuple(f"{top}/" for top in self.tops)
+            walked = [k for k in leftovers if k.startswith(prefixes)]
+        entries = self.entries
+        if walked:
             from sessionstore._mirror_leftovers import settle_leftovers  # rare: off the no-op path
 
             delete = m.delete and report.delete_skipped is None
-            dropped = settle_leftovers(self, leftovers, delete)
-            entries = {**{k: v for k, v in leftovers.items() if k not in dropped}, **self.entries}
-        else:
-            entries = self.entries
+            dropped = settle_leftovers(self, {k: leftovers[k] for k in walked}, delete)
+            leftovers = {k: v for k, v in leftovers.items() if k not in dropped}
+        if leftovers:
+            entries = {**leftovers, **entries}
         report.diverged = [
             {
                 "path": record,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import stat
 import subprocess
 import sys
@@ -182,19 +183,57 @@ def remove_deep(root: Path, name: str = "d") -> None:
     root.rmdir()
 
 
-class JsonLines:
-    """The `--json` lines of a running daemon, each waited for with a timeout (never a hang)."""
+class DaemonProcess:
+    """`sessionstore mirror ARGS` (a daemon) whose `--json` lines are waited for with a timeout.
 
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
+    Both pipes are drained by threads from the start, so the daemon never
+    blocks on a full pipe and nothing is read twice; `stop()` sends SIGINT.
+    """
+
+    def __init__(self, *args: str | Path, env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(
+            [*SESSIONSTORE, "mirror", *map(str, args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         self._lines: queue.Queue[str] = queue.Queue()
-        stream = proc.stdout
-        threading.Thread(target=lambda: [self._lines.put(x) for x in stream], daemon=True).start()
+        self._err: list[str] = []
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        out, err = self.proc.stdout, self.proc.stderr
+        self._threads = [
+            threading.Thread(target=lambda: [self._lines.put(x) for x in out], daemon=True),
+            threading.Thread(target=lambda: self._err.extend(err), daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def next(self, timeout: float = 30) -> dict[str, Any]:
+        """The next pass's JSON report."""
         try:
             line = self._lines.get(timeout=timeout)
         except queue.Empty:
             raise AssertionError(f"no pass reported within {timeout} s") from None
         report: dict[str, Any] = orjson.loads(line)
         return report
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout: float = 60) -> tuple[int, str]:
+        """SIGINT, then (exit status, everything it wrote on stderr)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            code = self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+        for thread in self._threads:
+            thread.join(timeout=timeout)
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        return code, "".join(self._err)

@@ -4,7 +4,6 @@ marker, real fifos, sockets and devices, and names that try to forge lines."""
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import stat
 import subprocess
@@ -15,8 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 from mirror_helpers import (
-    SESSIONSTORE,
-    JsonLines,
+    DaemonProcess,
     depth_of,
     make_deep,
     mirror_cli,
@@ -98,28 +96,21 @@ def test_the_daemon_keeps_running_beside_a_10000_level_tree(
     src: Path, dst: Path, runaway: Path
 ) -> None:
     settle()
-    proc = subprocess.Popen(
-        [*SESSIONSTORE, "mirror", str(src), str(dst), "--json", "--full-every", "0.2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines = JsonLines(proc)
+    daemon = DaemonProcess(src, dst, "--json", "--full-every", "0.2")
     try:
-        first = lines.next()  # the initial pass: the tree is reported
+        first = daemon.next()  # the initial pass: the tree is reported
         assert [e["error"] for e in first["errors"]] == [TOO_DEEP]
         write(src / "trials" / "1" / "log.txt", b"written after the daemon started")
         write(src / "trials" / "1" / "trial.json", b"{}")
         for _ in range(200):  # each line is one pass; a full pass comes every 0.2 s
-            if "trials/1/trial.json" in lines.next()["copied"]:
+            if "trials/1/trial.json" in daemon.next()["copied"]:
                 break
         else:
             raise AssertionError("the trial written after the start was never mirrored")
-        assert proc.poll() is None, "the daemon exited"
+        assert daemon.running(), "the daemon exited"
     finally:
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 1  # the deep tree is an error in the final pass too
+        code, err = daemon.stop()
+    assert code == 1  # the deep tree is an error in the final pass too
     assert (dst / "trials" / "1" / "log.txt").read_bytes() == b"written after the daemon started"
     assert "Traceback" not in err
     assert "cannot watch" in err  # watchdog cannot walk it: polling, said once
@@ -213,20 +204,13 @@ def test_names_are_escaped_in_the_daemon_log(src: Path, dst: Path) -> None:
     write(src / "d\x1b[31m" / "f.txt", b"colored dir")
     write(src / ("long" * 50) / "f.txt", b"a path wider than the terminal")
     settle()
-    proc = subprocess.Popen(
-        [*SESSIONSTORE, "mirror", str(src), str(dst), "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "COLUMNS": "40"},  # rich must not wrap a long path
-    )
-    lines = JsonLines(proc)
+    # COLUMNS: rich must not wrap a long path.
+    daemon = DaemonProcess(src, dst, "--json", env={**os.environ, "COLUMNS": "40"})
     try:
-        lines.next()  # the initial pass ran
+        daemon.next()  # the initial pass ran
     finally:
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
+        code, err = daemon.stop()
+    assert code == 0, err
     assert not any(c in err for c in "\x1b\x07\r\u202e")
     lines = err.splitlines()
     assert all(line[:2].isdigit() and line[2] == ":" for line in lines), err  # stamped, unwrapped

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import itertools
 import shutil
-import signal
-import subprocess
 from pathlib import Path
 
 import hypothesis.strategies as st
@@ -19,8 +17,7 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 from mirror_helpers import (
-    SESSIONSTORE,
-    JsonLines,
+    DaemonProcess,
     mirror_cli,
     run,
     settle,
@@ -278,27 +275,41 @@ def test_the_daemon_says_diverged_once_per_record(src: Path, dst: Path) -> None:
     write(src / "trials" / "1" / "log.txt", b"one")
     write(src / "trials" / "1" / "trial.json", b"{}")
     settle()
-    proc = subprocess.Popen(
-        [*SESSIONSTORE, "mirror", str(src), str(dst), "--json", "--full-every", "0.1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines = JsonLines(proc)
+    daemon = DaemonProcess(src, dst, "--json", "--full-every", "0.1")
     try:
-        assert "trials/1/trial.json" in lines.next()["copied"]
+        assert "trials/1/trial.json" in daemon.next()["copied"]
         write(src / "trials" / "1" / "log.txt", b"rewritten after the seal")
         seen = 0
         for _ in range(400):  # one JSON line per pass; full passes every 0.1 s
-            if lines.next()["diverged"]:
+            if daemon.next()["diverged"]:
                 seen += 1
                 if seen == 5:
                     break
         assert seen == 5, "the divergence was not reported on every pass"
     finally:
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
+        code, err = daemon.stop()
+    assert code == 0, err
     said = [line for line in err.splitlines() if " diverged " in line]
     assert len(said) == 1 and said[0].endswith(f"diverged trials/1: {DIVERGED} (log.txt)")
     assert (dst / "trials" / "1" / "log.txt").read_bytes() == b"one"
+
+
+def test_subset_passes_delete_and_see_removals_under_their_subtrees_only(
+    src: Path, dst: Path
+) -> None:
+    write(src / "work" / "a.txt", b"a")
+    write(src / "work" / "b.txt", b"b")
+    write(src / "other" / "c.txt", b"c")
+    write(src / "trials" / "1" / "log.txt", b"one")
+    write(src / "trials" / "1" / "trial.json", b"{}")
+    settle()
+    mirror = Mirror(src, dst, durable=False, delete=True)
+    mirror.run_once()
+    for rel in ("work/a.txt", "other/c.txt", "trials/1/log.txt"):
+        (src / rel).unlink()
+    report = mirror.run_dirs(["work", "trials/1"])
+    assert report.deleted == ["work/a.txt"]  # other/ was not walked: kept for now
+    assert [d["files"] for d in report.diverged] == [["trials/1/log.txt"]]
+    kept = ["other/c.txt", "trials/1/log.txt", "trials/1/trial.json", "work/b.txt"]
+    assert sorted(tree(dst)) == kept
+    assert mirror.run_once().deleted == ["other/c.txt"]  # the cache still knew it was ours
