@@ -97,7 +97,8 @@ def _scalar(value: Any) -> str:
         return escape(value)
     import orjson
 
-    return orjson.dumps(value).decode()
+    # JSON escapes C0 controls but leaves C1 controls, NEL and bidi overrides as they are.
+    return escape(orjson.dumps(value).decode())
 
 
 def status_text(view: SessionView) -> Text:

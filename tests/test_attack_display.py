@@ -1,0 +1,43 @@
+"""Hostile text in fields an agent wrote reaches the terminal as visible escapes only.
+
+`constraints.json` and `report.json` live in the session directory the agent
+writes to; a constraint value that is an array or object is shown as JSON in
+the tables, and JSON leaves C1 controls (U+009B is CSI to some terminals),
+NEL (U+0085, a line break to some) and bidi overrides (U+202E) unescaped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+from inspect_helpers import run_cli
+
+from sessionstore.atomic import write_atomic
+from sessionstore.layout import CONSTRAINTS, REPORT
+from sessionstore.store import Store
+
+HOSTILE = "\u202eevil\u009b31m\u0085x\u2028\x1b]0;t\x07"
+RAW = ("\u202e", "\u009b", "\u0085", "\u2028", "\x1b", "\x07")
+
+
+def test_nested_constraint_and_report_values_are_escaped_in_every_table(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    session = Store(store).create(id="hostile", pid=None)
+    write_atomic(
+        session.path / CONSTRAINTS,
+        orjson.dumps({"max_x": [HOSTILE], "obj": {"k": HOSTILE}}),
+    )
+    write_atomic(
+        session.path / REPORT,
+        orjson.dumps({"status": "done", "constraints": {"max_x": [HOSTILE]}, "verified": {}}),
+    )
+    for args in (("inspect",), ("inspect", "hostile")):
+        result = run_cli(*args, "--store", str(store), timeout=60)
+        assert result.returncode == 0, result.stderr
+        for char in RAW:
+            assert char not in result.stdout, (args, repr(char))
+        assert "\\u202eevil\\x9b31m\\x85x\\u2028" in result.stdout.replace("\n", "")
+    # JSON keeps the exact value.
+    result = run_cli("inspect", "hostile", "--store", str(store), "--json", timeout=60)
+    assert orjson.loads(result.stdout)["constraints"]["max_x"] == [HOSTILE]
