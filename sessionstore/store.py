@@ -613,8 +613,12 @@ class Store:
                 validate_id(entry.name)
             except ValueError:
                 continue
-            session = Session.open(entry.path)
-            found.append((_created_key(session, entry), entry.name, session))
+            try:
+                session = Session.open(entry.path)
+                key = _created_key(session, entry)
+            except (SessionNotFound, FileNotFoundError):
+                continue  # removed since the listing: it was not there
+            found.append((key, entry.name, session))
         found.sort(key=lambda item: (item[0], item[1]), reverse=True)
         return [session for _, _, session in found]
 
