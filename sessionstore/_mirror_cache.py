@@ -160,12 +160,16 @@ def _read(root_fd: int) -> dict[str, Any] | None:
     files = doc.get("files")
     if not isinstance(files, dict):
         return None
-    # Read on every pass, the no-op one too: whole-dict checks instead of a loop per entry.
-    if not all(type(v) is list and len(v) == ENTRY_LEN for v in files.values()):
-        return None
-    if any(k[:1] == "\0" for k in files):  # only non-UTF-8 names are encoded
-        try:
-            doc["files"] = {_decode_key(k): v for k, v in files.items()}
-        except ValueError:
+    # Read on every pass, the no-op one too: plain loops (no generator, no call per
+    # entry), and keys rebuilt only when some are encoded (non-UTF-8 names are rare).
+    for value in files.values():
+        if type(value) is not list or len(value) != ENTRY_LEN:
             return None
+    for key in files:
+        if key.startswith("\0"):
+            try:
+                doc["files"] = {_decode_key(k): v for k, v in files.items()}
+            except ValueError:
+                return None
+            break
     return doc

@@ -154,8 +154,13 @@ class DestTree:
         if d.state != _UNKNOWN:
             return None
         parent = d.parent
-        if parent is not None and parent.state == _OPEN:  # the walk's case: one open
-            self._open(d, parent, quiet)
+        if parent is not None and parent.state == _OPEN:  # the walk's case: one open, inline
+            try:
+                d.fd = os.open(d.name, _OPEN_PATH, dir_fd=parent.fd)
+            except OSError as exc:
+                self._failed(d, parent, exc, quiet)
+                return None
+            d.state = _OPEN
             return d.fd
         # Open the unknown ancestors top-down, without recursion.
         pending = [d]
@@ -170,17 +175,22 @@ class DestTree:
         return d.fd if d.state == _OPEN else None
 
     def _open(self, d: DestDir, parent: DestDir, quiet: bool) -> None:
-        assert parent.fd is not None
         try:
             d.fd = os.open(d.name, _OPEN_PATH, dir_fd=parent.fd)
-        except FileNotFoundError:
-            d.state = _MISSING
         except OSError as exc:
-            d.state = _BAD
-            if not quiet:
-                self.error(d.shown, _open_problem(exc, parent.fd, d.name))
+            self._failed(d, parent, exc, quiet)
         else:
             d.state = _OPEN
+
+    def _failed(self, d: DestDir, parent: DestDir, exc: OSError, quiet: bool) -> None:
+        """`d` could not be opened: missing (quietly), or bad (reported once unless `quiet`)."""
+        if isinstance(exc, FileNotFoundError):
+            d.state = _MISSING
+            return
+        d.state = _BAD
+        if not quiet:
+            assert parent.fd is not None
+            self.error(d.shown, _open_problem(exc, parent.fd, d.name))
 
     def ensure(self, d: DestDir) -> int | None:
         """The directory's fd, creating it and missing ancestors (0700); None if it cannot be."""
@@ -371,8 +381,11 @@ class DestTree:
         """The walk left `d`: fsync it if it changed, close its fd (the root stays open)."""
         if d.touched:
             self._sync(d)
-        if d is not self.root:
-            self._close(d)
+        fd = d.fd
+        if fd is not None and d is not self.root:  # inline: once per directory of a pass
+            d.fd = None
+            d.state = _UNKNOWN
+            os.close(fd)
 
     @staticmethod
     def _close(d: DestDir) -> None:

@@ -297,7 +297,9 @@ class _Pass:
                 frame.pending += 1
             elif not self.unchanged(frame, e, dname, drel):
                 frame.pending += self.changed(frame, e, dname, drel, True)
-        self.release(frame)
+        self.tree.close(frame)  # `release`, inline: once per directory
+        if frame.owns_fd:
+            os.close(frame.src_fd)
         if frame.up is not None:
             frame.up.pending += frame.pending
 
