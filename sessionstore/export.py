@@ -4,7 +4,8 @@ The export holds every regular file of the record (the marker, configs,
 `patches/`...), plus `sessionstore-export.json` saying where it came from,
 the session's requested constraints, each reference that was rewritten, and
 each file that was skipped with the reason: a symlink (never followed), a
-FIFO, socket or device (never read). Temp entries are left out. Files are
+FIFO, socket or device (never read), a directory deeper than
+`MAX_RECORD_DEPTH` levels (never entered). Temp entries are left out. Files are
 read by the readers' recipe (`fsread`) relative to the record's directory
 fd, so nothing outside the record is ever copied into an export.
 
@@ -89,8 +90,9 @@ def export_record(session: Session, n: int, dest: Path, collection: str = "trial
 def _regular_files(record: Record, record_fd: int) -> tuple[list[str], list[dict[str, str]]]:
     """The record's regular files, and the other entries with why each is skipped."""
     files: list[str] = []
-    skipped: list[dict[str, str]] = []
-    for rel in record.files():
+    listed, not_entered = record.walk(record_fd)
+    skipped = [{"file": rel, "reason": reason} for rel, reason in not_entered]
+    for rel in listed:
         if rel == EXPORT_MANIFEST:
             continue
         try:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -51,6 +50,8 @@ from sessionstore.procinfo import process_start_time
 
 DIR_MODE = 0o700
 FILE_MODE = 0o644
+# Levels below a record directory that `Record.walk` enters (lineage's patches walk agrees).
+MAX_RECORD_DEPTH = 256
 # Generated ids collide with probability ~n/2^32; retry a few times, then give up loudly.
 _ID_ATTEMPTS = 16
 
@@ -76,30 +77,75 @@ class Record:
     def files(self) -> list[str]:
         """Relative paths of the record's files (marker included, temps excluded), sorted.
 
-        Walked through directory fds without following symlinks (`os.fwalk`), so
-        a directory swapped for a symlink mid-walk never lists what is outside.
-        A symlink is listed as an entry of its own, whatever it points to.
+        `walk()`'s files; a record directory that cannot be opened has none.
         """
-        found: list[str] = []
-        for dirpath, dirnames, filenames, dir_fd in os.fwalk(self.path, follow_symlinks=False):
-            # fwalk sorts a symlink to a directory among the directories (and skips it).
-            links = [d for d in dirnames if _is_symlink(d, dir_fd)]
-            dirnames[:] = sorted(d for d in dirnames if d not in links and not is_temp_name(d))
-            rel = Path(dirpath).relative_to(self.path)
-            names = [*filenames, *links]
-            found.extend((rel / f).as_posix() for f in names if not is_temp_name(f))
-        return sorted(found)
+        try:
+            return self.walk()[0]
+        except OSError:
+            return []
+
+    def walk(self, dir_fd: int | None = None) -> tuple[list[str], list[tuple[str, str]]]:
+        """The record's files, sorted, and the directories not entered, each with why.
+
+        Walked iteratively through directory fds, from `dir_fd` (the record's
+        directory, else opened by `record_dir_fd`), each level opened with
+        `O_NOFOLLOW`: a directory swapped for a symlink is never entered, and
+        nothing outside is ever listed. A symlink is listed as a file of its
+        own, whatever it points to. Directories more than `MAX_RECORD_DEPTH`
+        levels down are not entered (a runaway `mkdir -p` is no RecursionError
+        and holds at most that many fds). Raises `OSError` if `dir_fd` is None
+        and the record directory cannot be opened.
+        """
+        top = record_dir_fd(self.n, self.path) if dir_fd is None else dir_fd
+        files: list[str] = []
+        skipped: list[tuple[str, str]] = []
+        # Frames: a directory's fd, its path prefix, its entries still to visit (last first).
+        stack: list[tuple[int, str, list[os.DirEntry[str]]]] = []
+        try:
+            stack.append((top, "", _listing(top)))
+            while stack:
+                fd, prefix, entries = stack[-1]
+                if not entries:
+                    stack.pop()
+                    if fd != top:
+                        os.close(fd)
+                    continue
+                entry = entries.pop()
+                rel = prefix + entry.name
+                if not entry.is_dir(follow_symlinks=False):
+                    files.append(rel)
+                elif len(stack) > MAX_RECORD_DEPTH:
+                    skipped.append((rel, f"is deeper than {MAX_RECORD_DEPTH} levels"))
+                else:
+                    try:
+                        sub = fsread.open_dir(entry.name, fd)
+                    except FileNotFoundError:  # removed since the listing
+                        continue
+                    except OSError as exc:  # swapped for a symlink or a file since the listing
+                        skipped.append((rel, fsread.problem(exc)))
+                        continue
+                    try:
+                        stack.append((sub, rel + "/", _listing(sub)))
+                    except BaseException:
+                        os.close(sub)
+                        raise
+        finally:
+            for fd, _, _ in stack:
+                if fd != top:
+                    os.close(fd)
+            if dir_fd is None:
+                os.close(top)
+        return sorted(files), skipped
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape `inspect --json` uses: n, state, record, error."""
         return {"n": self.n, "state": str(self.state), "record": self.data, "error": self.error}
 
 
-def _is_symlink(name: str, dir_fd: int) -> bool:
-    try:
-        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
-    except FileNotFoundError:
-        return False
+def _listing(dir_fd: int) -> list[os.DirEntry[str]]:
+    """The entries of a directory fd, temps left out, in reverse name order (popped last first)."""
+    with os.scandir(dir_fd) as it:
+        return sorted((e for e in it if not is_temp_name(e.name)), key=lambda e: e.name)[::-1]
 
 
 def read_record(n: int, path: Path, marker: str) -> Record:

@@ -1,0 +1,66 @@
+"""`export` of a record an agent shaped to hurt the exporter.
+
+A runaway `mkdir -p` inside a record (deeper than the recursion limit, more
+levels than a default fd limit of 1024) must not crash the export with a
+traceback; the deep part is skipped and named, the rest exported.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+from inspect_helpers import metrics, run_cli
+
+from sessionstore.store import Store
+
+DEPTH = 1100
+
+
+def _remove_deep(top: Path) -> None:
+    """Remove `top/d/d/...` one level at a time (shutil.rmtree and os.walk recurse)."""
+    while (top / "d").exists():
+        os.rename(top / "d", top / "peel")
+        if (top / "peel" / "d").exists():
+            os.rename(top / "peel" / "d", top / "d")
+        for leftover in (top / "peel").iterdir():
+            leftover.unlink()
+        os.rmdir(top / "peel")
+
+
+def _deep(top: Path, depth: int) -> None:
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        with open(os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "wb") as f:
+            f.write(b"deep\n")
+    finally:
+        os.close(fd)
+
+
+def test_a_record_deeper_than_the_recursion_limit_exports_with_the_deep_part_skipped(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "store"
+    session = Store(store).create(id="deep", pid=None)
+    writer = session.trials.begin()
+    writer.write_text("config.yml", "x: 1\n")
+    _deep(writer.path, DEPTH)
+    writer.complete(metrics(10.0))
+    for args in (("--trial", "1"), ("--best",)):
+        dest = tmp_path / f"out{args[0]}"
+        result = run_cli("export", "deep", str(dest), *args, "--store", str(store), "--json")
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "Traceback" not in result.stderr
+        skipped = orjson.loads(result.stdout)["skipped"]
+        assert len(skipped) == 1 and "deeper than" in skipped[0]["reason"], skipped
+        assert len(result.stderr.splitlines()) == 1  # one problem, one line
+        assert (dest / "config.yml").read_text() == "x: 1\n"
+        assert (dest / "trial.json").is_file()
+        _remove_deep(dest)
+    _remove_deep(writer.path)
