@@ -9,8 +9,9 @@ directory to a symlink mid-pass cannot redirect a read outside the source;
 the destination is touched only through `_mirror_dest.DestTree`, which does
 the same for every write. Per directory: list the source, map names through
 `redact_name` (collisions are errors), then regular files (each through the
-no-read fast path `unchanged`, else `sync`), subdirectories, and last the
-record's marker, committed only when nothing below it is pending.
+no-read fast path `unchanged`, else `sync`: the per-file half, `_FileOps`, is
+in `_mirror_files`), subdirectories, and last the record's marker, committed
+only when nothing below it is pending.
 
 Sealing: a record whose marker is in the destination is never written again.
 Its files are only compared (`check_sealed`); a difference is reported as
@@ -28,19 +29,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import os
 import stat
 from collections.abc import Callable, Container, Iterator
 from typing import TYPE_CHECKING
 
-import orjson
-
-from sessionstore import _mirror_copy as rd
 from sessionstore._mirror_cache import CACHE_NAME, Cache, Entry
 from sessionstore._mirror_dest import OPEN_DIR, DestDir, DestTree, describe
+from sessionstore._mirror_files import _FileOps
 from sessionstore._mirror_report import PassReport
-from sessionstore.atomic import TEMP_PREFIX, AtomicFile, fsync_dir
+from sessionstore.atomic import TEMP_PREFIX, fsync_dir
 from sessionstore.errors import InvalidInput
 from sessionstore.layout import CONSTRAINTS, MANIFEST, MARKERS, REPORT, record_number
 
@@ -54,9 +52,6 @@ RESERVED_PREFIX = ".sessionstore-"
 DIRTY_NAME = RESERVED_PREFIX + "mirror-dirty"
 # Files at the top of a session that only the store writes.
 STORE_OWNED = frozenset([MANIFEST, CONSTRAINTS, REPORT])
-# A marker over this is torn (format.md, "Reading"); the value is jsonio.MAX_MARKER_BYTES,
-# checked by a test: importing jsonio here would cost the no-op pass its import.
-MAX_MARKER_BYTES = 64 * 1024 * 1024
 # Directory levels below the root a pass walks. Two fds per level (source and
 # destination): 256 levels stay well inside the usual 1024-fd limit, and no real
 # workspace nests that deep (a runaway `mkdir -p` does).
@@ -114,7 +109,7 @@ class _Frame(DestDir):
         self.pending = 0
 
 
-class _Pass:
+class _Pass(_FileOps):
     """The state of one pass: its report, the new cache, the destination tree."""
 
     def __init__(self, mirror: Mirror) -> None:
@@ -415,238 +410,9 @@ class _Pass:
         compare it; 1 if it is not in place."""
         record = self.sealed(frame)
         if record is not None:
-            self.check_sealed(record, frame, e, dname, drel)
+            self.check_sealed(record.rel, frame, e, dname, drel)
             return 0
         return self.sync(frame, e, dname, drel, marker)
-
-    def unchanged(self, dest: DestDir, e: os.DirEntry[str], dname: str, drel: str) -> bool:
-        """The no-read fast path: two stats and a cache lookup.
-
-        The source must still be the committed version (ctime first: it moves on
-        every change) and the destination must still hold the file this mirror
-        committed (size, mtime, inode). One call per file in a no-op pass, so
-        the checks are inline.
-        """
-        cached = self.cached(drel)
-        if cached is None:
-            return False
-        try:
-            st = e.stat(follow_symlinks=False)
-        except OSError:
-            return False  # sync() sorts out vanished files and errors
-        if not (
-            cached[2] == st.st_ctime_ns
-            and cached[0] == st.st_size
-            and cached[1] == st.st_mtime_ns
-            and cached[3] == st.st_ino
-            and cached[4] == st.st_dev
-        ):
-            return False
-        fd = dest.fd if dest.fd is not None else self.tree.fd_of(dest)
-        if fd is None:
-            return False
-        try:
-            dst = os.stat(dname, dir_fd=fd, follow_symlinks=False)
-        except OSError:
-            return False
-        if not (
-            cached[6] == dst.st_mtime_ns
-            and cached[5] == dst.st_size
-            and cached[7] == dst.st_ino
-            and stat.S_ISREG(dst.st_mode)
-        ):
-            return False
-        self.entries[drel] = cached
-        self.report.unchanged += 1
-        return True
-
-    def open_settled(
-        self, frame: _Frame, e: os.DirEntry[str], drel: str, marker: bool
-    ) -> tuple[int, os.stat_result] | int:
-        """The source file open at a settled version, or the pending count (0 or 1)."""
-        try:
-            listed = e.stat(follow_symlinks=False)
-        except FileNotFoundError:
-            return 0
-        except OSError as exc:
-            self.error(drel, describe(exc))
-            return 1
-        try:
-            return rd.open_source(frame.src_fd, e.name, listed, self.m.window_ns)
-        except rd.Vanished:
-            return 0
-        except rd.Unstable as exc:
-            return self.not_settled(drel, str(exc), marker)
-        except OSError as exc:
-            self.error(drel, describe(exc))
-            return 1
-
-    def sync(self, frame: _Frame, e: os.DirEntry[str], dname: str, drel: str, marker: bool) -> int:
-        """Copy one file that `unchanged` did not vouch for; returns 1 if it is not in place."""
-        opened = self.open_settled(frame, e, drel, marker)
-        if isinstance(opened, int):
-            return opened
-        fd, st = opened
-        dest = frame
-        try:
-            if marker and st.st_size > MAX_MARKER_BYTES:
-                self.hold(drel, f"torn: larger than the {MAX_MARKER_BYTES >> 20} MiB marker limit")
-                return 1
-            # No record of what the destination holds: compare before writing (unless this
-            # pass just created the directory, which then holds nothing we did not write).
-            compare = (
-                self.cached(drel) is None
-                and not dest.created
-                and self.tree.lstat(dest, dname) is not None
-            )
-            done = self.copy(fd, st, dest, dname, drel, compare, marker)
-        except rd.Unstable as exc:
-            return self.not_settled(drel, str(exc), marker)
-        except _HeldBack as exc:
-            self.hold(drel, str(exc))
-            return 1
-        except InvalidInput as exc:
-            # The redactor refuses content it cannot redact safely (see redact.py);
-            # its message names no secret.
-            self.error(drel, exc.problem)
-            return 1
-        except OSError as exc:
-            self.error(drel, describe(exc))
-            return 1
-        finally:
-            os.close(fd)
-        return 0 if done else 1
-
-    def copy(
-        self,
-        fd: int,
-        st: os.stat_result,
-        dest: DestDir,
-        dname: str,
-        drel: str,
-        compare: bool,
-        marker: bool,
-    ) -> bool:
-        """Read one settled version (the open fd) and commit it; True when in place."""
-        m = self.m
-        hook = self.hook(drel)
-        mode = stat.S_IMODE(st.st_mode) & 0o777
-        data: bytes | None = None
-        if marker:
-            sink = rd.Collect()
-            rd.read_stable(fd, st, sink, self.redactor, m.chunk_size, hook)
-            data = sink.data()
-            problem = _json_object_problem(data)
-            if problem:
-                raise _HeldBack(f"not a JSON object: {problem}")
-        if compare:
-            same = self.compare(fd, st, dest, dname, data, hook, fix_mode=mode)
-            if same is not None:
-                self.entries[drel] = [*rd.signature(st), *same]
-                self.report.unchanged += 1
-                return True
-        if marker and m.durable:
-            self.tree.flush()  # the record's files must be durable before its marker is
-
-        def fill(out: AtomicFile) -> None:
-            if data is not None:
-                out.write(data)
-            else:
-                # A comparison that found a difference has read part of the fd already.
-                writer = rd.Write(out.write)
-                rd.read_stable(fd, st, writer, self.redactor, m.chunk_size, hook, rewind=compare)
-
-        written = self.tree.commit_file(dest, dname, mode, fill)
-        if written is None:
-            return False
-        self.entries[drel] = [*rd.signature(st), *_dest_sig(written)]
-        self.report.copied.append(drel)
-        return True
-
-    def compare(
-        self,
-        fd: int,
-        st: os.stat_result,
-        dest: DestDir,
-        dname: str,
-        data: bytes | None,
-        hook: Callable[[], None] | None,
-        *,
-        fix_mode: int | None,
-    ) -> list[int] | None:
-        """The destination's (size, mtime, ino) if it already holds exactly these bytes.
-
-        `fix_mode`: the permission bits it must have (set if not); None leaves them.
-        """
-        dfd = self.tree.open_file(dest, dname)
-        if dfd is None:
-            return None
-        try:
-            dst = os.fstat(dfd)
-            sink = rd.Compare(dfd)
-            if data is not None:
-                same = sink.feed(data)
-            else:
-                same = rd.read_stable(fd, st, sink, self.redactor, self.m.chunk_size, hook)
-            if not (same and sink.at_eof()):
-                return None
-            if fix_mode is not None and stat.S_IMODE(dst.st_mode) != fix_mode:
-                self.tree.fchmod(dest, dfd, fix_mode)
-            return _dest_sig(dst)
-        finally:
-            os.close(dfd)
-
-    def check_sealed(
-        self, record: _Frame, frame: _Frame, e: os.DirEntry[str], dname: str, drel: str
-    ) -> None:
-        """A file of a sealed record: never written; a difference is reported as diverged."""
-        opened = self.open_settled(frame, e, drel, False)
-        if isinstance(opened, int):
-            return
-        fd, st = opened
-        try:
-            same = self.compare(fd, st, frame, dname, None, self.hook(drel), fix_mode=None)
-        except rd.Unstable as exc:
-            self.unstable(drel, str(exc))
-            return
-        except InvalidInput as exc:
-            self.error(drel, exc.problem)
-            return
-        except OSError as exc:
-            self.error(drel, describe(exc))
-            return
-        finally:
-            os.close(fd)
-        if same is None:
-            self.diverged.setdefault(record.rel, []).append(drel)
-        else:
-            self.entries[drel] = [*rd.signature(st), *same]
-            self.report.unchanged += 1
-
-    def hook(self, drel: str) -> Callable[[], None] | None:
-        on_chunk = self.m._on_chunk
-        return functools.partial(on_chunk, drel) if on_chunk is not None else None
-
-    # -- reporting -------------------------------------------------------------
-
-    def not_settled(self, drel: str, reason: str, marker: bool) -> int:
-        if marker:
-            self.hold(drel, f"unstable: {reason}")
-        else:
-            self.unstable(drel, reason)
-        return 1
-
-    def error(self, path: str, message: str) -> None:
-        self.report.errors.append({"path": path, "error": message})
-
-    def unstable(self, path: str, reason: str) -> None:
-        self.report.unstable.append({"path": path, "reason": reason})
-
-    def hold(self, path: str, reason: str) -> None:
-        self.report.held_back.append({"path": path, "reason": reason})
-
-    def skip(self, path: str, reason: str) -> None:
-        self.report.skipped.append({"path": path, "reason": reason})
 
     # -- end of pass -----------------------------------------------------------
 
@@ -712,10 +478,6 @@ class _Pass:
                 os.unlink(DIRTY_NAME, dir_fd=root.fd)
 
 
-class _HeldBack(Exception):
-    """A marker that must not be committed yet; the message is the reason."""
-
-
 def _special_kind(e: os.DirEntry[str]) -> str:
     """Why a non-regular, non-directory, non-symlink entry is skipped (never opened)."""
     try:
@@ -753,19 +515,4 @@ def _join(rel: str, name: str) -> str:
 
 
 def _no_entry(_rel: str) -> None:
-    return None
-
-
-def _dest_sig(st: os.stat_result) -> list[int]:
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
-
-
-def _json_object_problem(data: bytes) -> str | None:
-    """Why `data` is not a JSON object, in words that never quote the content."""
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
-    if not isinstance(value, dict):
-        return f"a JSON {type(value).__name__}"
     return None

@@ -221,6 +221,6 @@ def test_names_are_escaped_in_the_daemon_log(src: Path, dst: Path) -> None:
 
 
 def test_the_mirror_marker_limit_is_the_format_limit() -> None:
-    from sessionstore import _mirror_pass, jsonio
+    from sessionstore import _mirror_files, jsonio
 
-    assert _mirror_pass.MAX_MARKER_BYTES == jsonio.MAX_MARKER_BYTES
+    assert _mirror_files.MAX_MARKER_BYTES == jsonio.MAX_MARKER_BYTES
