@@ -18,7 +18,9 @@ by either
   - the same record in any workspace (`.../trials/<n>/<file>` or `trials/<n>/<file>`),
 becomes the absolute path of the exported copy. A path relative to the
 record (`patches/fix.diff`) already resolves inside the export and is left
-alone, as is anything that names a file outside this record.
+alone, as is anything that names a file outside this record. A text file
+over `MAX_REWRITE_BYTES` is copied as it is. Every file is streamed, up to
+the size it had when it was opened (never held whole in memory).
 """
 
 from __future__ import annotations
@@ -26,17 +28,21 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sessionstore import fsread, jsonio
-from sessionstore.atomic import fsync_dir, temp_name, write_atomic
+from sessionstore.atomic import AtomicFile, fsync_dir, temp_name, write_atomic
 from sessionstore.errors import InvalidInput
 from sessionstore.layout import CONSTRAINTS
 from sessionstore.store import DIR_MODE, FILE_MODE, Record, RecordState, Session, record_dir_fd
 
 EXPORT_MANIFEST = "sessionstore-export.json"
 TEXT_SUFFIXES = (".json", ".yml", ".yaml", ".toml")
+# Largest config rewritten in memory (the marker limit); a bigger file is copied as it is.
+MAX_REWRITE_BYTES = jsonio.MAX_MARKER_BYTES
+_CHUNK = 1 << 20
 _TOKEN = re.compile(r"[^\s\"'`,;:=\[\](){}<>]+")
 # Characters that could not be written into a JSON or YAML string unescaped.
 _UNSAFE_DEST = re.compile(r"[\"\\\x00-\x1f]")
@@ -105,14 +111,33 @@ def _regular_files(record: Record, record_fd: int) -> tuple[list[str], list[dict
     return files, skipped
 
 
-def _read(record: Record, record_fd: int, rel: str) -> bytes:
+def _copy_file(
+    record: Record, record_fd: int, rel: str, target: Path, rewrite: Callable[[str], str]
+) -> bool:
+    """Copy one file of the record to `target`, its references rewritten; True if any were.
+
+    Streamed, up to the size `fstat` gave at the open: a file growing while
+    it is copied cannot make the copy endless, and a huge (or sparse) file
+    is never held in memory. Only a text file of at most `MAX_REWRITE_BYTES`
+    is read whole to be rewritten; a bigger one is copied as it is.
+    """
     try:
-        fd, _ = fsread.open_under(record_fd, rel.split("/"))
+        fd, st = fsread.open_under(record_fd, rel.split("/"))
     except OSError as exc:
         problem = f"changed during export: {fsread.problem(exc)}"
         raise InvalidInput(f"{record.path / rel}", problem) from None
-    with os.fdopen(fd, "rb") as f:
-        return f.read()
+    with os.fdopen(fd, "rb") as f, AtomicFile(target, FILE_MODE, sync_dir=False) as out:
+        if rel.endswith(TEXT_SUFFIXES) and st.st_size <= MAX_REWRITE_BYTES:
+            data = f.read(st.st_size)
+            text = data.decode("utf-8", "surrogateescape")
+            new = rewrite(text)
+            out.write(new.encode("utf-8", "surrogateescape") if new != text else data)
+            return new != text
+        left = st.st_size
+        while left > 0 and (chunk := f.read(min(_CHUNK, left))):
+            out.write(chunk)
+            left -= len(chunk)
+    return False
 
 
 def _copy(
@@ -128,20 +153,18 @@ def _copy(
     files, skipped = _regular_files(source, record_fd)
     file_set = set(files)
     rewritten: list[dict[str, str]] = []
+
+    def rewrite(text: str) -> str:
+        return rewrite_references(text, collection, n, file_set, dest)
+
     staging = dest.parent / temp_name()
     os.mkdir(staging, DIR_MODE)
     try:
         for rel in files:
-            data = _read(source, record_fd, rel)
-            if rel.endswith(TEXT_SUFFIXES):
-                text = data.decode("utf-8", "surrogateescape")
-                new = rewrite_references(text, collection, n, file_set, dest)
-                if new != text:
-                    rewritten.append({"file": rel})
-                    data = new.encode("utf-8", "surrogateescape")
             target = staging / rel
             target.parent.mkdir(DIR_MODE, parents=True, exist_ok=True)
-            write_atomic(target, data, FILE_MODE, sync_dir=False)
+            if _copy_file(source, record_fd, rel, target, rewrite):
+                rewritten.append({"file": rel})
         write_atomic(
             staging / EXPORT_MANIFEST,
             jsonio.dumps(

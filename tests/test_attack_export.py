@@ -64,3 +64,45 @@ def test_a_record_deeper_than_the_recursion_limit_exports_with_the_deep_part_ski
         assert (dest / "trial.json").is_file()
         _remove_deep(dest)
     _remove_deep(writer.path)
+
+
+SPARSE = 768 << 20  # more than the child may map; it takes no disk space in the record
+ADDRESS_SPACE = 700 << 20
+
+
+def _limit_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+
+def test_a_huge_file_in_a_record_is_streamed_not_held_in_memory(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from sessionstore.export import MAX_REWRITE_BYTES
+
+    store = tmp_path / "store"
+    session = Store(store).create(id="sparse", pid=None)
+    writer = session.trials.begin()
+    # A config one byte over the rewrite limit is copied as it is.
+    sizes = {"weights.bin": SPARSE, "huge.json": MAX_REWRITE_BYTES + 1}
+    for name, size in sizes.items():
+        with open(writer.path / name, "wb") as f:
+            f.truncate(size)
+    writer.write_text("task.yml", f"log: {writer.path}/weights.bin\n")
+    writer.complete(metrics(1.0))
+    dest = tmp_path / "out"
+    args = ["export", "sparse", str(dest), "--best", "--store", str(store), "--json"]
+    result = subprocess.run(
+        [sys.executable, "-m", "sessionstore", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=_limit_memory,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    for name, size in sizes.items():
+        assert (dest / name).stat().st_size == size
+        (dest / name).unlink()
+    assert (dest / "task.yml").read_text() == f"log: {dest}/weights.bin\n"
