@@ -37,8 +37,9 @@ from bisect import bisect_right
 from dotenv.parser import Binding, parse_stream
 
 from sessionstore._redact_variants import MIN_NEEDLE_LEN, significant_len
+from sessionstore.errors import InvalidInput
 
-__all__ = ["file_secrets"]
+__all__ = ["MAX_BLANK_RUN", "file_secrets"]
 
 # python-dotenv's line breaks, so line numbers agree with its own.
 _NEWLINE = re.compile(r"\r\n|\n|\r")
@@ -47,11 +48,28 @@ _WRITTEN = re.compile(r"\s*(?:export[^\S\r\n]+)?('[^']+'|[^=#\s]+)[^\S\r\n]*=(.*
 # A name nobody would mistake for part of a password.
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 _QUOTES = ("'", '"')
+# python-dotenv strips an inline comment with `re.sub(r"\s+#.*", ...)`, whose time is
+# quadratic in a run of blanks no `#` follows (a megabyte of spaces: most of an hour).
+# Longer runs are refused; the lookbehind makes the search itself start only at a run's start.
+MAX_BLANK_RUN = 256
+_LONG_BLANKS = re.compile(rf"(?<![^\S\r\n])[^\S\r\n]{{{MAX_BLANK_RUN + 1},}}")
 
 
-def file_secrets(data: bytes) -> list[tuple[bytes, int]]:
-    """Every (value, 1-based line) the secrets file `data` stands for, in file order."""
+def file_secrets(data: bytes, where: str = "secrets file") -> list[tuple[bytes, int]]:
+    """Every (value, 1-based line) the secrets file `data` stands for, in file order.
+
+    Raises `InvalidInput` naming `where:LINE` (never a value) for a run of
+    more than `MAX_BLANK_RUN` blanks, which python-dotenv's parser cannot read
+    in reasonable time.
+    """
     text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8", "surrogateescape")
+    if long_run := _LONG_BLANKS.search(text):
+        line = len(_NEWLINE.findall(text, 0, long_run.start())) + 1
+        raise InvalidInput(
+            f"{where}:{line}",
+            f"a run of more than {MAX_BLANK_RUN} blanks: python-dotenv's parser takes time "
+            "quadratic in it (so would every program loading this file); remove the padding",
+        )
     lines = _NEWLINE.split(text)
     starts = [0, *(m.end() for m in _NEWLINE.finditer(text))]
     found: list[tuple[str, int]] = []

@@ -264,7 +264,8 @@ class Redactor:
                 os.fspath(path), f"cannot read secrets file: {exc.strerror}"
             ) from exc
         where = os.fspath(path)
-        self._register(((value, f"{where}:{n}") for value, n in file_secrets(data)), allow_short)
+        entries = file_secrets(data, where)
+        self._register(((value, f"{where}:{n}") for value, n in entries), allow_short)
 
     def _register(self, entries: Iterable[tuple[bytes, str]], allow_short: bool) -> None:
         """Validate every entry first, then add them all: no half-registered file."""
