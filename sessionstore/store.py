@@ -196,7 +196,8 @@ def _read_marker(n: int, path: Path, marker: str, dir_fd: int) -> Record:
 
 
 def record_relpath(relpath: str | os.PathLike[str], source: str) -> PurePosixPath:
-    """A path inside a record directory: relative, no NUL, no `..`, no temp names.
+    """A path inside a record directory: relative, no NUL, no `..`, no temp names,
+    and naming something below the directory (`.` or `./` names the directory itself).
 
     Shared by record writers and output-contract logs; raises `InvalidInput`
     naming `source` (what the path came from).
@@ -210,6 +211,8 @@ def record_relpath(relpath: str | os.PathLike[str], source: str) -> PurePosixPat
         problem = "must be a path relative to the record directory"
     elif ".." in text.split("/"):
         problem = "must not contain '..'"
+    elif not parts:
+        problem = "names the record directory itself, not a file in it"
     elif any(is_temp_name(p) for p in parts):
         problem = "names a temp file, which is never part of a record"
     if problem is not None:
