@@ -70,17 +70,18 @@ class DestDir:
     "." for the root's ancestors).
     """
 
-    __slots__ = ("created", "fd", "ident", "name", "parent", "rel", "state", "touched")
+    # Class-level defaults, not __slots__: one node per directory per pass, and an
+    # instance then stores only the three fields set below (the no-op pass's cost).
+    fd: int | None = None
+    state = _UNKNOWN
+    ident: tuple[int, int] | None = None  # the fd's (dev, ino), taken at first check
+    created = False  # by this pass: holds nothing we did not write
+    touched = False  # changed since its last fsync
 
     def __init__(self, parent: DestDir | None, name: str, rel: str) -> None:
         self.parent = parent
         self.name = name
         self.rel = rel
-        self.fd: int | None = None
-        self.state = _UNKNOWN
-        self.ident: tuple[int, int] | None = None  # the fd's (dev, ino), taken at first check
-        self.created = False  # by this pass: holds nothing we did not write
-        self.touched = False  # changed since its last fsync
 
     @property
     def shown(self) -> str:

@@ -64,23 +64,15 @@ Child = tuple[os.DirEntry[str], str, str]  # (source entry, destination name, de
 class _Frame(DestDir):
     """One directory being walked: a destination node that also holds the source side.
 
-    One object per level (not a frame plus a node): the no-op pass creates one
-    per directory, and their cost showed in its time.
+    One object per level (not a frame plus a node), with class-level defaults:
+    the no-op pass creates one per directory, and their cost showed in its time.
     """
 
-    __slots__ = (
-        "files",
-        "held",
-        "owns_fd",
-        "parent_name",
-        "pending",
-        "record",
-        "sealed",
-        "src_fd",
-        "src_name",
-        "subdirs",
-        "up",
-    )
+    held: Child | None = None  # the marker, kept for last
+    files = 0
+    pending = 0
+    sealed: bool | None = None  # record frames: is the marker in the destination?
+    subdirs: Iterator[Child] = iter(())
 
     def __init__(
         self,
@@ -94,19 +86,14 @@ class _Frame(DestDir):
     ) -> None:
         super().__init__(dest_parent, dname, rel)
         self.src_fd = src_fd
-        self.src_name = src_name
+        self.src_name = src_name  # None only for the source root, whose fd is the pass's
         self.parent_name = parent_name
         self.up = up  # the frame of the parent directory (None at the top of a walk)
-        self.owns_fd = src_name is not None  # the source root's fd is the pass's
-        is_record = parent_name in MARKERS and record_number(src_name or "") is not None
-        # The nearest record at or above (for sealing), and whether its marker is in
-        # the destination (looked up only when something needs more than the fast path).
-        self.record: _Frame | None = self if is_record else (up.record if up else None)
-        self.sealed: bool | None = None
-        self.subdirs: Iterator[Child] = iter(())
-        self.held: Child | None = None
-        self.files = 0
-        self.pending = 0
+        # The nearest record at or above (for sealing).
+        if parent_name in MARKERS and record_number(src_name or "") is not None:
+            self.record: _Frame | None = self
+        else:
+            self.record = up.record if up else None
 
 
 class _Pass(_FileOps):
@@ -125,7 +112,7 @@ class _Pass(_FileOps):
         self.tops: list[str] = []  # dest rels of the subtrees walked ("" for a full pass)
         self.diverged: dict[str, list[str]] = {}  # sealed record -> files that differ
         self.listing_failed = False
-        self.dest_id: tuple[int, int] | None = None
+        self.dest_id = (-1, -1)  # the destination root's (dev, ino), once opened
         self.dirty = False  # the in-progress flag exists
         self.sweep = False  # ... and existed at the start: sweep temps on the way
         self.is_session = False
@@ -220,7 +207,7 @@ class _Pass(_FileOps):
                 frame = stack[-1]
                 child = next(frame.subdirs, None)
                 if child is not None:
-                    entered = self.child(frame, *child, depth=depth + len(stack))
+                    entered = self.child(frame, child, depth + len(stack))
                     if entered is not None:
                         stack.append(entered)
                     continue
@@ -293,14 +280,14 @@ class _Pass(_FileOps):
             elif not self.unchanged(frame, e, dname, drel):
                 frame.pending += self.changed(frame, e, dname, drel, True)
         self.tree.close(frame)  # `release`, inline: once per directory
-        if frame.owns_fd:
+        if frame.src_name is not None:
             os.close(frame.src_fd)
         if frame.up is not None:
             frame.up.pending += frame.pending
 
     def release(self, frame: _Frame) -> None:
         self.tree.close(frame)
-        if frame.owns_fd:
+        if frame.src_name is not None:
             os.close(frame.src_fd)
 
     def dest_names(
@@ -329,11 +316,14 @@ class _Pass(_FileOps):
                 pairs.append((group[0], dname))
         return pairs, pending, groups
 
-    def child(
-        self, frame: _Frame, e: os.DirEntry[str], dname: str, drel: str, *, depth: int
-    ) -> _Frame | None:
-        """Open a source subdirectory and enter it; None (counted in `frame`) if not entered."""
-        if self.dest_id is not None and e.inode() == self.dest_id[1]:
+    def child(self, frame: _Frame, child: Child, depth: int) -> _Frame | None:
+        """Open a source subdirectory and enter it; None (counted in `frame`) if not entered.
+
+        `depth`: the subdirectory's level below the destination root.
+        """
+        e, dname, drel = child
+        ino = e.inode()
+        if ino == self.dest_id[1]:
             try:
                 if e.stat(follow_symlinks=False).st_dev == self.dest_id[0]:
                     self.skip(drel, "the destination itself")
@@ -356,7 +346,7 @@ class _Pass(_FileOps):
                 self.listing_failed = True
                 self.error(drel, f"cannot open directory: {describe(exc)}")
             return None
-        if os.fstat(fd).st_ino != e.inode():
+        if os.fstat(fd).st_ino != ino:
             os.close(fd)
             frame.pending += 1
             self.unstable(drel, "replaced during the pass")
