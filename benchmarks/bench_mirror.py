@@ -5,6 +5,7 @@ wall time of each scenario over --runs runs with a warm page cache, and the
 ratio to rsync next to the goal from issue 4.
 
     python benchmarks/bench_mirror.py [--runs 5] [--durable-runs 3] [--dir /tmp/x]
+    python benchmarks/bench_mirror.py --only-noop --against ../old-checkout  # before/after
 
 Scenarios (each tool gets its own destination, prepared identically):
   no-op        nothing changed since the last pass
@@ -81,10 +82,15 @@ def sessionstore_cmd() -> list[str]:
 ENV = dict(os.environ)
 
 
-def timed(cmd: list[str]) -> float:
+def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> float:
     start = time.perf_counter()
     proc = subprocess.run(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False, env=ENV
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        check=False,
+        env=env or ENV,
+        cwd=cwd,
     )
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
@@ -147,6 +153,31 @@ def changed_rows(
     return rows
 
 
+def against(
+    runs: int, checkout: Path, work: Path, src: Path
+) -> tuple[str, list[float], list[float], str]:
+    """The no-op pass of the installed sessionstore and of `checkout`'s, alternating.
+
+    Both run as `python -m sessionstore`, each from a directory that decides
+    which package `-m` finds (the current directory comes before PYTHONPATH).
+    """
+    root = checkout.resolve()
+    env = {**ENV, "PYTHONPATH": str(root), "PYTHONPYCACHEPREFIX": str(work / "pycache-2")}
+
+    def cmd(dst: str) -> list[str]:
+        return [sys.executable, "-m", "sessionstore", "mirror", str(src), str(work / dst), "--once"]
+
+    print(f"running: no-op, installed against {root} ...", file=sys.stderr)
+    for _ in range(2):  # the initial copy, then a warm-up
+        timed(cmd("dst-a"), cwd=work)
+        timed(cmd("dst-b"), env, cwd=root)
+    a, b = [], []
+    for _ in range(runs):
+        a.append(timed(cmd("dst-a"), cwd=work))
+        b.append(timed(cmd("dst-b"), env, cwd=root))
+    return (f"no-op pass, installed vs {root.name}", a, b, "report")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -155,6 +186,15 @@ def main() -> None:
     parser.add_argument("--skip-durable", action="store_true")
     parser.add_argument(
         "--only-noop", action="store_true", help="only the no-op scenario (after one copy)"
+    )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        default=None,
+        metavar="CHECKOUT",
+        help="also time the no-op pass of another checkout's sessionstore (its root"
+        " directory) against the installed one, run by run: a before/after ratio"
+        " (its second column is that checkout, not rsync)",
     )
     args = parser.parse_args()
     if shutil.which("rsync") is None:
@@ -201,6 +241,8 @@ def main() -> None:
         a = measure(args.runs, nothing, m)
         b = measure(args.runs, nothing, r)
         rows.append(("no-op pass", a, b, "<= 1.0x"))
+        if args.against is not None:
+            rows.append(against(args.runs, args.against, work, src))
         if not args.only_noop:
             rows += changed_rows(args.runs, m, r, changed)
         if not (args.skip_durable or args.only_noop):
