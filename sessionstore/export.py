@@ -35,7 +35,7 @@ from typing import Any
 from sessionstore import fsread, jsonio
 from sessionstore.atomic import AtomicFile, fsync_dir, temp_name, write_atomic
 from sessionstore.errors import InvalidInput
-from sessionstore.layout import CONSTRAINTS
+from sessionstore.layout import CONSTRAINTS, MARKERS
 from sessionstore.store import DIR_MODE, FILE_MODE, Record, RecordState, Session, record_dir_fd
 
 EXPORT_MANIFEST = "sessionstore-export.json"
@@ -151,6 +151,12 @@ def _copy(
     """Build the export in a temp directory beside `dest` and rename it into place."""
     n = source.n
     files, skipped = _regular_files(source, record_fd)
+    marker = MARKERS[collection]
+    if marker not in files:
+        # Read as completed a moment ago: the record changed since, and an export
+        # without its marker would not be the completed record it claims to be.
+        why = next((i["reason"] for i in skipped if i["file"] == marker), "is gone")
+        raise InvalidInput(f"{source.path / marker}", f"changed during export: {why}")
     file_set = set(files)
     rewritten: list[dict[str, str]] = []
 

@@ -106,3 +106,48 @@ def test_a_huge_file_in_a_record_is_streamed_not_held_in_memory(tmp_path: Path) 
         assert (dest / name).stat().st_size == size
         (dest / name).unlink()
     assert (dest / "task.yml").read_text() == f"log: {dest}/weights.bin\n"
+
+
+# Toggles `target` between its regular file and a FIFO until `stop` exists (bounded).
+FIFO_TOGGLER = """
+import os, sys
+target, stop = sys.argv[1], sys.argv[2]
+regular, fifo = target + ".regular", target + ".fifo"
+os.mkfifo(fifo)
+for i in range(200_000):
+    if i % 16 == 0 and os.path.exists(stop):
+        break
+    os.rename(target, regular)
+    os.rename(fifo, target)
+    os.rename(target, fifo)
+    os.rename(regular, target)
+"""
+
+
+def test_an_export_always_holds_the_marker_of_the_record_it_exported(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    store = tmp_path / "store"
+    session = Store(store).create(id="toggle", pid=None)
+    writer = session.trials.begin()
+    writer.write_text("task.yml", "x: 1\n")
+    writer.complete(metrics(1.0))
+    stop = tmp_path / "stop"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FIFO_TOGGLER, str(writer.path / "trial.json"), str(stop)]
+    )
+    try:
+        for i in range(30):
+            dest = tmp_path / f"out{i}"
+            result = run_cli("export", "toggle", str(dest), "--trial", "1", "--store", str(store))
+            assert "Traceback" not in result.stderr, result.stderr[-2000:]
+            if result.returncode == 0:
+                assert (dest / "trial.json").is_file(), result.stderr
+            else:
+                assert result.returncode == 1 and len(result.stderr.splitlines()) == 1
+                assert not dest.exists()
+    finally:
+        stop.touch()
+        proc.wait(timeout=60)
+    assert proc.returncode == 0
