@@ -23,10 +23,28 @@ never contain a secret value: they name where a value came from instead.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 
 class SessionStoreError(Exception):
-    """Root of every error this library raises on purpose."""
+    """Root of every error this library raises on purpose.
+
+    Every error pickles with its attributes, so it crosses a multiprocessing pool.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Subclasses take their facts, not the message, so Exception's default
+        # (`cls(*self.args)`) cannot rebuild them: restore message and attributes as they are.
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(
+    cls: type[SessionStoreError], args: tuple[Any, ...], state: dict[str, Any]
+) -> SessionStoreError:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class InvalidId(SessionStoreError, ValueError):
