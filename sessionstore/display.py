@@ -13,10 +13,15 @@ from __future__ import annotations
 import re
 
 # C0 controls, DEL, C1 controls (0x80-0x9f: some terminals read 0x9b as CSI), the
-# Unicode line/paragraph separators and bidi overrides that reorder what follows,
-# and lone surrogates (os.fsdecode's stand-ins for undecodable bytes: printing one
-# raises UnicodeEncodeError).
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# Unicode line/paragraph separators, the bidi overrides and marks that reorder what
+# follows, the invisible characters that make `run\u200b.log` look like `run.log`
+# (zero-width spaces and joiners, word joiner, BOM, interlinear annotations), and lone
+# surrogates (os.fsdecode's stand-ins for undecodable bytes: printing one raises
+# UnicodeEncodeError).
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069"
+    "\ufeff\ufff9-\ufffb\ud800-\udfff]"
+)
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 

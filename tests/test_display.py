@@ -24,6 +24,9 @@ from sessionstore.display import escape
         ("rtl\u202etxt.exe", "rtl\\u202etxt.exe"),
         ("line\u2028sep", "line\\u2028sep"),
         ("bad-byte-\udcff", "bad-byte-\\xff"),
+        ("run\u200b.log", "run\\u200b.log"),
+        ("mark\u200e\u061c", "mark\\u200e\\u061c"),
+        ("\ufeffbom", "\\ufeffbom"),
     ],
 )
 def test_escapes_control_characters(raw: str, shown: str) -> None:
