@@ -11,11 +11,14 @@ your own.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from sessionstore import Session, Store
@@ -42,20 +45,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--store", default=os.environ.get("SESSIONSTORE_HOME", "~/.sessionstore"))
     args = parser.parse_args()
+    try:
+        return run(Store(args.store))
+    except KeyboardInterrupt:
+        # A session already created stays without a report: inspect shows it interrupted.
+        print("interrupted", file=sys.stderr)
+        return 130
 
-    store = Store(args.store)
+
+def run(store: Store) -> int:
     session = store.create(name="example harness", trials=2)
     token = "example-api-token-0123456789"  # in real life: os.environ["SOME_API_TOKEN"]
     workspace = Path(tempfile.mkdtemp(prefix="agent-workspace-"))
     try:
         run_agent(session, workspace, token)
-    except KeyboardInterrupt:
-        # The session stays as it is, without a report: inspect shows it interrupted.
-        print(f"interrupted; session {session.id} is left as it was", file=sys.stderr)
-        return 130
     finally:
-        # The workspace holds the raw token (the session holds it redacted): never keep it.
-        shutil.rmtree(workspace, ignore_errors=True)
+        # The workspace holds the raw token (the session holds it redacted): never keep it,
+        # and let a Ctrl-C wait until it is gone.
+        with deferred_interrupt():
+            shutil.rmtree(workspace, ignore_errors=True)
 
     # The report keeps the requested constraints beside the values actually reached.
     constraints = session.constraints()
@@ -70,9 +78,24 @@ def run_agent(session: Session, workspace: Path, token: str) -> None:
     """Run the agent in `workspace` while the mirror daemon copies it into `session`."""
     redactor = Redactor()
     redactor.add(token, origin="example token")
-    # The daemon runs beside the agent; leaving the block runs a final full pass.
+    # The daemon runs beside the agent; leaving the block runs a final full pass. The agent
+    # gets a session of its own: a Ctrl-C reaches the harness, which stops it.
     with Mirror(workspace, session.path, redactor).running():
-        subprocess.run([sys.executable, "-c", AGENT, str(workspace), token], check=True)
+        cmd = [sys.executable, "-c", AGENT, str(workspace), token]
+        subprocess.run(cmd, check=True, start_new_session=True)
+
+
+@contextlib.contextmanager
+def deferred_interrupt() -> Iterator[None]:
+    """Hold a Ctrl-C until the block ends, then raise it: for clean-up that must finish."""
+    caught: list[int] = []
+    old = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if caught:
+        raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -97,8 +98,15 @@ def _fake_agent(workspace: Path, token: str, pause: Callable[[], None]) -> None:
     pause()
 
 
-def run_demo(store_root: Path, pause_seconds: float = 0.3) -> DemoResult:
-    """Create a session in `store_root`, run the fake agent under the mirror daemon."""
+def run_demo(
+    store_root: Path, pause_seconds: float = 0.3, *, keep_workspace: bool = False
+) -> DemoResult:
+    """Create a session in `store_root`, run the fake agent under the mirror daemon.
+
+    The scratch workspace holds the raw token, so it is deleted before this
+    returns (unless `keep_workspace`) and on any error or Ctrl-C, together with
+    the half-built session; a Ctrl-C during either deletion waits for it to end.
+    """
     from sessionstore.daemon import WatchConfig, running
     from sessionstore.mirror import Mirror
     from sessionstore.redact import Redactor
@@ -125,9 +133,13 @@ def run_demo(store_root: Path, pause_seconds: float = 0.3) -> DemoResult:
     except BaseException:
         # Ctrl-C or an error mid-demo: the workspace holds the raw token and the
         # session is half-built; neither may outlive the demo.
-        shutil.rmtree(workspace, ignore_errors=True)
-        _discard(session.path)
+        with deferred_interrupt():
+            shutil.rmtree(workspace, ignore_errors=True)
+            _discard(session.path)
         raise
+    if not keep_workspace:
+        with deferred_interrupt():
+            shutil.rmtree(workspace, ignore_errors=True)
     final = daemon.last_report
     found = any(
         token.encode() in path.read_bytes() for path in session.path.rglob("*") if path.is_file()
@@ -164,6 +176,23 @@ def _discard(session_dir: Path) -> None:
     shutil.rmtree(hidden, ignore_errors=True)
 
 
-def remove_workspace(result: DemoResult) -> None:
-    """Delete the scratch workspace: the session must stand on its own."""
-    shutil.rmtree(result.workspace, ignore_errors=True)
+@contextlib.contextmanager
+def deferred_interrupt() -> Iterator[None]:
+    """Hold a Ctrl-C until the block ends, then raise it: for clean-up that must finish.
+
+    Replaces the Python-level SIGINT handler rather than masking the signal, so it
+    works whichever thread the C handler runs in; off the main thread (where the
+    handler cannot be changed) the block simply runs.
+    """
+    caught: list[int] = []
+    try:
+        old = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if caught:
+        raise KeyboardInterrupt

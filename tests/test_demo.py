@@ -95,3 +95,30 @@ def test_ctrl_c_during_the_demo_exits_130_and_leaves_nothing(tmp_path: Path) -> 
     assert list(tmp.iterdir()) == [], "the workspace holds the raw token: it must go"
     assert Store(store).sessions() == [], "no half-built session is left"
     assert [p.name for p in store.iterdir()] == [], "nothing else is left in the store either"
+
+
+def test_ctrl_c_at_any_moment_of_the_harness_leaves_no_raw_token(tmp_path: Path) -> None:
+    harness = ROOT / "examples" / "harness.py"
+    token = b"example-api-token-0123456789"
+    # Interrupts spread over the run: before, during and after the agent and the clean-up.
+    for i, delay in enumerate((0.35, 0.5, 0.65, 0.8, 0.95, 1.1)):
+        tmp = tmp_path / f"tmp{i}"
+        proc = subprocess.Popen(
+            [sys.executable, str(harness), "--store", str(tmp_path / f"store{i}")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env(tmp),
+        )
+        try:
+            time.sleep(delay)
+            proc.send_signal(signal.SIGINT)
+            _, stderr = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+            proc.wait(timeout=60)
+        left = [p for p in tmp.rglob("*") if p.is_file() and token in p.read_bytes()]
+        assert left == [], f"raw token left after SIGINT at {delay} s"
+        # Before Python has its handler the signal kills it (-2), and while it imports it
+        # prints a traceback: neither can leave anything, since nothing was written yet.
+        if b"Traceback" not in stderr:
+            assert proc.returncode in (0, 130, -signal.SIGINT), stderr

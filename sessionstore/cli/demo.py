@@ -30,21 +30,26 @@ def demo(store_dir: Path | None, keep_workspace: bool) -> None:
       sessionstore demo
       sessionstore demo --store /tmp/demo-store --keep-workspace
     """
+    from rich.text import Text
+
     from sessionstore.best import DEFAULT_OBJECTIVE, Objective
     from sessionstore.cli.views import make_console, session_detail
-    from sessionstore.demo import TOKEN_ENV, remove_workspace, run_demo
+    from sessionstore.demo import TOKEN_ENV, run_demo
     from sessionstore.summary import SessionView
 
     root = store_dir or default_store()
     console = make_console()
-    console.print(f"[bold]sessionstore demo[/]: store {root}")
-    result = run_demo(root)
-    if not keep_workspace:
-        remove_workspace(result)  # first: a Ctrl-C while printing must not keep the raw token
+    console.soft_wrap = True  # paths stay whole (copyable), however long
+    console.print(Text.assemble(("sessionstore demo", "bold"), f": store {root}"))
+    result = run_demo(root, keep_workspace=keep_workspace)
     session = result.session
     console.print(
-        f"A fake agent wrote 4 trials and 1 verification attempt into {result.workspace};\n"
-        f"the mirror daemon copied them into session [bold]{session.id}[/] ({session.path})."
+        Text.assemble(
+            f"A fake agent wrote 4 trials and 1 verification attempt into {result.workspace};\n"
+            "the mirror daemon copied them into session ",
+            (str(session.id), "bold"),
+            f" ({session.path}).",
+        )
     )
     for item in result.held_back:
         console.print(f"  held back by the mirror: {item['path']} ({item['reason']})")
