@@ -27,6 +27,7 @@ from typing import Any
 
 from sessionstore import jsonio
 from sessionstore.atomic import TEMP_PREFIX
+from sessionstore.display import escape
 from sessionstore.errors import InvalidInput, TemplateError
 from sessionstore.layout import CONSTRAINTS, MANIFEST, MARKERS, REPORT, SERVICE, TRIALS
 from sessionstore.store import Session
@@ -71,32 +72,34 @@ def contract_variables(
     # The mirror copies the workspace's records into the session, so a number
     # either already holds is taken.
     sessions = [session, Session.open(root)] if root != session_dir and root.is_dir() else [session]
-    return {
-        "session_id": session.id or session_dir.name,
-        "session_name": name if isinstance(name, str) else "",
-        "workspace": str(root) if root != session_dir else "",
-        "session_dir": str(root),
-        "manifest_path": str(root / MANIFEST),
-        "constraints_path": str(root / CONSTRAINTS),
-        "report_path": str(root / REPORT),
-        "planned_trials": planned if isinstance(planned, int) and planned > 0 else "",
-        "constraints": jsonio.dumps(constraints).decode().rstrip("\n") if constraints else "",
-        "temp_prefix": TEMP_PREFIX,
-        "log_name": LOG_NAME,
-        "trials_dir": str(trials),
-        "trial_dir": f"{trial}/",
-        "trial_config": str(trial / "task.yml"),
-        "trial_patches": f"{trial / 'patches'}/",
-        "trial_log": str(trial / LOG_NAME),
-        "trial_marker": str(trial / MARKERS[TRIALS]),
-        "next_trial": _next(s.trials.numbers() for s in sessions),
-        "service_dir": str(service),
-        "attempt_dir": f"{attempt}/",
-        "attempt_config": str(attempt / "service.yml"),
-        "attempt_log": str(attempt / LOG_NAME),
-        "attempt_marker": str(attempt / MARKERS[SERVICE]),
-        "next_attempt": _next(s.service.numbers() for s in sessions),
-    }
+    return _printable(
+        {
+            "session_id": session.id or session_dir.name,
+            "session_name": name if isinstance(name, str) else "",
+            "workspace": str(root) if root != session_dir else "",
+            "session_dir": str(root),
+            "manifest_path": str(root / MANIFEST),
+            "constraints_path": str(root / CONSTRAINTS),
+            "report_path": str(root / REPORT),
+            "planned_trials": planned if isinstance(planned, int) and planned > 0 else "",
+            "constraints": jsonio.dumps(constraints).decode().rstrip("\n") if constraints else "",
+            "temp_prefix": TEMP_PREFIX,
+            "log_name": LOG_NAME,
+            "trials_dir": str(trials),
+            "trial_dir": f"{trial}/",
+            "trial_config": str(trial / "task.yml"),
+            "trial_patches": f"{trial / 'patches'}/",
+            "trial_log": str(trial / LOG_NAME),
+            "trial_marker": str(trial / MARKERS[TRIALS]),
+            "next_trial": _next(s.trials.numbers() for s in sessions),
+            "service_dir": str(service),
+            "attempt_dir": f"{attempt}/",
+            "attempt_config": str(attempt / "service.yml"),
+            "attempt_log": str(attempt / LOG_NAME),
+            "attempt_marker": str(attempt / MARKERS[SERVICE]),
+            "next_attempt": _next(s.service.numbers() for s in sessions),
+        }
+    )
 
 
 def _next(numbers: Iterable[Iterable[int]]) -> int:
@@ -152,3 +155,17 @@ def render_contract(
         return render(text, **{name: variables[name] for name, _, _ in used})
     except TemplateError as exc:
         raise TemplateError(exc.problem, exc.line, exc.column, source) from None
+
+
+def _printable(values: dict[str, Any]) -> dict[str, Any]:
+    """Every text value with control characters escaped (the constraints line by line).
+
+    The name, the constraints and the paths come from files and options an agent
+    or a user may have written; the contract is read by people and by the agent,
+    and neither may get a forged line or a terminal escape from it.
+    """
+    safe = {
+        key: escape(value) if isinstance(value, str) else value for key, value in values.items()
+    }
+    safe["constraints"] = "\n".join(map(escape, values["constraints"].split("\n")))
+    return safe
