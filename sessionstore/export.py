@@ -36,7 +36,15 @@ from sessionstore import fsread, jsonio
 from sessionstore.atomic import AtomicFile, fsync_dir, temp_name, write_atomic
 from sessionstore.errors import InvalidInput
 from sessionstore.layout import CONSTRAINTS, MARKERS
-from sessionstore.store import DIR_MODE, FILE_MODE, Record, RecordState, Session, record_dir_fd
+from sessionstore.store import (
+    DIR_MODE,
+    FILE_MODE,
+    Record,
+    RecordState,
+    Session,
+    read_session_object,
+    record_dir_fd,
+)
 
 EXPORT_MANIFEST = "sessionstore-export.json"
 TEXT_SUFFIXES = (".json", ".yml", ".yaml", ".toml")
@@ -83,7 +91,7 @@ def export_record(session: Session, n: int, dest: Path, collection: str = "trial
         raise InvalidInput(str(dest), "already exists; export into a new directory")
     if _UNSAFE_DEST.search(str(dest)):
         raise InvalidInput(str(dest), "contains quotes, backslashes or control characters")
-    _, constraints, _ = jsonio.read_object(session.path / CONSTRAINTS)
+    _, constraints, _ = read_session_object(session.path, CONSTRAINTS)
     record_fd = record_dir_fd(n, source.path)
     try:
         _copy(session, source, dest, collection, constraints, record_fd)

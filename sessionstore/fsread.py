@@ -142,11 +142,13 @@ def open_under(dir_fd: int, parts: Iterable[str]) -> tuple[int, os.stat_result]:
 def open_record_dir(path: Path) -> int:
     """A directory fd for the record at `<session>/<collection>/<n>`.
 
-    The session directory is where the caller pointed (followed like any
-    path it gives); the collection and the record are opened with
-    `O_NOFOLLOW`, so a record or a `trials/` replaced by a symlink is refused.
+    The session directory, the collection and the record are each opened
+    with `O_NOFOLLOW` (the session relative to its parent, which is followed:
+    the store root or the user's own directories), so a session, a `trials/`
+    or a record replaced by a symlink is refused. A user-named session that
+    is a symlink was resolved once, when its `Session` was opened.
     """
-    session_fd = open_dir(path.parent.parent, follow=True)
+    session_fd = open_dir(path.parent.parent)
     try:
         collection_fd = open_dir(path.parent.name, session_fd)
     finally:

@@ -635,15 +635,15 @@ def _has_copy(session_path: Path, session_id: str) -> bool:
 def _copy_state(session_path: Path, session_id: str) -> tuple[bool, str | None, int | None]:
     """(copied, problem, an open fd of the copy or None) for `previous/<id>` of a session.
 
-    Nothing is followed: `previous` or `previous/<id>` that is a symlink (or
-    not a directory) is not a copy, and the problem says what it is. An id
-    that is not a valid session id (`../x` in a planted manifest) is never
-    opened at all.
+    Nothing is followed: a session directory, `previous` or `previous/<id>`
+    that is a symlink (or not a directory) is not a copy, and the problem
+    says what it is. An id that is not a valid session id (`../x` in a
+    planted manifest) is never opened at all.
     """
     if not _valid_id(session_id):
         return False, "not a valid session id", None
     try:
-        session_fd = fsread.open_dir(session_path, follow=True)
+        session_fd = fsread.open_dir(session_path)
     except OSError as exc:
         return False, f"session directory {fsread.problem(exc)}", None
     try:

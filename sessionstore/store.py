@@ -151,9 +151,9 @@ def _listing(dir_fd: int) -> list[os.DirEntry[str]]:
 def read_record(n: int, path: Path, marker: str) -> Record:
     """Derive one record's state from its marker, read by the readers' recipe (`fsread`).
 
-    The record directory is opened without following a symlink (the report,
-    n=0, lives in the session directory itself, which is where the caller
-    pointed). A record directory that is a symlink or not a directory is torn.
+    The session and record directories are opened without following a
+    symlink (the report, n=0, lives in the session directory itself). A
+    session or record directory that is a symlink or not a directory is torn.
     """
     try:
         dir_fd = record_dir_fd(n, path)
@@ -170,9 +170,10 @@ def read_record(n: int, path: Path, marker: str) -> Record:
 def record_dir_fd(n: int, path: Path) -> int:
     """A directory fd of record `n` at `path`, opened by `fsread.open_record_dir`.
 
-    n=0 is the report, whose "record directory" is the session directory.
+    n=0 is the report, whose "record directory" is the session directory
+    (opened with `O_NOFOLLOW` like every open of a session directory).
     """
-    return fsread.open_dir(path, follow=True) if n == 0 else fsread.open_record_dir(path)
+    return fsread.open_dir(path) if n == 0 else fsread.open_record_dir(path)
 
 
 def _unreadable_dir(n: int, path: Path, marker: str, exc: OSError) -> Record:
@@ -304,6 +305,7 @@ class Collection:
     def __init__(self, session_path: Path, name: str) -> None:
         self.name = name
         self.marker = MARKERS[name]
+        self.session_path = session_path
         self.path = session_path / name
         # Where this instance's next begin() tries first, to avoid rescanning a large
         # collection on every record; a stale hint only costs extra mkdir attempts.
@@ -317,15 +319,24 @@ class Collection:
     def _open(self) -> Iterator[int | None]:
         """The collection's directory fd (`O_NOFOLLOW`), or None when there is no usable one.
 
-        A `trials/` that is missing, unreadable, a symlink or not a directory
-        holds no records: reading through a symlink could reach anything, and
-        one session's odd collection must not break a listing of the store.
+        The session directory is opened with `O_NOFOLLOW`, then the collection
+        relative to it, also `O_NOFOLLOW`. A `trials/` (or a session directory)
+        that is missing, unreadable, a symlink or not a directory holds no
+        records: reading through a symlink could reach anything, and one
+        session's odd collection must not break a listing of the store.
         """
         try:
-            fd = fsread.open_dir(self.path)
+            session_fd = fsread.open_dir(self.session_path)
         except OSError:
             yield None
             return
+        try:
+            fd = fsread.open_dir(self.name, session_fd)
+        except OSError:
+            yield None
+            return
+        finally:
+            os.close(session_fd)
         try:
             yield fd
         finally:
@@ -430,6 +441,27 @@ class Collection:
         return wait_record(self.path / str(n), self.marker, n, timeout)
 
 
+def read_session_object(
+    session_path: Path, name: str
+) -> tuple[bool, dict[str, Any] | None, str | None]:
+    """`jsonio.read_object` of the file `name` of a session, relative to its directory fd.
+
+    The session directory is opened with `O_NOFOLLOW` (its parent followed):
+    one swapped for a symlink is an error, its target never read; one that
+    is gone has no such file.
+    """
+    try:
+        fd = fsread.open_dir(session_path)
+    except FileNotFoundError:
+        return False, None, None
+    except OSError as exc:
+        return True, None, f"not read: session directory {fsread.problem(exc)}"
+    try:
+        return jsonio.read_object(name, fd)
+    finally:
+        os.close(fd)
+
+
 class Session:
     """A session directory. Readable with or without `session.json` (a raw workspace)."""
 
@@ -443,12 +475,30 @@ class Session:
         self.service = Collection(path, SERVICE)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> Session:
-        """Read the session at `path`; a missing or torn manifest is reported, not raised."""
+    def open(cls, path: str | os.PathLike[str], *, follow: bool = True) -> Session:
+        """Read the session at `path`; a missing or torn manifest is reported, not raised.
+
+        `path` named by the user may be a symlink (`follow`): it is resolved
+        once, here, and `path` becomes its target. A session found in the
+        store is opened with `follow=False`: a symlink there is no session.
+        Every later open of the session directory uses `O_NOFOLLOW` on its
+        final component, so a directory swapped for a symlink afterwards is
+        refused (torn, unknown or an error), never read through.
+        """
         p = Path(path)
-        if not p.is_dir():
-            raise SessionNotFound(str(path))
-        _, data, error = jsonio.read_object(p / MANIFEST)
+        if follow and os.path.islink(p):
+            p = Path(os.path.realpath(p))
+        try:
+            fd = fsread.open_dir(p)
+        except (FileNotFoundError, NotADirectoryError, fsread.WrongKind):
+            raise SessionNotFound(str(path)) from None
+        except OSError as exc:  # a directory we may not list: its manifest is unread
+            problem = f"not read: session directory {fsread.problem(exc)}"
+            return cls(p, None, f"{MANIFEST}: {problem}")
+        try:
+            _, data, error = jsonio.read_object(MANIFEST, fd)
+        finally:
+            os.close(fd)
         return cls(p, data, f"{MANIFEST}: {error}" if error else None)
 
     @property
@@ -459,7 +509,7 @@ class Session:
 
     def constraints(self) -> dict[str, Any]:
         """The requested constraints (`{}` when absent); raises `CorruptFile` if torn."""
-        _, data, error = jsonio.read_object(self.path / CONSTRAINTS)
+        _, data, error = read_session_object(self.path, CONSTRAINTS)
         if error is not None:
             raise CorruptFile(self.path / CONSTRAINTS, error)
         return data or {}
@@ -596,7 +646,7 @@ class Store:
             if self._publish(
                 target, manifest.model_dump(mode="json"), constraints_obj, previous_ids
             ):
-                return Session.open(target)
+                return Session.open(target, follow=False)
             if id is not None:
                 raise SessionExists(target)
         raise SessionExists(self.root / "<generated>")
@@ -646,7 +696,10 @@ class Store:
         path = self.root / id
         if not path.is_dir() or path.is_symlink():
             raise SessionNotFound(id, self.root)
-        return Session.open(path)
+        try:
+            return Session.open(path, follow=False)
+        except SessionNotFound:
+            raise SessionNotFound(id, self.root) from None
 
     def sessions(self) -> list[Session]:
         """Every session in the store, newest first (by `created_at`, else directory mtime)."""
@@ -663,7 +716,7 @@ class Store:
             except ValueError:
                 continue
             try:
-                session = Session.open(entry.path)
+                session = Session.open(entry.path, follow=False)
                 key = _created_key(session, entry)
             except (SessionNotFound, FileNotFoundError):
                 continue  # removed since the listing: it was not there

@@ -29,11 +29,10 @@ from typing import Any, TypeGuard
 
 import orjson
 
-from sessionstore import jsonio
 from sessionstore.best import Best, Objective, Score, best_trial, score_trials
 from sessionstore.layout import CONSTRAINTS, MANIFEST
 from sessionstore.procinfo import PID_MAX, process_alive
-from sessionstore.store import Record, RecordState, Session
+from sessionstore.store import Record, RecordState, Session, read_session_object
 from sessionstore.verdict import Verdict, output_verdict
 
 STATUSES = ("running", "interrupted", "done", "failed", "unknown")
@@ -156,7 +155,7 @@ def session_progress(session: Session, trials: list[Record], attempts: list[Reco
 
 def read_constraints(session: Session) -> tuple[dict[str, Any], str | None]:
     """The requested constraints and a parse error; a torn file reads as `{}` plus its error."""
-    _, data, error = jsonio.read_object(session.path / CONSTRAINTS)
+    _, data, error = read_session_object(session.path, CONSTRAINTS)
     return data or {}, f"{CONSTRAINTS}: {error}" if error else None
 
 
