@@ -136,3 +136,29 @@ def test_real_process_round_trip_and_no_heavy_imports(src: Path, tmp_path: Path)
     assert b"HEAVY []" in proc.stderr
     assert orjson.loads(proc.stdout)["ok"] is True
     assert (dst / "trials" / "1" / "trial.json").exists()
+
+
+def test_a_mistyped_session_id_as_dst_is_refused_not_created(tmp_path: Path) -> None:
+    store, src = tmp_path / "store", tmp_path / "ws"
+    src.mkdir()
+    result = subprocess.run(
+        [*SESSIONSTORE, "mirror", str(src), "183c1adf", "--once", "--store", str(store)],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert b"no session '183c1adf' in store" in result.stderr
+    assert b"write ./183c1adf" in result.stderr
+    assert not (tmp_path / "183c1adf").exists()
+    # Spelled as a path, the same name is a new directory.
+    ok = subprocess.run(
+        [*SESSIONSTORE, "mirror", str(src), "./183c1adf", "--once", "--store", str(store)],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "183c1adf").is_dir()

@@ -104,9 +104,10 @@ def test_the_readme_flow_leaves_the_store_files_alone_and_seals_records(
     assert {k: v for k, v in after.items() if k != CACHE_NAME} == unchanged
 
 
-def test_dst_is_a_path_when_it_names_no_session(tmp_path: Path, store: Store) -> None:
+def test_dst_is_a_path_when_it_names_an_existing_directory(tmp_path: Path, store: Store) -> None:
     ws = tmp_path / "ws"
     write(ws / "a.txt", b"a")
+    (tmp_path / "out").mkdir()  # a bare name that is no directory yet: test_mirror_cli.py
     settle()
     proc = mirror_cli(ws, "out", "--store", store.root, "--once", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

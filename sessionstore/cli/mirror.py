@@ -160,8 +160,18 @@ def _destination(dst: str, store_dir: Path | None) -> Path:
         validate_id(dst)
     except ValueError:
         return Path(dst)
-    session = (store_dir or default_store()).expanduser() / dst
-    return session if session.is_dir() else Path(dst)
+    store = (store_dir or default_store()).expanduser()
+    if (store / dst).is_dir():
+        return store / dst
+    if not Path(dst).exists():
+        # A bare name that is neither a session nor a directory is most likely a mistyped
+        # id; mirroring would create a stray directory named like a session.
+        raise click.BadParameter(
+            f"no session {dst!r} in store {store}; to mirror into a new directory "
+            f"of that name, write ./{dst}",
+            param_hint="DST",
+        )
+    return Path(dst)
 
 
 def _run_daemon(the_mirror: Mirror, config: WatchConfig, quiet: bool, as_json: bool) -> PassReport:
