@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -75,3 +76,25 @@ def test_readme_tour_runs_top_to_bottom(tmp_path: Path) -> None:
         assert not path.is_file() or TOKEN not in path.read_bytes(), path
     assert list(home.iterdir()) == [], "the tour must not create a second store in ~"
     assert sorted(p.name for p in work.iterdir()) == ["prompt.md", "workspace"]
+
+
+def test_readme_python_block_runs(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"```python\n(.*?)```", readme[readme.index("From Python") :], re.S)
+    assert match is not None, "README has no Python block after 'From Python'"
+    store, work = tmp_path / "store", tmp_path / "work"
+    (work / "workspace").mkdir(parents=True)
+    env = {**os.environ, "SESSIONSTORE_HOME": str(store), "HF_TOKEN": TOKEN.decode()}
+    result = subprocess.run(
+        [sys.executable, "-c", match.group(1)],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    assert result.stdout.decode().split() == ["1", "completed", "None"]
+    (session,) = Store(store).sessions()
+    assert session.report().state is RecordState.COMPLETED
+    assert (session.path / "trials/1/task.yml").read_bytes() == b"model: llama\r\n"
