@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -337,3 +338,21 @@ def test_cli_needs_exactly_one_record(session: Session, args: tuple[str, ...]) -
     code, _, err = finish(cli("wait", str(session.path), *args))
     assert code == 2
     assert err.endswith("Error: give exactly one of --trial N, --attempt K, --report\n")
+
+
+def test_ctrl_c_stops_a_wait_with_exit_130_and_no_traceback(session: Session) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sessionstore", "wait", str(session.path), "--trial", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        time.sleep(3.0)  # well past start-up: the CLI handles it, not the importing interpreter
+        assert proc.poll() is None, "wait returned before trial 1 exists"
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert proc.returncode == 130, stderr
+    assert b"Traceback" not in stderr and b"Aborted" not in stderr, stderr

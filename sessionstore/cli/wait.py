@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -81,8 +80,6 @@ def wait(
         record = collection.wait(n, timeout) if collection else wait_report(session, timeout)
     except WaitTimedOut as exc:
         raise _TimedOut(escape(f"{what}: {exc}")) from None
-    except KeyboardInterrupt:
-        sys.exit(130)
     if as_json:
         emit_json(record.to_dict())
     if record.state is RecordState.TORN:
