@@ -27,7 +27,7 @@ from pathlib import Path
 
 import orjson
 
-from sessionstore.store import Store
+from sessionstore import Store
 
 MARKER = orjson.dumps(
     {

@@ -27,7 +27,7 @@ from importlib.metadata import version
 
 import ahocorasick_rs
 
-from sessionstore.redact import Redactor
+from sessionstore import Redactor
 
 CHUNK = 1 << 20
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"

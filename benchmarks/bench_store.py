@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sessionstore.store import Store
+from sessionstore import Store
 
 CONFIG = b"model: llama\r\nbatch: 32\r\n" * 20
 PATCH = bytes(range(256)) * 16

@@ -21,10 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from sessionstore import Session, Store
-from sessionstore.best import best_trial, report_fields
-from sessionstore.mirror import Mirror
-from sessionstore.redact import Redactor
+from sessionstore import Mirror, Redactor, Session, Store, best_trial, report_fields
 
 # The agent: a separate process that only knows the workspace layout. It uses
 # the store's writer on the raw workspace (Session.open works without a manifest).

@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from sessionstore.best import Best, Objective, best_trial, report_fields
-    from sessionstore.daemon import Daemon, WatchConfig
     from sessionstore.errors import (
         CorruptFile,
         InvalidId,
@@ -30,43 +28,52 @@ if TYPE_CHECKING:
         TemplateError,
         WaitTimedOut,
     )
-    from sessionstore.mirror import Mirror, PassReport
-    from sessionstore.redact import Redactor
-    from sessionstore.store import Collection, Record, RecordState, RecordWriter, Session, Store
-    from sessionstore.template import render
-    from sessionstore.verdict import Outcome, Verdict, evaluate_output_contract
+    from sessionstore.format.template import render
+    from sessionstore.harness.verdict import Outcome, Verdict, evaluate_output_contract
+    from sessionstore.inspect.best import Best, Objective, best_trial, report_fields
+    from sessionstore.mirror.daemon import Daemon, WatchConfig
+    from sessionstore.mirror.mirror import Mirror, PassReport
+    from sessionstore.redact.redactor import Redactor
+    from sessionstore.store.session import (
+        Collection,
+        Record,
+        RecordState,
+        RecordWriter,
+        Session,
+        Store,
+    )
 
 _EXPORTS = {
-    "Best": "sessionstore.best",
-    "Daemon": "sessionstore.daemon",
-    "Mirror": "sessionstore.mirror",
-    "Objective": "sessionstore.best",
-    "Outcome": "sessionstore.verdict",
-    "PassReport": "sessionstore.mirror",
-    "Redactor": "sessionstore.redact",
-    "Verdict": "sessionstore.verdict",
-    "WatchConfig": "sessionstore.daemon",
-    "best_trial": "sessionstore.best",
-    "evaluate_output_contract": "sessionstore.verdict",
-    "render": "sessionstore.template",
-    "report_fields": "sessionstore.best",
-    "Collection": "sessionstore.store",
+    "Best": "sessionstore.inspect.best",
+    "Daemon": "sessionstore.mirror.daemon",
+    "Mirror": "sessionstore.mirror.mirror",
+    "Objective": "sessionstore.inspect.best",
+    "Outcome": "sessionstore.harness.verdict",
+    "PassReport": "sessionstore.mirror.mirror",
+    "Redactor": "sessionstore.redact.redactor",
+    "Verdict": "sessionstore.harness.verdict",
+    "WatchConfig": "sessionstore.mirror.daemon",
+    "best_trial": "sessionstore.inspect.best",
+    "evaluate_output_contract": "sessionstore.harness.verdict",
+    "render": "sessionstore.format.template",
+    "report_fields": "sessionstore.inspect.best",
+    "Collection": "sessionstore.store.session",
     "CorruptFile": "sessionstore.errors",
     "InvalidId": "sessionstore.errors",
     "InvalidInput": "sessionstore.errors",
     "LockHeld": "sessionstore.errors",
     "PreviousRunning": "sessionstore.errors",
-    "Record": "sessionstore.store",
+    "Record": "sessionstore.store.session",
     "RecordCompleted": "sessionstore.errors",
     "RecordNotFound": "sessionstore.errors",
-    "RecordState": "sessionstore.store",
-    "RecordWriter": "sessionstore.store",
+    "RecordState": "sessionstore.store.session",
+    "RecordWriter": "sessionstore.store.session",
     "SecretRefused": "sessionstore.errors",
-    "Session": "sessionstore.store",
+    "Session": "sessionstore.store.session",
     "SessionExists": "sessionstore.errors",
     "SessionNotFound": "sessionstore.errors",
     "SessionStoreError": "sessionstore.errors",
-    "Store": "sessionstore.store",
+    "Store": "sessionstore.store.session",
     "TemplateError": "sessionstore.errors",
     "WaitTimedOut": "sessionstore.errors",
 }

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from sessionstore.atomic import temp_name
-from sessionstore.store import Session, Store
+from sessionstore._fs.atomic import temp_name
+from sessionstore.store.session import Session, Store
 
 TOKEN_ENV = "DEMO_AGENT_TOKEN"
 
@@ -107,9 +107,9 @@ def run_demo(
     returns (unless `keep_workspace`) and on any error or Ctrl-C, together with
     the half-built session; a Ctrl-C during either deletion waits for it to end.
     """
-    from sessionstore.daemon import WatchConfig, running
-    from sessionstore.mirror import Mirror
-    from sessionstore.redact import Redactor
+    from sessionstore.mirror.daemon import WatchConfig, running
+    from sessionstore.mirror.mirror import Mirror
+    from sessionstore.redact.redactor import Redactor
 
     store = Store(store_root)
     # No writer pid: the demo process exits, and the session should not read as

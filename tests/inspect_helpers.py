@@ -16,9 +16,9 @@ from typing import Any
 import orjson
 from rich.console import Console
 
-from sessionstore.atomic import write_atomic
-from sessionstore.layout import MANIFEST
-from sessionstore.store import Session, Store
+from sessionstore._fs.atomic import write_atomic
+from sessionstore.format.names import MANIFEST
+from sessionstore.store.session import Session, Store
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 WIDTHS = (60, 80, 120)

@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from sessionstore.atomic import is_temp_name
-from sessionstore.mirror import RESERVED_PREFIX, Mirror, PassReport
+from sessionstore._fs.atomic import is_temp_name
+from sessionstore.mirror.mirror import RESERVED_PREFIX, Mirror, PassReport
 
 # Wider than the default racy window (10 ms or one tick), so a file written
 # before `settle()` is always trusted by the next pass.

@@ -13,9 +13,9 @@ from pathlib import Path
 import orjson
 from inspect_helpers import run_cli
 
-from sessionstore.atomic import write_atomic
-from sessionstore.layout import CONSTRAINTS, REPORT
-from sessionstore.store import Store
+from sessionstore._fs.atomic import write_atomic
+from sessionstore.format.names import CONSTRAINTS, REPORT
+from sessionstore.store.session import Store
 
 HOSTILE = "\u202eevil\u009b31m\u0085x\u2028\x1b]0;t\x07"
 RAW = ("\u202e", "\u009b", "\u0085", "\u2028", "\x1b", "\x07")

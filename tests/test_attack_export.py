@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 from inspect_helpers import metrics, run_cli
 
-from sessionstore.store import Store
+from sessionstore.store.session import Store
 
 DEPTH = 1100
 
@@ -80,7 +80,7 @@ def test_a_huge_file_in_a_record_is_streamed_not_held_in_memory(tmp_path: Path) 
     import subprocess
     import sys
 
-    from sessionstore.export import MAX_REWRITE_BYTES
+    from sessionstore.store.export import MAX_REWRITE_BYTES
 
     store = tmp_path / "store"
     session = Store(store).create(id="sparse", pid=None)

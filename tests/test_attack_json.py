@@ -16,7 +16,7 @@ import orjson
 import pytest
 from inspect_helpers import run_cli
 
-from sessionstore.store import Store
+from sessionstore.store.session import Store
 
 TORN = [
     pytest.param(b'{"x": NaN}', id="nan"),

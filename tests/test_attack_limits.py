@@ -13,8 +13,8 @@ import orjson
 import pytest
 from inspect_helpers import run_cli
 
-from sessionstore.jsonio import MAX_MARKER_BYTES
-from sessionstore.store import Store
+from sessionstore._json import MAX_MARKER_BYTES
+from sessionstore.store.session import Store
 
 
 def _padded(size: int) -> bytes:

@@ -15,7 +15,7 @@ import orjson
 import pytest
 from inspect_helpers import metrics, run_cli, trial
 
-from sessionstore.store import Store
+from sessionstore.store.session import Store
 
 NO_FILE = [".", "./", "./.", "././/."]
 

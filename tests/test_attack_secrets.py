@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sessionstore.errors import InvalidInput
-from sessionstore.redact import Redactor
+from sessionstore.redact.redactor import Redactor
 
 VALUE = b"fake-secret-value-42"
 MIRROR = [sys.executable, "-m", "sessionstore", "mirror"]
@@ -51,7 +51,7 @@ def test_a_megabyte_run_of_blanks_is_refused_at_once_naming_the_line(
 
 
 def test_runs_up_to_the_limit_still_register(tmp_path: Path) -> None:
-    from sessionstore._redact_file import MAX_BLANK_RUN
+    from sessionstore.redact.secrets_file import MAX_BLANK_RUN
 
     secrets = tmp_path / "secrets.env"
     secrets.write_bytes(b"A=" + VALUE + b" " * MAX_BLANK_RUN + b"# comment\n")

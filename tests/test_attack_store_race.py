@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 from inspect_helpers import run_cli
 
-from sessionstore.store import Store
+from sessionstore.store.session import Store
 
 MAX_ROUNDS = 200_000
 RUNS = 8

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from inspect_helpers import metrics, run_cli, trial
 
-from sessionstore.store import Store
+from sessionstore.store.session import Store
 
 SECRET = "OUTSIDE-SECRET-d41c"
 MAX_CYCLES = 200_000

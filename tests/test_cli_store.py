@@ -13,7 +13,7 @@ import pytest
 
 import sessionstore
 from sessionstore.cli import COMMANDS
-from sessionstore.store import Store
+from sessionstore.store.session import Store
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:

@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from sessionstore.cli.contract import contract
-from sessionstore.contract import contract_variables, default_template, render_contract
 from sessionstore.errors import InvalidInput, TemplateError
-from sessionstore.store import Session, Store
-from sessionstore.template import _parse
+from sessionstore.format.template import _parse
+from sessionstore.store.contract import contract_variables, default_template, render_contract
+from sessionstore.store.session import Session, Store
 
 DOCS = Path(__file__).parent.parent / "docs" / "harness.md"
 

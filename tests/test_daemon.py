@@ -17,9 +17,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sessionstore.daemon import PID_NAME, Daemon, WatchConfig, running
 from sessionstore.errors import LockHeld
-from sessionstore.mirror import Mirror, PassReport
+from sessionstore.mirror.daemon import PID_NAME, Daemon, WatchConfig, running
+from sessionstore.mirror.mirror import Mirror, PassReport
 
 # Event-driven passes happen within milliseconds; these bounds only keep a
 # broken daemon from hanging the suite.
@@ -315,7 +315,7 @@ def test_daemon_object_runs_in_the_caller_thread(src: Path, dst: Path) -> None:
 
 
 def test_hints_mark_directories_inside_the_source_only(tmp_path: Path) -> None:
-    from sessionstore.daemon import _Hints
+    from sessionstore.mirror.daemon import _Hints
 
     hints = _Hints(str(tmp_path), threading.Event())
     hints.mark(str(tmp_path / "..notes"), is_directory=False)

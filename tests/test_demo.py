@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 
-from sessionstore.store import RecordState, Store
+from sessionstore.store.session import RecordState, Store
 
 ROOT = Path(__file__).resolve().parent.parent
 

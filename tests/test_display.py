@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sessionstore.display import escape
+from sessionstore._display import escape
 
 
 @pytest.mark.parametrize(

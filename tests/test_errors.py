@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import sessionstore.lineage
+import sessionstore.store.lineage
 from sessionstore import errors
 
 EXAMPLES: list[errors.SessionStoreError] = [
@@ -22,7 +22,7 @@ EXAMPLES: list[errors.SessionStoreError] = [
     errors.RecordCompleted(Path("/s/trials/1")),
     errors.CollectionFull(Path("/s/trials"), 10**18 - 1),
     errors.PreviousRunning("abc"),
-    sessionstore.lineage.PreviousUnknown("abc", "pid is not an integer"),
+    sessionstore.store.lineage.PreviousUnknown("abc", "pid is not an integer"),
     errors.LockHeld(Path("/dst/.lock"), 42),
     errors.WaitTimedOut(Path("/s/trials/1/trial.json"), 2.5),
 ]

@@ -11,9 +11,9 @@ import pytest
 from inspect_helpers import metrics, torn_trial, trial
 
 from sessionstore.errors import InvalidInput, RecordNotFound
-from sessionstore.export import EXPORT_MANIFEST, rewrite_references
-from sessionstore.store import Store
-from sessionstore.summary import SessionView
+from sessionstore.inspect.summary import SessionView
+from sessionstore.store.export import EXPORT_MANIFEST, rewrite_references
+from sessionstore.store.session import Store
 
 
 def test_export_best_trial_reproduces_after_session_and_workspace_are_deleted(

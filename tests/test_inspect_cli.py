@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from inspect_helpers import attempt, demo_store, metrics, trial
 
 from sessionstore.cli import cli
-from sessionstore.store import Store
+from sessionstore.store.session import Store
 
 
 def inspect(*args: str, env: dict[str, str] | None = None) -> Any:

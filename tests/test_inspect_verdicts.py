@@ -8,7 +8,7 @@ import orjson
 from click.testing import CliRunner
 
 from sessionstore.cli import cli
-from sessionstore.store import Store
+from sessionstore.store.session import Store
 
 
 def _session(tmp_path: Path) -> Store:

@@ -16,11 +16,11 @@ import pytest
 from inspect_helpers import SNAPSHOTS, WIDTHS, demo_store, metrics, render, trial
 from rich.console import Console
 
-from sessionstore.best import Best, Objective, Score
 from sessionstore.cli.views import fit_widths, session_detail, session_list
-from sessionstore.spark import BLOCKS, bars
-from sessionstore.store import Store
-from sessionstore.summary import SessionView
+from sessionstore.inspect.best import Best, Objective, Score
+from sessionstore.inspect.spark import BLOCKS, bars
+from sessionstore.inspect.summary import SessionView
+from sessionstore.store.session import Store
 
 
 @pytest.fixture

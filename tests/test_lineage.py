@@ -14,13 +14,13 @@ import pytest
 from click.testing import CliRunner
 from inspect_helpers import attempt, metrics, set_manifest, trial
 
-from sessionstore import lineage
-from sessionstore.atomic import is_temp_name
+from sessionstore._fs.atomic import is_temp_name
 from sessionstore.cli import cli
 from sessionstore.errors import PreviousRunning, SessionNotFound
-from sessionstore.lineage import LineageWarning, include_previous, select_files
-from sessionstore.store import Session, Store
-from sessionstore.summary import SessionView
+from sessionstore.inspect.summary import SessionView
+from sessionstore.store import lineage
+from sessionstore.store.lineage import LineageWarning, include_previous, select_files
+from sessionstore.store.session import Session, Store
 
 # finished_session plants trials/1/link.yml -> /etc/hostname: every copy of it warns so.
 LINK_WARNING = (
@@ -30,7 +30,7 @@ LINK_WARNING = (
 pytestmark = pytest.mark.filterwarnings(
     # (`.` for the colon: the filter's fields are separated by colons)
     r"ignore:previous session [a-z]+. trials/1/link.yml is a symlink"
-    ":sessionstore.lineage.LineageWarning"
+    ":sessionstore.store.lineage.LineageWarning"
 )
 
 EXPECTED = [
@@ -213,9 +213,9 @@ def test_lineage_heal_after_injected_crash(tmp_path: Path) -> None:
 
 _KILLED_COPIER = """
 import os, sys
-from sessionstore import lineage
-from sessionstore.lineage import include_previous
-from sessionstore.store import Store
+from sessionstore.store import lineage
+from sessionstore.store.lineage import include_previous
+from sessionstore.store.session import Store
 real, calls = lineage._copy_file, [0]
 def die_half_way(*args):
     calls[0] += 1

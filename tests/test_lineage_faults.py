@@ -28,8 +28,8 @@ import pytest
 from inspect_helpers import metrics, set_manifest
 
 from sessionstore.errors import CorruptFile
-from sessionstore.lineage import LineageWarning, include_previous
-from sessionstore.store import Session, Store
+from sessionstore.store.lineage import LineageWarning, include_previous
+from sessionstore.store.session import Session, Store
 
 SECRET = "OUTSIDE-SECRET"
 FIFO = "is a FIFO, not a regular file"

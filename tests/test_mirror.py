@@ -12,7 +12,7 @@ import pytest
 from mirror_helpers import converge, paths, run, settle, temps, tree, write
 
 from sessionstore.errors import InvalidInput
-from sessionstore.mirror import CACHE_NAME, DIRTY_NAME, Mirror
+from sessionstore.mirror.mirror import CACHE_NAME, DIRTY_NAME, Mirror
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from mirror_helpers import paths, run, settle, write
 
-from sessionstore._mirror_copy import CLOCK_COARSE
-from sessionstore.mirror import CACHE_NAME, Mirror
+from sessionstore.mirror.copy import CLOCK_COARSE
+from sessionstore.mirror.mirror import CACHE_NAME, Mirror
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -27,8 +27,8 @@ from mirror_helpers import (
     write,
 )
 
-from sessionstore.daemon import LOCK_NAME, acquire_lock
-from sessionstore.mirror import CACHE_NAME, DIRTY_NAME, Mirror
+from sessionstore.mirror.daemon import LOCK_NAME, acquire_lock
+from sessionstore.mirror.mirror import CACHE_NAME, DIRTY_NAME, Mirror
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -24,7 +24,7 @@ from mirror_helpers import (
     write,
 )
 
-from sessionstore._mirror_pass import MAX_DEPTH
+from sessionstore.mirror.walk import MAX_DEPTH
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -221,6 +221,7 @@ def test_names_are_escaped_in_the_daemon_log(src: Path, dst: Path) -> None:
 
 
 def test_the_mirror_marker_limit_is_the_format_limit() -> None:
-    from sessionstore import _mirror_files, jsonio
+    from sessionstore import _json as jsonio
+    from sessionstore.mirror import sync as _mirror_files
 
     assert _mirror_files.MAX_MARKER_BYTES == jsonio.MAX_MARKER_BYTES

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mirror_helpers import paths, run, settle, tree, write
 
-from sessionstore.mirror import CACHE_NAME
+from sessionstore.mirror.mirror import CACHE_NAME
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -181,7 +181,7 @@ def test_delete_is_skipped_when_the_listing_had_an_error(
 def test_a_subset_pass_widens_to_the_record_and_keeps_other_cache_entries(
     src: Path, dst: Path
 ) -> None:
-    from sessionstore.mirror import Mirror
+    from sessionstore.mirror.mirror import Mirror
 
     write(src / "other" / "f", b"o")
     write(src / "trials" / "1" / "patches" / "a.diff", b"+")

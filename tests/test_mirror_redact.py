@@ -10,9 +10,9 @@ import orjson
 import pytest
 from mirror_helpers import paths, run, settle, tree, write
 
-from sessionstore import redact
-from sessionstore.mirror import CACHE_NAME, Mirror
-from sessionstore.redact import Redactor
+from sessionstore.mirror.mirror import CACHE_NAME, Mirror
+from sessionstore.redact import redactor as redact
+from sessionstore.redact.redactor import Redactor
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -26,8 +26,8 @@ from mirror_helpers import (
     write,
 )
 
-from sessionstore.mirror import CACHE_NAME, Mirror
-from sessionstore.store import Store
+from sessionstore.mirror.mirror import CACHE_NAME, Mirror
+from sessionstore.store.session import Store
 
 pytestmark = pytest.mark.timeout(120)
 

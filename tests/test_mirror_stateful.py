@@ -27,11 +27,11 @@ from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 from mirror_helpers import temps, tree
 
-from sessionstore._mirror_copy import coarse_tick_ns
-from sessionstore.mirror import Mirror
+from sessionstore.mirror.copy import coarse_tick_ns
+from sessionstore.mirror.mirror import Mirror
 
 try:
-    from sessionstore.redact import Redactor
+    from sessionstore.redact.redactor import Redactor
 except ImportError:  # the redactor lands separately; the laws hold without it too
     Redactor = None  # type: ignore[assignment,misc]
 

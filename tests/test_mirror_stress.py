@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from mirror_helpers import SESSIONSTORE, converge, run, settle, temps, tree, write
 
-from sessionstore.mirror import Mirror
+from sessionstore.mirror.mirror import Mirror
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -20,11 +20,11 @@ import orjson
 import pytest
 from inspect_helpers import metrics, run_cli, trial
 
-from sessionstore import fsread
-from sessionstore.atomic import write_atomic
-from sessionstore.jsonio import MAX_MARKER_BYTES
-from sessionstore.layout import MANIFEST
-from sessionstore.store import RecordState, Session, Store
+from sessionstore._fs import read as fsread
+from sessionstore._fs.atomic import write_atomic
+from sessionstore._json import MAX_MARKER_BYTES
+from sessionstore.format.names import MANIFEST
+from sessionstore.store.session import RecordState, Session, Store
 
 FIFO = "is a FIFO, not a regular file"
 SYMLINK = "is a symlink (never followed), not a regular file"

@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from inspect_helpers import render
 
 from sessionstore.cli.views import session_detail, session_list
-from sessionstore.store import Session, Store
-from sessionstore.summary import STATUSES, SessionView
+from sessionstore.inspect.summary import SessionView
+from sessionstore.store.session import Session, Store
+from sessionstore.store.status import STATUSES
 
 scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=8)
 scalars |= st.floats(allow_nan=False, allow_infinity=False)

@@ -17,8 +17,8 @@ from pathlib import Path
 import orjson
 from inspect_helpers import run_cli
 
-from sessionstore.store import Session, Store, read_record
-from sessionstore.verdict import Outcome, evaluate_output_contract
+from sessionstore.harness.verdict import Outcome, evaluate_output_contract
+from sessionstore.store.session import Session, Store, read_record
 
 SECRET = "OUTSIDE-SECRET-7f3a"
 MAX_SWAPS = 2_000_000

@@ -11,8 +11,8 @@ import pytest
 from inspect_helpers import metrics, run_cli, trial
 
 from sessionstore.errors import CollectionFull, SessionStoreError
-from sessionstore.layout import MAX_RECORD, record_number
-from sessionstore.store import Collection, RecordState, Session, Store
+from sessionstore.format.names import MAX_RECORD, record_number
+from sessionstore.store.session import Collection, RecordState, Session, Store
 
 # --- record numbers -------------------------------------------------------------------
 

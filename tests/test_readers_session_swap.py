@@ -27,7 +27,7 @@ import pytest
 from inspect_helpers import run_cli
 
 from sessionstore.errors import CorruptFile
-from sessionstore.store import RecordState, Session, Store
+from sessionstore.store.session import RecordState, Session, Store
 
 LEAK = "LEAK-outside-session-5d21c9"
 MAX_SWAPS = 1_000_000

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from sessionstore._redact_patterns import pattern_spans
 from sessionstore.errors import InvalidInput, SecretRefused
-from sessionstore.redact import DEFAULT_MARKER, SHORT_FILE_MAX, Redactor, StreamRedactor
+from sessionstore.redact.patterns import pattern_spans
+from sessionstore.redact.redactor import DEFAULT_MARKER, SHORT_FILE_MAX, Redactor, StreamRedactor
 
 MARKER = DEFAULT_MARKER.encode()
 

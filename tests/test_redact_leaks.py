@@ -10,7 +10,7 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from sessionstore.errors import InvalidInput, SecretRefused
-from sessionstore.redact import Redactor
+from sessionstore.redact.redactor import Redactor
 
 SECRET = b"s3cr3t-T0ken/+value"
 M = b"REDACTED"

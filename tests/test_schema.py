@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from sessionstore.cli.schema import SCHEMA_DIALECT, json_schema, schema
-from sessionstore.models import SCHEMAS
-from sessionstore.store import Store
+from sessionstore.format.models import SCHEMAS
+from sessionstore.store.session import Store
 
 NAMES = sorted(SCHEMAS)
 

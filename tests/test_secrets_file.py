@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from mirror_helpers import SESSIONSTORE, settle, write
 
 from sessionstore.errors import SecretRefused
-from sessionstore.redact import Redactor
+from sessionstore.redact.redactor import Redactor
 
 pytestmark = pytest.mark.timeout(120)
 

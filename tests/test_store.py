@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sessionstore.atomic import TEMP_PREFIX
+from sessionstore._fs.atomic import TEMP_PREFIX
 from sessionstore.errors import (
     InvalidId,
     InvalidInput,
@@ -20,8 +20,8 @@ from sessionstore.errors import (
     SessionExists,
     SessionNotFound,
 )
-from sessionstore.models import Manifest
-from sessionstore.store import RecordState, Session, Store
+from sessionstore.format.models import Manifest
+from sessionstore.store.session import RecordState, Session, Store
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
@@ -300,7 +300,7 @@ def test_complete_refuses_non_objects(store: Store, record: object) -> None:
 
 
 def test_complete_accepts_pydantic_models(store: Store) -> None:
-    from sessionstore.models import TrialRecord
+    from sessionstore.format.models import TrialRecord
 
     writer = store.create().trials.begin()
     record = writer.complete(TrialRecord(failed=True, learned="x", extra_field=1))  # type: ignore[call-arg]
@@ -351,7 +351,7 @@ def test_session_open_of_missing_path_raises(tmp_path: Path) -> None:
 
 
 def test_markers_spanning_many_read_chunks_and_oversized_markers(store: Store) -> None:
-    from sessionstore.jsonio import MAX_MARKER_BYTES
+    from sessionstore._json import MAX_MARKER_BYTES
 
     session = store.create()
     big = {"log": "x" * 300_000, "n": list(range(1000))}

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from sessionstore.atomic import TEMP_PREFIX, AtomicFile, sweep_temps, write_atomic
-from sessionstore.store import RecordState, Session, Store
+from sessionstore._fs.atomic import TEMP_PREFIX, AtomicFile, sweep_temps, write_atomic
+from sessionstore.store.session import RecordState, Session, Store
 
 
 def _begin_many(session_path: str, count: int, barrier: Any, out: Any) -> None:

@@ -10,14 +10,11 @@ from pathlib import Path
 from click.testing import CliRunner
 from inspect_helpers import attempt, metrics, set_manifest, torn_trial, trial
 
+from sessionstore._proc import process_start_time
 from sessionstore.cli import cli
-from sessionstore.procinfo import process_start_time
-from sessionstore.store import Session, Store
-from sessionstore.summary import (
-    SessionView,
-    session_progress,
-    session_status,
-)
+from sessionstore.inspect.summary import SessionView
+from sessionstore.store.session import Session, Store
+from sessionstore.store.status import session_progress, session_status
 
 
 def progress(session: Session) -> str:

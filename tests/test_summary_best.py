@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from inspect_helpers import metrics, torn_trial, trial
 
-from sessionstore.best import (
+from sessionstore.inspect.best import (
     Objective,
     Score,
     best_trial,
@@ -18,8 +18,8 @@ from sessionstore.best import (
     pick_best,
     report_fields,
 )
-from sessionstore.store import Session, Store
-from sessionstore.summary import SessionView
+from sessionstore.inspect.summary import SessionView
+from sessionstore.store.session import Session, Store
 
 
 def session_with(tmp_path: Path, constraints: dict[str, Any] | None = None) -> Session:

@@ -11,7 +11,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from sessionstore.errors import SessionStoreError, TemplateError
-from sessionstore.template import render
+from sessionstore.format.template import render
 
 # --- rules -------------------------------------------------------------------
 
@@ -585,7 +585,7 @@ def test_json_without_placeholders_renders_unchanged(value: object) -> None:
 
 
 def test_used_variables_lists_every_use_in_both_branches() -> None:
-    from sessionstore.template import used_variables
+    from sessionstore.format.template import used_variables
 
     text = "<!--?if a-->{b}<!--?else-->\n  {c} {b}\n<!--?end-->"
     assert used_variables(text) == [("a", 1, 1), ("b", 1, 13), ("c", 2, 3), ("b", 2, 7)]

@@ -13,11 +13,10 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sessionstore import verdict as verdict_module
 from sessionstore.cli.check import check
 from sessionstore.errors import InvalidInput
-from sessionstore.store import Record, RecordState, Session, Store, read_record
-from sessionstore.verdict import (
+from sessionstore.harness import verdict as verdict_module
+from sessionstore.harness.verdict import (
     LINE_LIMIT,
     TAIL_LIMIT,
     Outcome,
@@ -27,6 +26,7 @@ from sessionstore.verdict import (
     judge,
     output_verdict,
 )
+from sessionstore.store.session import Record, RecordState, Session, Store, read_record
 
 
 @pytest.fixture

@@ -22,10 +22,10 @@ import orjson
 import pytest
 from watchdog.observers import Observer
 
-from sessionstore import wait as wait_module
 from sessionstore.errors import WaitTimedOut
-from sessionstore.store import Record, RecordState, Session, Store, read_record
-from sessionstore.wait import wait_record, wait_report
+from sessionstore.store import wait as wait_module
+from sessionstore.store.session import Record, RecordState, Session, Store, read_record
+from sessionstore.store.wait import wait_record, wait_report
 
 NO_POLL = 60.0  # longer than any test here waits: only an event can end these waits
 
@@ -283,7 +283,7 @@ def test_cli_waits_for_a_trial_another_process_writes(session: Session) -> None:
         [
             sys.executable,
             "-c",
-            "import sys; from sessionstore.store import Session;"
+            "import sys; from sessionstore.store.session import Session;"
             "Session.open(sys.argv[1]).trials.begin().complete({'failed': False})",
             str(session.path),
         ],

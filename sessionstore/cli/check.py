@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from sessionstore._display import escape
 from sessionstore.cli.common import (
     default_store,
     emit_json,
@@ -16,12 +17,11 @@ from sessionstore.cli.common import (
     record_number_type,
     store_option,
 )
-from sessionstore.display import escape
 from sessionstore.errors import InvalidInput, SessionStoreError
 
 if TYPE_CHECKING:
-    from sessionstore.store import Collection
-    from sessionstore.verdict import Verdict
+    from sessionstore.harness.verdict import Verdict
+    from sessionstore.store.session import Collection
 
 # outcome -> exit status; anything but pass is non-zero, so `check && deploy` is safe.
 EXIT_CODES = {"pass": 0, "fail": 1, "indeterminate": 4}
@@ -85,8 +85,8 @@ def _judge(
     target: str, trial: int | None, attempt: int | None, log: str | None, store_dir: Path | None
 ) -> tuple[Collection, int, Verdict]:
     from sessionstore.cli.target import resolve
-    from sessionstore.store import Store
-    from sessionstore.verdict import judge
+    from sessionstore.harness.verdict import judge
+    from sessionstore.store.session import Store
 
     session = resolve(Store(store_dir or default_store()), target)
     collection, n = (session.trials, trial) if trial is not None else (session.service, attempt)

@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 
 import click
 
-from sessionstore.display import escape
+from sessionstore._display import escape
 from sessionstore.errors import SessionStoreError
-from sessionstore.layout import MAX_RECORD
+from sessionstore.format.names import MAX_RECORD
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -70,7 +70,7 @@ def emit_json(value: Any) -> None:
     """
     import orjson
 
-    from sessionstore.jsonio import utf8_safe
+    from sessionstore._json import utf8_safe
 
     try:
         data = orjson.dumps(value, option=orjson.OPT_INDENT_2)

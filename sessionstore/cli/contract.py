@@ -45,7 +45,7 @@ def contract(
       sessionstore contract ./session --template my_contract.md
     """
     from sessionstore.cli.target import resolve
-    from sessionstore.store import Store
+    from sessionstore.store.session import Store
 
     session = resolve(Store(store_dir or default_store()), target)
     click.echo(session.contract(template, workspace=workspace), nl=False)

@@ -32,10 +32,10 @@ def demo(store_dir: Path | None, keep_workspace: bool) -> None:
     """
     from rich.text import Text
 
-    from sessionstore.best import DEFAULT_OBJECTIVE, Objective
     from sessionstore.cli.views import make_console, session_detail
     from sessionstore.demo import TOKEN_ENV, run_demo
-    from sessionstore.summary import SessionView
+    from sessionstore.inspect.best import DEFAULT_OBJECTIVE, Objective
+    from sessionstore.inspect.summary import SessionView
 
     root = store_dir or default_store()
     console = make_console()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from sessionstore._display import escape
 from sessionstore.cli.common import (
     default_store,
     emit_json,
@@ -14,7 +15,6 @@ from sessionstore.cli.common import (
     record_number_type,
     store_option,
 )
-from sessionstore.display import escape
 from sessionstore.errors import InvalidInput
 
 
@@ -41,11 +41,11 @@ def export(
       sessionstore export 1a2b3c4d ./best-preset --best
       sessionstore export 1a2b3c4d ./trial-3 --trial 3 --json
     """
-    from sessionstore import jsonio
+    from sessionstore import _json as jsonio
     from sessionstore.cli.target import resolve
-    from sessionstore.export import EXPORT_MANIFEST
-    from sessionstore.store import Store
-    from sessionstore.summary import SessionView
+    from sessionstore.inspect.summary import SessionView
+    from sessionstore.store.export import EXPORT_MANIFEST
+    from sessionstore.store.session import Store
 
     if (n is None) == (not best):
         raise click.UsageError("give exactly one of --trial N and --best")

@@ -60,10 +60,10 @@ def inspect(
       sessionstore inspect 1a2b3c4d --objective benchmark.metrics.ttft_ms.p99 --lower
       sessionstore inspect ./workspace --json
     """
-    from sessionstore.best import DEFAULT_OBJECTIVE, Objective
     from sessionstore.cli.target import resolve
-    from sessionstore.store import Store
-    from sessionstore.summary import SessionView
+    from sessionstore.inspect.best import DEFAULT_OBJECTIVE, Objective
+    from sessionstore.inspect.summary import SessionView
+    from sessionstore.store.session import Store
 
     store = Store(store_dir or default_store())
     goal = Objective(objective or DEFAULT_OBJECTIVE, "higher" if higher else "lower")

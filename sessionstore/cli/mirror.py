@@ -4,7 +4,7 @@ Kept import-light on purpose: the no-op pass is benchmarked against `rsync -a`
 including interpreter start-up, so this module pulls in neither rich nor
 pydantic (nor the store: DST is resolved from names only), and the redactor
 only when a secret is given. Every name printed for people goes through
-`sessionstore.display.escape`: one problem, one line.
+`sessionstore._display.escape`: one problem, one line.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from sessionstore._display import escape
 from sessionstore.cli.common import (
     default_store,
     emit_json,
@@ -24,12 +25,11 @@ from sessionstore.cli.common import (
     library_errors,
     store_option,
 )
-from sessionstore.display import escape
 
 if TYPE_CHECKING:
-    from sessionstore.daemon import WatchConfig
-    from sessionstore.mirror import Mirror, PassReport
-    from sessionstore.redact import Redactor
+    from sessionstore.mirror.daemon import WatchConfig
+    from sessionstore.mirror.mirror import Mirror, PassReport
+    from sessionstore.redact.redactor import Redactor
 
 _LABELS = (("unstable", "unstable"), ("held_back", "held back"), ("skipped", "skipped"))
 
@@ -128,13 +128,13 @@ def mirror(
       sessionstore mirror ./ws ./out --once --secret-env HF_TOKEN --json
       sessionstore mirror ./workspace ~/.sessionstore/1a2b3c4d --secret-env HF_TOKEN
     """
-    from sessionstore.mirror import Mirror
+    from sessionstore.mirror.mirror import Mirror
 
     redactor = _redactor(secret_values, secret_env, secrets_file, allow_short_secrets)
     dest = _destination(dst, store_dir)
     the_mirror = Mirror(src, dest, redactor, durable=not no_fsync, delete=delete)
     if not once:
-        from sessionstore.daemon import WatchConfig
+        from sessionstore.mirror.daemon import WatchConfig
 
         config = WatchConfig(debounce=debounce, max_wait=max_wait, full_every=full_every)
         report = _run_daemon(the_mirror, config, quiet, as_json)
@@ -154,7 +154,7 @@ def mirror(
 
 def _destination(dst: str, store_dir: Path | None) -> Path:
     """DST as `cli/target.py` reads a TARGET: a session id in the store first, else a path."""
-    from sessionstore.layout import validate_id
+    from sessionstore.format.names import validate_id
 
     try:
         validate_id(dst)
@@ -179,7 +179,7 @@ def _run_daemon(the_mirror: Mirror, config: WatchConfig, quiet: bool, as_json: b
     import signal
     import threading
 
-    from sessionstore.daemon import Daemon
+    from sessionstore.mirror.daemon import Daemon
 
     stop = threading.Event()
     progress = _Progress(quiet, as_json)
@@ -280,7 +280,7 @@ def _redactor(
     """A Redactor holding every secret given, or None (then redact is never imported)."""
     if not (values or envs or files):
         return None
-    from sessionstore.redact import Redactor
+    from sessionstore.redact.redactor import Redactor
 
     redactor = Redactor()
     for value in values:

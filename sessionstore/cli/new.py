@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from sessionstore._display import escape
+from sessionstore._proc import PID_MAX
 from sessionstore.cli.common import (
     default_store,
     emit_json,
@@ -14,9 +16,7 @@ from sessionstore.cli.common import (
     library_errors,
     store_option,
 )
-from sessionstore.display import escape
 from sessionstore.errors import InvalidInput
-from sessionstore.procinfo import PID_MAX
 
 
 def _load_json_option(value: str, option: str) -> object:
@@ -70,8 +70,8 @@ def new(
       sessionstore new --name tune --trials 3 --constraints '{"max_ttft_ms": 200}'
       ID=$(sessionstore new --pid $$ --constraints @constraints.json)
     """
-    from sessionstore.lineage import LineageWarning
-    from sessionstore.store import Store
+    from sessionstore.store.lineage import LineageWarning
+    from sessionstore.store.session import Store
 
     parsed = _load_json_option(constraints, "--constraints") if constraints else None
     if parsed is not None and not isinstance(parsed, dict):

@@ -22,8 +22,8 @@ FILES = {
 
 def json_schema(name: str) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of the model `SCHEMAS[name]`, with `$schema` and `$id`."""
-    from sessionstore.layout import FORMAT_VERSION
-    from sessionstore.models import SCHEMAS
+    from sessionstore.format.models import SCHEMAS
+    from sessionstore.format.names import FORMAT_VERSION
 
     body = SCHEMAS[name].model_json_schema(mode="validation")
     return {
@@ -35,7 +35,7 @@ def json_schema(name: str) -> dict[str, Any]:
 
 
 def _names() -> list[str]:
-    from sessionstore.models import SCHEMAS
+    from sessionstore.format.models import SCHEMAS
 
     return list(SCHEMAS)
 

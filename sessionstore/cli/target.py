@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from sessionstore.errors import SessionNotFound
-from sessionstore.layout import validate_id
-from sessionstore.store import Session, Store
+from sessionstore.format.names import validate_id
+from sessionstore.store.session import Session, Store
 
 
 def resolve(store: Store, target: str) -> Session:

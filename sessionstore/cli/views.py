@@ -20,12 +20,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sessionstore.best import Best, as_number, check_constraints, lookup
-from sessionstore.display import escape
-from sessionstore.spark import bars, window
-from sessionstore.store import Record, RecordState
-from sessionstore.summary import SessionView
-from sessionstore.verdict import Verdict
+from sessionstore._display import escape
+from sessionstore.harness.verdict import Verdict
+from sessionstore.inspect.best import Best, as_number, check_constraints, lookup
+from sessionstore.inspect.spark import bars, window
+from sessionstore.inspect.summary import SessionView
+from sessionstore.store.session import Record, RecordState
 
 _STATE_STYLE = {
     RecordState.COMPLETED: "green",

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from sessionstore._display import escape
 from sessionstore.cli.common import (
     default_store,
     emit_json,
@@ -14,7 +15,6 @@ from sessionstore.cli.common import (
     record_number_type,
     store_option,
 )
-from sessionstore.display import escape
 
 EXIT_TORN = 1
 EXIT_TIMED_OUT = 3
@@ -64,8 +64,8 @@ def wait(
     """
     from sessionstore.cli.target import resolve
     from sessionstore.errors import WaitTimedOut
-    from sessionstore.store import RecordState, Store
-    from sessionstore.wait import wait_report
+    from sessionstore.store.session import RecordState, Store
+    from sessionstore.store.wait import wait_report
 
     if sum((trial is not None, attempt is not None, report)) != 1:
         raise click.UsageError("give exactly one of --trial N, --attempt K, --report")

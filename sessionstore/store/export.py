@@ -32,11 +32,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sessionstore import fsread, jsonio
-from sessionstore.atomic import AtomicFile, fsync_dir, temp_name, write_atomic
+from sessionstore import _json as jsonio
+from sessionstore._fs import read as fsread
+from sessionstore._fs.atomic import AtomicFile, fsync_dir, temp_name, write_atomic
 from sessionstore.errors import InvalidInput
-from sessionstore.layout import CONSTRAINTS, MARKERS
-from sessionstore.store import (
+from sessionstore.format.names import CONSTRAINTS, MARKERS
+from sessionstore.store.session import (
     DIR_MODE,
     FILE_MODE,
     Record,

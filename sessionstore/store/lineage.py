@@ -53,11 +53,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sessionstore import fsread
-from sessionstore.atomic import is_temp_name, sweep_temps_at, temp_name
-from sessionstore.display import escape
+from sessionstore._display import escape
+from sessionstore._fs import read as fsread
+from sessionstore._fs.atomic import is_temp_name, sweep_temps_at, temp_name
 from sessionstore.errors import CorruptFile, InvalidId, PreviousRunning, SessionNotFound
-from sessionstore.layout import (
+from sessionstore.format.names import (
     CONSTRAINTS,
     MARKERS,
     PREVIOUS_DIR,
@@ -67,7 +67,8 @@ from sessionstore.layout import (
     record_number,
     validate_id,
 )
-from sessionstore.store import DIR_MODE, FILE_MODE, Session, Store
+from sessionstore.store.session import DIR_MODE, FILE_MODE, Session, Store
+from sessionstore.store.status import manifest_problem, session_status
 
 CONFIG_SUFFIXES = (".json", ".yml", ".yaml", ".toml")
 PATCHES_DIR = "patches"
@@ -110,8 +111,6 @@ def is_running(session: Session) -> bool:
     is not counted as running here, but cannot serve as previous either
     (`check_usable` decides that).
     """
-    from sessionstore.summary import session_status
-
     return session_status(session) == "running"
 
 
@@ -122,8 +121,6 @@ def check_usable(session: Session, session_id: str) -> None:
     `PreviousRunning`) for one whose status is unknown; `done`, `failed` and
     `interrupted` sessions pass.
     """
-    from sessionstore.summary import manifest_problem, session_status
-
     status = session_status(session)
     if status == "running":
         raise PreviousRunning(session_id)

@@ -27,9 +27,9 @@ from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from sessionstore import fsread
+from sessionstore._fs import read as fsread
 from sessionstore.errors import InvalidInput
-from sessionstore.store import (
+from sessionstore.store.session import (
     Collection,
     Record,
     RecordState,

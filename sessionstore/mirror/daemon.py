@@ -33,15 +33,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sessionstore._mirror_dest import DestDir, DestTree
-from sessionstore.atomic import AtomicFile
-from sessionstore.display import escape
+from sessionstore._display import escape
+from sessionstore._fs.atomic import AtomicFile
 from sessionstore.errors import InvalidInput, LockHeld
+from sessionstore.mirror.dest import DestDir, DestTree
 
 if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver
 
-    from sessionstore.mirror import Mirror, PassReport
+    from sessionstore.mirror.mirror import Mirror, PassReport
 
 LOCK_NAME = ".sessionstore-mirror.lock"
 PID_NAME = ".sessionstore-mirror.pid"

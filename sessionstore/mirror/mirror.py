@@ -43,16 +43,16 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sessionstore import _mirror_copy as rd
-from sessionstore._mirror_cache import CACHE_NAME
-from sessionstore._mirror_pass import DIRTY_NAME, RESERVED_PREFIX, _Pass
-from sessionstore._mirror_report import PassReport
 from sessionstore.errors import InvalidInput
-from sessionstore.layout import MARKERS, record_number
+from sessionstore.format.names import MARKERS, record_number
+from sessionstore.mirror import copy as rd
+from sessionstore.mirror.cache import CACHE_NAME
+from sessionstore.mirror.report import PassReport
+from sessionstore.mirror.walk import DIRTY_NAME, RESERVED_PREFIX, _Pass
 
 if TYPE_CHECKING:
-    from sessionstore.daemon import Daemon, PassCallback, WatchConfig
-    from sessionstore.redact import Redactor
+    from sessionstore.mirror.daemon import Daemon, PassCallback, WatchConfig
+    from sessionstore.redact.redactor import Redactor
 
 __all__ = ["CACHE_NAME", "DIRTY_NAME", "RESERVED_PREFIX", "Mirror", "PassReport"]
 
@@ -128,9 +128,9 @@ class Mirror:
         """Mirror continuously until `stop` is set; returns the final full pass's report.
 
         Blocks the calling thread. Raises `LockHeld` if another daemon mirrors
-        into the same destination. See `sessionstore.daemon`.
+        into the same destination. See `sessionstore.mirror.daemon`.
         """
-        from sessionstore.daemon import Daemon
+        from sessionstore.mirror.daemon import Daemon
 
         return Daemon(self, config).run(stop)
 
@@ -142,7 +142,7 @@ class Mirror:
         Leaving the block, even by an exception, stops watching and runs one
         final full pass before returning.
         """
-        from sessionstore.daemon import running
+        from sessionstore.mirror.daemon import running
 
         return running(self, config, on_pass)
 

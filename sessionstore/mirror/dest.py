@@ -27,7 +27,7 @@ import os
 import stat
 from collections.abc import Callable
 
-from sessionstore.atomic import AtomicFile, fsync_dir, sweep_temps_at
+from sessionstore._fs.atomic import AtomicFile, fsync_dir, sweep_temps_at
 
 _CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
 OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC

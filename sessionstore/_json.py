@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from sessionstore import fsread
+from sessionstore._fs import read as fsread
 
 # A marker is a small document; anything bigger is almost certainly not one and
 # reading it whole would let a stray file stall a listing.
@@ -35,7 +35,7 @@ def utf8_safe(value: Any) -> Any:
     stand for the rest. Everything else is returned unchanged, so callers try
     the exact value first and fall back to this only when orjson refuses it.
     """
-    from sessionstore.display import escape
+    from sessionstore._display import escape
 
     if isinstance(value, str):
         return _SURROGATE.sub(lambda match: escape(match.group()), value)

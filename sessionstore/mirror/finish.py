@@ -24,13 +24,13 @@ import stat
 from collections.abc import Container
 from typing import TYPE_CHECKING
 
-from sessionstore._mirror_cache import Entry
-from sessionstore._mirror_dest import DestDir, DestTree, describe
-from sessionstore._mirror_pass import STORE_OWNED
-from sessionstore.layout import MARKERS, record_number
+from sessionstore.format.names import MARKERS, record_number
+from sessionstore.mirror.cache import Entry
+from sessionstore.mirror.dest import DestDir, DestTree, describe
+from sessionstore.mirror.walk import STORE_OWNED
 
 if TYPE_CHECKING:
-    from sessionstore._mirror_pass import _Pass
+    from sessionstore.mirror.walk import _Pass
 
 # Directories at the top of a session that the store creates; never removed when emptied.
 _STORE_DIRS = frozenset(MARKERS)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sessionstore.best import Best, Score
+from sessionstore.inspect.best import Best, Score
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 MISSING = "·"

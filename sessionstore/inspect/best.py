@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sessionstore.store import Record, RecordState
-from sessionstore.verdict import Outcome, Verdict
+from sessionstore.harness.verdict import Outcome, Verdict
+from sessionstore.store.session import Record, RecordState
 
 DEFAULT_OBJECTIVE = "benchmark.metrics.output_tok_per_s"
 # Where a constraint's path is looked up when it does not resolve from the record root.

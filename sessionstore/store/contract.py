@@ -1,6 +1,6 @@
 """The trial contract: the text an agent is given about where and how to record its work.
 
-It is rendered with `sessionstore.template.render` from the shipped default
+It is rendered with `sessionstore.format.template.render` from the shipped default
 template (`contract_template.md` in this package) or from a user's template
 file, with the variables of `contract_variables` (listed in docs/harness.md).
 
@@ -25,13 +25,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from sessionstore import jsonio
-from sessionstore.atomic import TEMP_PREFIX
-from sessionstore.display import escape
+from sessionstore import _json as jsonio
+from sessionstore._display import escape
+from sessionstore._fs.atomic import TEMP_PREFIX
 from sessionstore.errors import InvalidInput, TemplateError
-from sessionstore.layout import CONSTRAINTS, MANIFEST, MARKERS, REPORT, SERVICE, TRIALS
-from sessionstore.store import Session
-from sessionstore.template import render, used_variables
+from sessionstore.format.names import CONSTRAINTS, MANIFEST, MARKERS, REPORT, SERVICE, TRIALS
+from sessionstore.format.template import render, used_variables
+from sessionstore.store.session import Session
 
 __all__ = ["DEFAULT_TEMPLATE", "contract_variables", "default_template", "render_contract"]
 
@@ -42,7 +42,9 @@ LOG_NAME = "run.log"
 
 def default_template() -> str:
     """The text of the shipped default template."""
-    return resources.files("sessionstore").joinpath(DEFAULT_TEMPLATE).read_text(encoding="utf-8")
+    return (
+        resources.files("sessionstore.store").joinpath(DEFAULT_TEMPLATE).read_text(encoding="utf-8")
+    )
 
 
 def contract_variables(

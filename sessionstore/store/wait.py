@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from sessionstore.errors import WaitTimedOut
-from sessionstore.layout import REPORT
-from sessionstore.store import Record, RecordState, Session, read_record
+from sessionstore.format.names import REPORT
+from sessionstore.store.session import Record, RecordState, Session, read_record
 
 __all__ = ["wait_record", "wait_report"]
 

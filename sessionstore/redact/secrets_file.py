@@ -36,8 +36,8 @@ from bisect import bisect_right
 
 from dotenv.parser import Binding, parse_stream
 
-from sessionstore._redact_variants import MIN_NEEDLE_LEN, significant_len
 from sessionstore.errors import InvalidInput
+from sessionstore.redact.variants import MIN_NEEDLE_LEN, significant_len
 
 __all__ = ["MAX_BLANK_RUN", "file_secrets"]
 

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from sessionstore.layout import FORMAT_VERSION, validate_id
-from sessionstore.procinfo import PID_MAX
+from sessionstore._proc import PID_MAX
+from sessionstore.format.names import FORMAT_VERSION, validate_id
 
 Status = Literal["running", "done", "failed"]
 

@@ -1,6 +1,6 @@
 """One mirror pass: the walk, the per-file decisions, and the end-of-pass bookkeeping.
 
-`Mirror` (in `sessionstore.mirror`) builds a `_Pass` per pass. The walk is
+`Mirror` (in `sessionstore.mirror.mirror`) builds a `_Pass` per pass. The walk is
 iterative: an explicit stack of `_Frame`s, one per directory level (at most
 `MAX_DEPTH`; deeper subtrees are reported, not followed), each holding the
 source directory's fd and its destination `DestDir`. Source entries are
@@ -34,17 +34,17 @@ import stat
 from collections.abc import Callable, Container, Iterator
 from typing import TYPE_CHECKING
 
-from sessionstore._mirror_cache import CACHE_NAME, Cache, Entry
-from sessionstore._mirror_dest import OPEN_DIR, DestDir, DestTree, describe
-from sessionstore._mirror_files import _FileOps
-from sessionstore._mirror_report import PassReport
-from sessionstore.atomic import TEMP_PREFIX, fsync_dir
+from sessionstore._fs.atomic import TEMP_PREFIX, fsync_dir
 from sessionstore.errors import InvalidInput
-from sessionstore.layout import CONSTRAINTS, MANIFEST, MARKERS, REPORT, record_number
+from sessionstore.format.names import CONSTRAINTS, MANIFEST, MARKERS, REPORT, record_number
+from sessionstore.mirror.cache import CACHE_NAME, Cache, Entry
+from sessionstore.mirror.dest import OPEN_DIR, DestDir, DestTree, describe
+from sessionstore.mirror.report import PassReport
+from sessionstore.mirror.sync import _FileOps
 
 if TYPE_CHECKING:
-    from sessionstore.mirror import Mirror
-    from sessionstore.redact import Redactor
+    from sessionstore.mirror.mirror import Mirror
+    from sessionstore.redact.redactor import Redactor
 
 # Destination entries we own (the cache, the daemon's lock): never mirrored over, never deleted.
 RESERVED_PREFIX = ".sessionstore-"
@@ -434,7 +434,7 @@ class _Pass(_FileOps):
             walked = [k for k in leftovers if k.startswith(prefixes)]
         entries = self.entries
         if walked:
-            from sessionstore._mirror_leftovers import settle_leftovers  # rare: off the no-op path
+            from sessionstore.mirror.finish import settle_leftovers  # rare: off the no-op path
 
             delete = m.delete and report.delete_skipped is None
             dropped = settle_leftovers(self, {k: leftovers[k] for k in walked}, delete)

@@ -1,6 +1,5 @@
-"""What a session is doing, derived from its files alone: status, progress, best trial.
+"""A session's status and progress, derived from its files alone (the rules of docs/inspect.md).
 
-The rules (docs/inspect.md):
 - status: a completed `report.json` ends the session (its `status`, done or
   failed); else `unknown` when a well-known manifest field has the wrong type
   or range (`manifest_problem`: a pid of 2**31, a string for an integer), so
@@ -15,25 +14,20 @@ The rules (docs/inspect.md):
   finished; once any verification attempt exists, the completed count:
   `verifying (3/3)`, and the highest-numbered attempt's result decides
   `verified` / `verification failed` (a missing or torn result: verifying).
-
-Reading is plain dicts and one directory scan per collection: `inspect`
-over thousands of records must stay close to the cost of reading the files.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 import orjson
 
-from sessionstore.best import Best, Objective, Score, best_trial, score_trials
-from sessionstore.layout import CONSTRAINTS, MANIFEST
-from sessionstore.procinfo import PID_MAX, process_alive
-from sessionstore.store import Record, RecordState, Session, read_session_object
-from sessionstore.verdict import Verdict, output_verdict
+from sessionstore._proc import PID_MAX, process_alive
+from sessionstore.format.names import CONSTRAINTS, MANIFEST
+from sessionstore.store.session import Record, RecordState, Session, read_session_object
 
 STATUSES = ("running", "interrupted", "done", "failed", "unknown")
 _MANIFEST_STATUSES = ("running", "done", "failed")
@@ -157,137 +151,3 @@ def read_constraints(session: Session) -> tuple[dict[str, Any], str | None]:
     """The requested constraints and a parse error; a torn file reads as `{}` plus its error."""
     _, data, error = read_session_object(session.path, CONSTRAINTS)
     return data or {}, f"{CONSTRAINTS}: {error}" if error else None
-
-
-@dataclass
-class SessionView:
-    """Everything `inspect` shows about one session, computed once from its files."""
-
-    session: Session
-    status: str
-    progress: Progress
-    trials: list[Record]
-    service: list[Record]
-    report: Record
-    constraints: dict[str, Any]
-    objective: Objective
-    scores: list[Score]
-    best: Best | None
-    constraints_error: str | None = None
-    foreign: dict[str, list[str]] = field(default_factory=dict)
-    # A torn manifest's error, else what is wrong with its fields (status `unknown`).
-    manifest_error: str | None = None
-    # Output-contract verdicts of the trials that declare one: they rank trials too.
-    trial_verdicts: dict[int, Verdict] = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, session: Session, objective: Objective | None = None) -> SessionView:
-        """Read a session's records once and derive status, progress and the best trial."""
-        objective = objective or Objective()
-        trials, trials_foreign = session.trials.scan()
-        service, service_foreign = session.service.scan()
-        report = session.report()
-        constraints, constraints_error = read_constraints(session)
-        trial_verdicts = _verdicts(trials)
-        scores = score_trials(trials, constraints, objective, trial_verdicts)
-        foreign = {
-            name: found
-            for name, found in (
-                (session.trials.name, trials_foreign),
-                (session.service.name, service_foreign),
-            )
-            if found
-        }
-        return cls(
-            session=session,
-            status=session_status(session, report),
-            progress=session_progress(session, trials, service),
-            trials=trials,
-            service=service,
-            report=report,
-            constraints=constraints,
-            objective=objective,
-            scores=scores,
-            best=best_trial(trials, constraints, objective, scores, trial_verdicts),
-            constraints_error=constraints_error,
-            foreign=foreign,
-            manifest_error=session.manifest_error or manifest_problem(session.manifest or {}),
-            trial_verdicts=trial_verdicts,
-        )
-
-    @property
-    def name(self) -> str | None:
-        value = (self.session.manifest or {}).get("name")
-        return value if isinstance(value, str) else None
-
-    @property
-    def created_at(self) -> str | None:
-        value = (self.session.manifest or {}).get("created_at")
-        return value if isinstance(value, str) else None
-
-    @property
-    def previous(self) -> list[str]:
-        """The pinned previous session ids (strings only)."""
-        value = (self.session.manifest or {}).get("previous")
-        return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
-
-    def summary(self) -> dict[str, Any]:
-        """The list view's JSON: one object per session."""
-        return {
-            "id": self.session.id,
-            "path": str(self.session.path),
-            "name": self.name,
-            "status": self.status,
-            "progress": str(self.progress),
-            "phase": self.progress.phase,
-            "progress_counts": self.progress.to_dict(),
-            "created_at": self.created_at,
-            "trial_counts": {
-                state.value: sum(1 for r in self.trials if r.state is state)
-                for state in RecordState
-            },
-            "service": len(self.service),
-            "best": self.best.to_dict() if self.best else None,
-            "constraints": self.constraints,
-            "constraints_error": self.constraints_error,
-            "previous": self.previous,
-            "manifest_error": self.manifest_error,
-        }
-
-    def verdicts(self, records: list[Record]) -> dict[int, Verdict]:
-        """Output-contract verdicts of the records that declare one (reads their logs' tails).
-
-        The trials' were read once by `load` (they decide the best trial too).
-        """
-        return self.trial_verdicts if records is self.trials else _verdicts(records)
-
-    def detail(self) -> dict[str, Any]:
-        """The detail view's JSON: the summary plus every record in numeric order."""
-        from sessionstore.lineage import lineage_info
-
-        return {
-            **self.summary(),
-            "manifest": self.session.manifest,
-            "objective": self.objective.to_dict(),
-            "trials": [r.to_dict() for r in self.trials],
-            # Per trial, what the tables and the spark show: the objective value and verdict.
-            "scores": [
-                {"n": s.n, "value": s.value, "meets_constraints": s.meets_constraints}
-                for s in self.scores
-            ],
-            "service": [r.to_dict() for r in self.service],
-            # Records that declare an output contract, judged by their logs.
-            "verdicts": {
-                name: [{"n": n, **v.to_dict()} for n, v in self.verdicts(records).items()]
-                for name, records in (("trials", self.trials), ("service", self.service))
-            },
-            "report": self.report.to_dict() | {"n": None},
-            "foreign": self.foreign,
-            "lineage": lineage_info(self.session),
-        }
-
-
-def _verdicts(records: list[Record]) -> dict[int, Verdict]:
-    """The output-contract verdict of each record that declares one (a log-tail read each)."""
-    found = {r.n: output_verdict(r) for r in records}
-    return {n: v for n, v in found.items() if v is not None}

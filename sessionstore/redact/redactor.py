@@ -74,11 +74,11 @@ from pathlib import Path
 
 import ahocorasick_rs
 
-from sessionstore._redact_file import file_secrets
-from sessionstore._redact_patterns import MAX_MATCH_LEN as PATTERN_MAX_LEN
-from sessionstore._redact_patterns import pattern_spans
-from sessionstore._redact_variants import MIN_NEEDLE_LEN, needles, significant_len
 from sessionstore.errors import InvalidInput, SecretRefused
+from sessionstore.redact.patterns import MAX_MATCH_LEN as PATTERN_MAX_LEN
+from sessionstore.redact.patterns import pattern_spans
+from sessionstore.redact.secrets_file import file_secrets
+from sessionstore.redact.variants import MIN_NEEDLE_LEN, needles, significant_len
 
 __all__ = ["DEFAULT_MARKER", "MIN_SECRET_LEN", "SHORT_FILE_MAX", "Redactor", "StreamRedactor"]
 

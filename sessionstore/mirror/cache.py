@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from sessionstore.atomic import AtomicFile
+from sessionstore._fs.atomic import AtomicFile
 
 if TYPE_CHECKING:
-    from sessionstore.redact import Redactor
+    from sessionstore.redact.redactor import Redactor
 
 CACHE_NAME = ".sessionstore-mirror.json"
 CACHE_VERSION = 1

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from sessionstore.redact import Redactor
+    from sessionstore.redact.redactor import Redactor
 
 # CLOCK_REALTIME_COARSE is in `time` only from Python 3.13; the Linux value is 5.
 CLOCK_COARSE: int = getattr(time, "CLOCK_REALTIME_COARSE", 5)

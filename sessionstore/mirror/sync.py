@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from sessionstore import _mirror_copy as rd
-from sessionstore._mirror_cache import Entry
-from sessionstore._mirror_dest import DestDir, DestTree, describe
-from sessionstore._mirror_report import PassReport
-from sessionstore.atomic import AtomicFile
+from sessionstore._fs.atomic import AtomicFile
 from sessionstore.errors import InvalidInput
+from sessionstore.mirror import copy as rd
+from sessionstore.mirror.cache import Entry
+from sessionstore.mirror.dest import DestDir, DestTree, describe
+from sessionstore.mirror.report import PassReport
 
 if TYPE_CHECKING:
-    from sessionstore._mirror_pass import _Frame
-    from sessionstore.mirror import Mirror
-    from sessionstore.redact import Redactor
+    from sessionstore.mirror.mirror import Mirror
+    from sessionstore.mirror.walk import _Frame
+    from sessionstore.redact.redactor import Redactor
 
 # A marker over this is torn (format.md, "Reading"); the value is jsonio.MAX_MARKER_BYTES,
 # checked by a test: importing jsonio here would cost the no-op pass its import.

@@ -23,8 +23,10 @@ from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from sessionstore import fsread, jsonio
-from sessionstore.atomic import AtomicFile, fsync_dir, is_temp_name, temp_name, write_atomic
+from sessionstore import _json as jsonio
+from sessionstore._fs import read as fsread
+from sessionstore._fs.atomic import AtomicFile, fsync_dir, is_temp_name, temp_name, write_atomic
+from sessionstore._proc import process_start_time
 from sessionstore.errors import (
     CollectionFull,
     CorruptFile,
@@ -34,7 +36,7 @@ from sessionstore.errors import (
     SessionExists,
     SessionNotFound,
 )
-from sessionstore.layout import (
+from sessionstore.format.names import (
     CONSTRAINTS,
     FORMAT_VERSION,
     MANIFEST,
@@ -46,7 +48,6 @@ from sessionstore.layout import (
     record_number,
     validate_id,
 )
-from sessionstore.procinfo import process_start_time
 
 DIR_MODE = 0o700
 FILE_MODE = 0o644
@@ -434,9 +435,9 @@ class Collection:
 
         The record (and the collection directory) need not exist yet. Event
         driven with a 1 s re-check; `timeout` None waits forever, else
-        `WaitTimedOut` is raised. Rules in `sessionstore.wait`.
+        `WaitTimedOut` is raised. Rules in `sessionstore.store.wait`.
         """
-        from sessionstore.wait import wait_record
+        from sessionstore.store.wait import wait_record
 
         return wait_record(self.path / str(n), self.marker, n, timeout)
 
@@ -546,11 +547,11 @@ class Session:
         """Write a self-contained copy of completed trial `n` to the new directory `dest`.
 
         File references in the record's marker and configs are rewritten to
-        the copies (rules in `sessionstore.export`), so the copy reproduces
+        the copies (rules in `sessionstore.store.export`), so the copy reproduces
         after this session and its workspace are deleted. Raises
         `RecordNotFound`, `InvalidInput` (not completed, or `dest` exists).
         """
-        from sessionstore.export import export_record
+        from sessionstore.store.export import export_record
 
         return export_record(self, n, Path(dest))
 
@@ -567,7 +568,7 @@ class Session:
         directory that a mirror copies into this session: paths are rendered
         under it (None: under the session directory). Variables: docs/harness.md.
         """
-        from sessionstore.contract import render_contract
+        from sessionstore.store.contract import render_contract
 
         return render_contract(self, template, workspace)
 
@@ -601,7 +602,7 @@ class Store:
         """
         from pydantic import ValidationError
 
-        from sessionstore.models import Manifest
+        from sessionstore.format.models import Manifest
 
         if id is not None:
             validate_id(id)
@@ -611,7 +612,7 @@ class Store:
             if not (self.root / pid_).is_dir():
                 raise SessionNotFound(pid_, self.root)
         if previous_ids:
-            from sessionstore.lineage import check_previous
+            from sessionstore.store.lineage import check_previous
 
             # Refuses a running previous session; warns (LineageWarning) about chain gaps.
             check_previous(self, previous_ids)
@@ -670,7 +671,7 @@ class Store:
             for sub in (TRIALS, SERVICE):
                 os.mkdir(staging / sub, DIR_MODE)
             if previous:
-                from sessionstore.lineage import copy_previous
+                from sessionstore.store.lineage import copy_previous
 
                 copy_previous(self, staging, previous)
             write_atomic(staging / CONSTRAINTS, jsonio.dumps(constraints))

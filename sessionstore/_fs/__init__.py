@@ -1,0 +1,1 @@
+"""Private filesystem recipes: the one atomic-file and atomic-directory recipe, safe reads."""

@@ -1,0 +1,1 @@
+"""The harness toolkit: output contracts judged on logs."""
