@@ -14,18 +14,24 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from sessionstore.errors import (
+        CollectionFull,
         CorruptFile,
         InvalidId,
         InvalidInput,
+        LineageWarning,
         LockHeld,
         PreviousRunning,
+        PreviousUnknown,
         RecordCompleted,
         RecordNotFound,
+        RedactionUnsafe,
         SecretRefused,
         SessionExists,
         SessionNotFound,
         SessionStoreError,
+        StorageError,
         TemplateError,
+        TooLarge,
         WaitTimedOut,
     )
     from sessionstore.format.template import render
@@ -58,11 +64,15 @@ _EXPORTS = {
     "render": "sessionstore.format.template",
     "report_fields": "sessionstore.inspect.best",
     "Collection": "sessionstore.store.session",
+    "CollectionFull": "sessionstore.errors",
     "CorruptFile": "sessionstore.errors",
     "InvalidId": "sessionstore.errors",
     "InvalidInput": "sessionstore.errors",
+    "LineageWarning": "sessionstore.errors",
     "LockHeld": "sessionstore.errors",
     "PreviousRunning": "sessionstore.errors",
+    "PreviousUnknown": "sessionstore.errors",
+    "RedactionUnsafe": "sessionstore.errors",
     "Record": "sessionstore.store.session",
     "RecordCompleted": "sessionstore.errors",
     "RecordNotFound": "sessionstore.errors",
@@ -73,8 +83,10 @@ _EXPORTS = {
     "SessionExists": "sessionstore.errors",
     "SessionNotFound": "sessionstore.errors",
     "SessionStoreError": "sessionstore.errors",
+    "StorageError": "sessionstore.errors",
     "Store": "sessionstore.store.session",
     "TemplateError": "sessionstore.errors",
+    "TooLarge": "sessionstore.errors",
     "WaitTimedOut": "sessionstore.errors",
 }
 

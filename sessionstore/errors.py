@@ -7,17 +7,25 @@ never contain a secret value: they name where a value came from instead.
     SessionStoreError
     ├── InvalidId              (ValueError)        an id or name fails validation
     ├── InvalidInput           (ValueError)        malformed user input (JSON, options)
+    ├── RedactionUnsafe        (ValueError)        content cannot be redacted safely
     ├── CorruptFile            (ValueError)        a file on disk does not parse
     ├── SecretRefused          (ValueError)        a secret cannot be registered safely
     ├── TemplateError          (ValueError)        a prompt template is malformed
+    ├── StorageError           (OSError)           a storage backend failed on a key
+    │   └── TooLarge                               an object exceeds the reader's limit
     ├── SessionNotFound        (LookupError)       no session with that id or path
     ├── RecordNotFound         (LookupError)       no record with that number
     ├── SessionExists          (FileExistsError)   the id is taken
     ├── RecordCompleted        (PermissionError)   a completed record is immutable
     ├── CollectionFull         (OverflowError)     no record number is left to allocate
     ├── PreviousRunning        (RuntimeError)      lineage asks for a running session
+    │   └── PreviousUnknown                        ... or one whose status is unknown
     ├── LockHeld               (TimeoutError)      another daemon holds the destination
     └── WaitTimedOut           (TimeoutError)      a record did not complete in time
+
+Warnings (`warnings.warn`, not raised):
+
+    LineageWarning             (UserWarning)       lineage skipped or could not check something
 """
 
 from __future__ import annotations
@@ -69,6 +77,19 @@ class InvalidInput(SessionStoreError, ValueError):
         super().__init__(f"{source}: {problem}")
 
 
+class RedactionUnsafe(SessionStoreError, ValueError):
+    """Content the redactor cannot redact safely: it refuses to write it rather than leak.
+
+    `problem` names no secret (only lengths and the marker). Raised while
+    redacting a file's bytes or a name; the mirror reports that file or name
+    and copies nothing of it.
+    """
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__(f"cannot redact safely: {problem}")
+
+
 class CorruptFile(SessionStoreError, ValueError):
     """A file the store needs exists but does not parse; fix or remove it."""
 
@@ -96,6 +117,28 @@ class TemplateError(SessionStoreError, ValueError):
         self.column = column
         self.source = source
         super().__init__(f"{source}:{line}:{column}: {problem}")
+
+
+class StorageError(SessionStoreError, OSError):
+    """A storage backend could not carry out an operation on `key`; the cause says why.
+
+    Raised by `sessionstore.storage` backends for what is neither absent nor
+    refused by a rule: a symlink or a non-regular file where a key is, a
+    component that is not a directory, an I/O error.
+    """
+
+    def __init__(self, key: str, problem: str) -> None:
+        self.key = key
+        self.problem = problem
+        super().__init__(f"{key}: {problem}")
+
+
+class TooLarge(StorageError):
+    """A stored object is larger than the reader's limit; it was not read."""
+
+    def __init__(self, key: str, limit: int) -> None:
+        self.limit = limit
+        super().__init__(key, f"larger than the {limit}-byte limit; not read")
 
 
 class SessionNotFound(SessionStoreError, LookupError):
@@ -155,6 +198,22 @@ class PreviousRunning(SessionStoreError, RuntimeError):
         )
 
 
+class PreviousUnknown(PreviousRunning):
+    """A session named as previous has status `unknown`: whether it still runs cannot be told.
+
+    A `PreviousRunning`, so callers that refuse a running session refuse this too.
+    """
+
+    def __init__(self, session_id: str, reason: str) -> None:
+        super().__init__(session_id)
+        self.reason = reason
+        self.args = (
+            f"previous session {session_id!r} has status unknown ({reason}), so whether it "
+            "still runs cannot be told; fix its session.json, or give it a completed "
+            "report.json (Session.finish), then try again",
+        )
+
+
 class LockHeld(SessionStoreError, TimeoutError):
     """Another process holds the lock; stop it or use another destination."""
 
@@ -174,3 +233,11 @@ class WaitTimedOut(SessionStoreError, TimeoutError):
         super().__init__(
             f"{path}: not completed after {timeout:g} s; wait longer or check that its writer runs"
         )
+
+
+# -- warnings: the operation went ahead; the caller may want to know ------------------
+
+
+class LineageWarning(UserWarning):
+    """A previous session builds on one not included, has no records, or holds an entry
+    that is skipped (a symlink, FIFO, socket or device where lineage copies a file)."""

@@ -20,7 +20,7 @@ from sessionstore._fs.atomic import write_atomic
 from sessionstore.format.names import MANIFEST
 from sessionstore.store.session import Session, Store
 
-SNAPSHOTS = Path(__file__).parent / "snapshots"
+SNAPSHOTS = Path(__file__).parent / "inspect" / "snapshots"
 WIDTHS = (60, 80, 120)
 
 

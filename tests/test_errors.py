@@ -7,13 +7,15 @@ from pathlib import Path
 
 import pytest
 
-import sessionstore.store.lineage
 from sessionstore import errors
 
 EXAMPLES: list[errors.SessionStoreError] = [
     errors.InvalidId("Bad/Id", "session id", "^[a-z]$"),
     errors.InvalidInput("--constraints", "not JSON"),
+    errors.RedactionUnsafe("more than 64 bytes before a secret ..."),
     errors.CorruptFile(Path("/s/session.json"), "not an object"),
+    errors.StorageError("trials/1/trial.json", "a symlink is where a file belongs"),
+    errors.TooLarge("trials/1/trial.json", 64 << 20),
     errors.SecretRefused("env HF_TOKEN", "too short"),
     errors.TemplateError("unknown variable 'x'", 2, 7, "t.md"),
     errors.SessionNotFound("abc", Path("/store")),
@@ -22,7 +24,7 @@ EXAMPLES: list[errors.SessionStoreError] = [
     errors.RecordCompleted(Path("/s/trials/1")),
     errors.CollectionFull(Path("/s/trials"), 10**18 - 1),
     errors.PreviousRunning("abc"),
-    sessionstore.store.lineage.PreviousUnknown("abc", "pid is not an integer"),
+    errors.PreviousUnknown("abc", "pid is not an integer"),
     errors.LockHeld(Path("/dst/.lock"), 42),
     errors.WaitTimedOut(Path("/s/trials/1/trial.json"), 2.5),
 ]

@@ -28,8 +28,7 @@ from pathlib import Path
 from types import TracebackType
 
 TEMP_PREFIX = ".sstmp-"
-_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
-_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
+_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def temp_name() -> str:
@@ -49,7 +48,7 @@ def fsync_dir(path: str | os.PathLike[str], *, dir_fd: int | None = None) -> Non
     `fsync_dir(".", dir_fd=fd)` flushes the directory open at `fd`, which may be
     an `O_PATH` descriptor (those cannot be fsynced themselves).
     """
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC, dir_fd=dir_fd)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
     try:
         os.fsync(fd)
     finally:
@@ -193,7 +192,7 @@ def sweep_temps(directory: Path, older_than: float = 3600.0) -> list[Path]:
     unless it is so old that its pid was surely recycled. Returns what was removed.
     """
     try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
         return []
     try:
@@ -211,7 +210,7 @@ def sweep_temps_at(dir_fd: int, older_than: float = 3600.0) -> list[str]:
     removed: list[str] = []
     cutoff = time.time() - older_than
     # Listed through a fresh fd: `dir_fd` may be an O_PATH descriptor (not listable).
-    listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC, dir_fd=dir_fd)
+    listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
     try:
         with os.scandir(listing) as it:
             names = [e.name for e in it if is_temp_name(e.name)]

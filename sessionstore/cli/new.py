@@ -70,7 +70,7 @@ def new(
       sessionstore new --name tune --trials 3 --constraints '{"max_ttft_ms": 200}'
       ID=$(sessionstore new --pid $$ --constraints @constraints.json)
     """
-    from sessionstore.store.lineage import LineageWarning
+    from sessionstore.errors import LineageWarning
     from sessionstore.store.session import Store
 
     parsed = _load_json_option(constraints, "--constraints") if constraints else None

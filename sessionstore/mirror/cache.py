@@ -143,7 +143,7 @@ class Cache:
 
 def _read(root_fd: int) -> dict[str, Any] | None:
     """The cache document if it is well-formed, else None (never raises for bad content)."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(CACHE_NAME, flags, dir_fd=root_fd)
     except OSError:

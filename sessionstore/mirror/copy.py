@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 # CLOCK_REALTIME_COARSE is in `time` only from Python 3.13; the Linux value is 5.
 CLOCK_COARSE: int = getattr(time, "CLOCK_REALTIME_COARSE", 5)
-OPEN_SOURCE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+OPEN_SOURCE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 Signature = tuple[int, int, int, int, int]
 

@@ -145,9 +145,8 @@ class DestLock:
             os.close(fd)  # closing the only fd drops the flock
 
 
-_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
-_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def acquire_lock(mirror: Mirror) -> DestLock:
@@ -188,7 +187,7 @@ def _no_change() -> None:
 def _holder_pid(root_fd: int) -> int | None:
     try:
         fd = os.open(
-            PID_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC, dir_fd=root_fd
+            PID_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=root_fd
         )
     except OSError:
         return None

@@ -29,14 +29,13 @@ from collections.abc import Callable
 
 from sessionstore._fs.atomic import AtomicFile, fsync_dir, sweep_temps_at
 
-_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
-OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
+OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # Destination directories are only ever used as `dir_fd=` anchors (and fstat'ed), which
 # an O_PATH fd serves at a lower open and close cost than a readable one: the no-op
 # pass opens one per directory. Listing and fsync reopen "." through it.
-_OPEN_PATH = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
+_OPEN_PATH = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: a fifo planted in the destination must not hang a comparison.
-_OPEN_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
+_OPEN_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 _UNKNOWN, _OPEN, _MISSING, _BAD = range(4)
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from sessionstore._fs.atomic import AtomicFile
-from sessionstore.errors import InvalidInput
+from sessionstore.errors import RedactionUnsafe
 from sessionstore.mirror import copy as rd
 from sessionstore.mirror.cache import Entry
 from sessionstore.mirror.dest import DestDir, DestTree, describe
@@ -133,8 +133,8 @@ class _FileOps:
         except _HeldBack as exc:
             self.hold(drel, str(exc))
             return 1
-        except InvalidInput as exc:
-            # The redactor refuses content it cannot redact safely (see redact.py);
+        except RedactionUnsafe as exc:
+            # The redactor refuses content it cannot redact safely (redact/redactor.py);
             # its message names no secret.
             self.error(drel, exc.problem)
             return 1
@@ -237,7 +237,7 @@ class _FileOps:
         except rd.Unstable as exc:
             self.unstable(drel, str(exc))
             return
-        except InvalidInput as exc:
+        except RedactionUnsafe as exc:
             self.error(drel, exc.problem)
             return
         except OSError as exc:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Container, Iterator
 from typing import TYPE_CHECKING
 
 from sessionstore._fs.atomic import TEMP_PREFIX, fsync_dir
-from sessionstore.errors import InvalidInput
+from sessionstore.errors import RedactionUnsafe
 from sessionstore.format.names import CONSTRAINTS, MANIFEST, MARKERS, REPORT, record_number
 from sessionstore.mirror.cache import CACHE_NAME, Cache, Entry
 from sessionstore.mirror.dest import OPEN_DIR, DestDir, DestTree, describe
@@ -56,7 +56,6 @@ STORE_OWNED = frozenset([MANIFEST, CONSTRAINTS, REPORT])
 # destination): 256 levels stay well inside the usual 1024-fd limit, and no real
 # workspace nests that deep (a runaway `mkdir -p` does).
 MAX_DEPTH = 256
-_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
 
 Child = tuple[os.DirEntry[str], str, str]  # (source entry, destination name, destination rel)
 
@@ -123,7 +122,7 @@ class _Pass(_FileOps):
     def run(self, subtrees: list[tuple[str, ...]] | None) -> None:
         m = self.m
         try:
-            root_fd = os.open(m.source, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+            root_fd = os.open(m.source, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except FileNotFoundError:
             self.report.source_missing = True
             return
@@ -385,7 +384,7 @@ class _Pass(_FileOps):
         assert root.fd is not None
         if not self.tree.check(root):
             raise OSError(errno.ESTALE, "the destination was moved or replaced")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         os.close(os.open(DIRTY_NAME, flags, 0o600, dir_fd=root.fd))
         if self.m.durable:
             fsync_dir(".", dir_fd=root.fd)
@@ -489,7 +488,7 @@ def _safe_name(redactor: Redactor) -> Callable[[str], str]:
     def name(value: str) -> str:
         try:
             redacted: str = redactor.redact_name(value)
-        except InvalidInput:
+        except RedactionUnsafe:
             return ""
         return redacted
 

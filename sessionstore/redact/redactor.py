@@ -39,7 +39,7 @@ Design choices, each there to close a leak other maskers have:
   cannot stream in bounded memory in general (secret `aaaaaaaR`: in
   `aaa...a` + another secret, every `a` before the marker completes it, so
   nothing could be emitted until the run ends). It stops after `max_len`
-  bytes and raises InvalidInput instead of emitting such an occurrence. It
+  bytes and raises RedactionUnsafe instead of emitting such an occurrence. It
   takes a run in which every byte ends the head of some needle whose tail is
   a start of the marker, like `aaaaaaaR` next to many `a`; a moved start
   usually settles after a byte or two.
@@ -74,7 +74,7 @@ from pathlib import Path
 
 import ahocorasick_rs
 
-from sessionstore.errors import InvalidInput, SecretRefused
+from sessionstore.errors import InvalidInput, RedactionUnsafe, SecretRefused
 from sessionstore.redact.patterns import MAX_MATCH_LEN as PATTERN_MAX_LEN
 from sessionstore.redact.patterns import pattern_spans
 from sessionstore.redact.secrets_file import file_secrets
@@ -503,7 +503,7 @@ class StreamRedactor:
 
         Moves left one byte at a time, at most `max_len` bytes and not below
         `floor` (the end of the previous range: reaching it merges the two).
-        Raises InvalidInput past that bound, rather than emit such an occurrence.
+        Raises RedactionUnsafe past that bound, rather than emit such an occurrence.
         """
         c = self._c
         width = c.max_len
@@ -514,8 +514,7 @@ class StreamRedactor:
                 break
             pos -= 1
             if start - pos > width:
-                raise InvalidInput(
-                    "input",
+                raise RedactionUnsafe(
                     f"more than {width} bytes before a secret each complete a registered value "
                     f"or token with the start of the marker {c.marker.decode()!r}; refusing to "
                     "write output that contains it; choose another marker",

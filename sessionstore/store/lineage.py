@@ -56,7 +56,14 @@ from typing import Any
 from sessionstore._display import escape
 from sessionstore._fs import read as fsread
 from sessionstore._fs.atomic import is_temp_name, sweep_temps_at, temp_name
-from sessionstore.errors import CorruptFile, InvalidId, PreviousRunning, SessionNotFound
+from sessionstore.errors import (
+    CorruptFile,
+    InvalidId,
+    LineageWarning,
+    PreviousRunning,
+    PreviousUnknown,
+    SessionNotFound,
+)
 from sessionstore.format.names import (
     CONSTRAINTS,
     MARKERS,
@@ -76,29 +83,7 @@ PATCHES_DIR = "patches"
 # a deeper directory is skipped and warned about, never a RecursionError or EMFILE.
 MAX_PATCH_DEPTH = 256
 _CHUNK = 1 << 20
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
-
-
-class LineageWarning(UserWarning):
-    """A previous session builds on one not included, has no records, or holds an entry
-    that is skipped (a symlink, FIFO, socket or device where lineage copies a file)."""
-
-
-class PreviousUnknown(PreviousRunning):
-    """A session named as previous has status `unknown`: whether it still runs cannot be told.
-
-    A `PreviousRunning`, so callers that refuse a running session refuse this too.
-    """
-
-    def __init__(self, session_id: str, reason: str) -> None:
-        super().__init__(session_id)
-        self.reason = reason
-        self.args = (
-            f"previous session {session_id!r} has status unknown ({reason}), so whether it "
-            "still runs cannot be told; fix its session.json, or give it a completed "
-            "report.json (Session.finish), then try again",
-        )
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def is_running(session: Session) -> bool:

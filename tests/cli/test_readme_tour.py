@@ -15,7 +15,7 @@ import orjson
 
 from sessionstore.store.session import RecordState, Store
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOKEN = b"hf_tour_0123456789abcdefghij"
 
 

@@ -16,7 +16,7 @@ from sessionstore.format.template import _parse
 from sessionstore.store.contract import contract_variables, default_template, render_contract
 from sessionstore.store.session import Session, Store
 
-DOCS = Path(__file__).parent.parent / "docs" / "harness.md"
+DOCS = Path(__file__).parents[2] / "docs" / "harness.md"
 
 
 @pytest.fixture

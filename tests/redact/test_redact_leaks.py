@@ -9,7 +9,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from sessionstore.errors import InvalidInput, SecretRefused
+from sessionstore.errors import InvalidInput, RedactionUnsafe, SecretRefused
 from sessionstore.redact.redactor import Redactor
 
 SECRET = b"s3cr3t-T0ken/+value"
@@ -261,8 +261,8 @@ def test_leak_run_the_marker_would_complete_is_refused_not_written():
     # no bounded-memory stream can decide where the run ends, so both refuse.
     r = redactor(b"firstsecret1", b"aaaaaaaR")
     data = b"a" * 200 + b"firstsecret1"
-    with pytest.raises(InvalidInput, match="choose another marker"):
+    with pytest.raises(RedactionUnsafe, match="choose another marker"):
         r.redact(data)
-    with pytest.raises(InvalidInput):
+    with pytest.raises(RedactionUnsafe):
         chunked(r, [data[i : i + 7] for i in range(0, len(data), 7)])
     assert r.redact(b"a" * 9 + b"firstsecret1") == b"a" * 6 + M  # a short run settles

@@ -14,7 +14,7 @@ import orjson
 
 from sessionstore.store.session import RecordState, Store
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def env(tmp: Path) -> dict[str, str]:

@@ -27,8 +27,8 @@ import orjson
 import pytest
 from inspect_helpers import metrics, set_manifest
 
-from sessionstore.errors import CorruptFile
-from sessionstore.store.lineage import LineageWarning, include_previous
+from sessionstore.errors import CorruptFile, LineageWarning
+from sessionstore.store.lineage import include_previous
 from sessionstore.store.session import Session, Store
 
 SECRET = "OUTSIDE-SECRET"

@@ -16,10 +16,10 @@ from inspect_helpers import attempt, metrics, set_manifest, trial
 
 from sessionstore._fs.atomic import is_temp_name
 from sessionstore.cli import cli
-from sessionstore.errors import PreviousRunning, SessionNotFound
+from sessionstore.errors import LineageWarning, PreviousRunning, SessionNotFound
 from sessionstore.inspect.summary import SessionView
 from sessionstore.store import lineage
-from sessionstore.store.lineage import LineageWarning, include_previous, select_files
+from sessionstore.store.lineage import include_previous, select_files
 from sessionstore.store.session import Session, Store
 
 # finished_session plants trials/1/link.yml -> /etc/hostname: every copy of it warns so.
@@ -30,7 +30,7 @@ LINK_WARNING = (
 pytestmark = pytest.mark.filterwarnings(
     # (`.` for the colon: the filter's fields are separated by colons)
     r"ignore:previous session [a-z]+. trials/1/link.yml is a symlink"
-    ":sessionstore.store.lineage.LineageWarning"
+    ":sessionstore.errors.LineageWarning"
 )
 
 EXPECTED = [

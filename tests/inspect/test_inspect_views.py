@@ -1,7 +1,7 @@
 """The rich views: reviewed snapshots at 60/80/120 columns, the spark chart, colour rules.
 
-Snapshots live in tests/snapshots/; after an intended change, regenerate with
-`SNAPSHOT_UPDATE=1 pytest tests/test_inspect_views.py`, then review the diff
+Snapshots live in tests/inspect/snapshots/; after an intended change, regenerate with
+`SNAPSHOT_UPDATE=1 pytest tests/inspect/test_inspect_views.py`, then review the diff
 by eye before committing it.
 """
 

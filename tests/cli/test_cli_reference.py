@@ -10,7 +10,7 @@ import pytest
 
 from sessionstore.cli import COMMANDS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
 
 
