@@ -8,6 +8,7 @@ never contain a secret value: they name where a value came from instead.
     ├── InvalidId              (ValueError)        an id or name fails validation
     ├── InvalidInput           (ValueError)        malformed user input (JSON, options)
     ├── RedactionUnsafe        (ValueError)        content cannot be redacted safely
+    ├── StreamFinished         (ValueError)        a redaction stream was used after finish()
     ├── CorruptFile            (ValueError)        a file on disk does not parse
     ├── SecretRefused          (ValueError)        a secret cannot be registered safely
     ├── TemplateError          (ValueError)        a prompt template is malformed
@@ -15,6 +16,7 @@ never contain a secret value: they name where a value came from instead.
     │   └── TooLarge                               an object exceeds the reader's limit
     ├── SessionNotFound        (LookupError)       no session with that id or path
     ├── RecordNotFound         (LookupError)       no record with that number
+    ├── NoBestTrial            (LookupError)       no trial of the session can be ranked
     ├── SessionExists          (FileExistsError)   the id is taken
     ├── RecordCompleted        (PermissionError)   a completed record is immutable
     ├── CollectionFull         (OverflowError)     no record number is left to allocate
@@ -90,6 +92,21 @@ class RedactionUnsafe(SessionStoreError, ValueError):
         super().__init__(f"cannot redact safely: {problem}")
 
 
+class StreamFinished(SessionStoreError, ValueError):
+    """A `StreamRedactor` was fed or finished after `finish()`: one stream redacts one file.
+
+    A ValueError, as Python's own I/O on a closed file is. `call` names the
+    method that was called (`feed` or `finish`).
+    """
+
+    def __init__(self, call: str) -> None:
+        self.call = call
+        super().__init__(
+            f"{call}() after finish(): the stream is finished; "
+            "call Redactor.stream() for the next file"
+        )
+
+
 class CorruptFile(SessionStoreError, ValueError):
     """A file the store needs exists but does not parse; fix or remove it."""
 
@@ -142,13 +159,18 @@ class TooLarge(StorageError):
 
 
 class SessionNotFound(SessionStoreError, LookupError):
-    """No session exists with this id (or at this path)."""
+    """No session exists with this id (or at this path).
 
-    def __init__(self, target: str, store: Path | None = None) -> None:
+    `hint` is what to do next; by default, to list the sessions there are.
+    """
+
+    def __init__(self, target: str, store: Path | None = None, hint: str | None = None) -> None:
         self.target = target
         self.store = store
+        self.hint = hint
         where = f" in store {store}" if store is not None else ""
-        super().__init__(f"no session {target!r}{where}; list sessions with `sessionstore inspect`")
+        what_next = hint or "list sessions with `sessionstore inspect`"
+        super().__init__(f"no session {target!r}{where}; {what_next}")
 
 
 class RecordNotFound(SessionStoreError, LookupError):
@@ -158,6 +180,16 @@ class RecordNotFound(SessionStoreError, LookupError):
         self.collection = collection
         self.n = n
         super().__init__(f"{collection}: no record {n}")
+
+
+class NoBestTrial(SessionStoreError, LookupError):
+    """No trial of the session at `path` can be ranked by `objective`: none is completed
+    with a finite number there (a benchmark), so there is no best trial; name one instead."""
+
+    def __init__(self, path: Path, objective: str) -> None:
+        self.path = path
+        self.objective = objective
+        super().__init__(f"{path}: no completed trial has a benchmark to rank")
 
 
 class SessionExists(SessionStoreError, FileExistsError):

@@ -74,7 +74,7 @@ from pathlib import Path
 
 import ahocorasick_rs
 
-from sessionstore.errors import InvalidInput, RedactionUnsafe, SecretRefused
+from sessionstore.errors import InvalidInput, RedactionUnsafe, SecretRefused, StreamFinished
 from sessionstore.redact.patterns import MAX_MATCH_LEN as PATTERN_MAX_LEN
 from sessionstore.redact.patterns import pattern_spans
 from sessionstore.redact.secrets_file import file_secrets
@@ -395,9 +395,12 @@ class StreamRedactor:
         self._finished = False
 
     def feed(self, chunk: bytes) -> bytes:
-        """Take the next chunk; return the output that is already certain (maybe b"")."""
+        """Take the next chunk; return the output that is already certain (maybe b"").
+
+        Raises StreamFinished after `finish()`.
+        """
         if self._finished:
-            raise ValueError("stream already finished; call Redactor.stream() for the next file")
+            raise StreamFinished("feed")
         self._buf += chunk
         if self._gated:
             if len(self._buf) <= SHORT_FILE_MAX:
@@ -411,9 +414,12 @@ class StreamRedactor:
         return out
 
     def finish(self) -> bytes:
-        """Return the rest of the output; the stream cannot be fed afterwards."""
+        """Return the rest of the output; the stream cannot be fed afterwards.
+
+        Raises StreamFinished if called twice.
+        """
         if self._finished:
-            raise ValueError("stream already finished")
+            raise StreamFinished("finish")
         self._finished = True
         buf, self._buf = self._buf, b""
         return self._settle(buf, final=True, whole=not self._consumed)[0]

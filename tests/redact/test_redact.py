@@ -19,7 +19,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from sessionstore.errors import InvalidInput, RedactionUnsafe, SecretRefused
+from sessionstore.errors import InvalidInput, RedactionUnsafe, SecretRefused, StreamFinished
 from sessionstore.redact.patterns import pattern_spans
 from sessionstore.redact.redactor import DEFAULT_MARKER, SHORT_FILE_MAX, Redactor, StreamRedactor
 
@@ -293,8 +293,11 @@ def test_secret_added_later_applies_to_next_redact_not_to_open_stream():
 def test_stream_cannot_be_fed_after_finish():
     s = make([b"abcdefgh"]).stream()
     s.finish()
-    with pytest.raises(ValueError):
+    with pytest.raises(StreamFinished, match=r"^feed\(\) after finish\(\)") as raised:
         s.feed(b"x")
+    assert isinstance(raised.value, ValueError) and raised.value.call == "feed"
+    with pytest.raises(StreamFinished, match=r"call Redactor\.stream\(\)"):
+        s.finish()
 
 
 def test_long_run_of_overlapping_secrets_streams_in_bounded_memory():
