@@ -1,4 +1,4 @@
-"""Atomic file writes: the one way sessionstore puts bytes on disk.
+"""Atomic file and directory writes: the one way sessionstore puts bytes on disk.
 
 Recipe: create a temp file in the target's own directory (so the rename never
 crosses a filesystem) with the fixed prefix `TEMP_PREFIX`, write, fsync,
@@ -11,6 +11,9 @@ Temp names are `TEMP_PREFIX<pid>-<random>`: readers ignore them, and
 `sweep_temps` removes those whose writer is dead (or that are old), so a
 killed writer's debris is cleaned by the next run without a lock.
 
+A new directory is built the same way (`build_dir`): under a temp name
+beside its final name, fsynced, renamed into place, removed on any failure.
+
 Callers that hold a directory fd (the mirror's destination) pass `dir_fd=`
 and a bare name: every open, rename and unlink is then relative to that fd,
 so a directory swapped for a symlink after it was checked is never followed.
@@ -21,13 +24,22 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
+
+from sessionstore._fs import read as fsread
+from sessionstore._fs.tree import remove_tree_at
+from sessionstore._proc import process_alive
 
 TEMP_PREFIX = ".sstmp-"
+# The format's modes (docs/format.md), re-exported by `sessionstore.format.names`: they
+# live at the bottom so the storage backends (beside `format`, not above it) share them.
+DIR_MODE = 0o700
+FILE_MODE = 0o644
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -65,7 +77,7 @@ class AtomicFile:
     def __init__(
         self,
         path: str | os.PathLike[str],
-        mode: int = 0o644,
+        mode: int = FILE_MODE,
         *,
         durable: bool = True,
         sync_dir: bool = True,
@@ -155,7 +167,7 @@ class AtomicFile:
 def write_atomic(
     path: str | os.PathLike[str],
     data: bytes,
-    mode: int = 0o644,
+    mode: int = FILE_MODE,
     *,
     durable: bool = True,
     sync_dir: bool = True,
@@ -168,21 +180,56 @@ def write_atomic(
         f.write(data)
 
 
+T = TypeVar("T")
+
+
+def build_dir(
+    parent_fd: int,
+    build: Callable[[int], T],
+    publish: Callable[[str], None],
+    *,
+    mode: int = DIR_MODE,
+) -> T:
+    """Build a directory under a temp name in `parent_fd`, then let `publish` rename it.
+
+    `build(fd)` fills the new directory (open at `fd`; it must fsync what it
+    makes below, as `AtomicFile` does); then the directory itself is fsynced
+    and `publish(temp)` renames the temp entry into place (relative to
+    `parent_fd`), after which `parent_fd` is fsynced. The directory's mode is
+    set explicitly (mkdir honours the umask; the mode is part of the format).
+    On any failure, `publish`'s included, the temp tree is removed and the
+    error propagates. Returns what `build` returned.
+    """
+    staging = temp_name()
+    os.mkdir(staging, mode, dir_fd=parent_fd)
+    try:
+        fd = fsread.open_dir(staging, parent_fd)
+        try:
+            os.fchmod(fd, mode)
+            result = build(fd)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        publish(staging)
+    except BaseException:
+        # The original error is what the caller needs; a failed clean-up is debris
+        # that `sweep_temps` removes once this process is gone.
+        with contextlib.suppress(OSError):
+            remove_tree_at(parent_fd, staging)
+        raise
+    os.fsync(parent_fd)
+    return result
+
+
 def _writer_alive(name: str) -> bool:
     """Whether the process that named this temp may still be writing it."""
     pid_text = name[len(TEMP_PREFIX) :].partition("-")[0]
     if not pid_text.isdigit():
         return False
     pid = int(pid_text)
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    return True
+    # No start time is recorded in a temp name: only the pid's existence can be checked
+    # (the age cut-off of `sweep_temps` covers a recycled pid).
+    return pid == os.getpid() or process_alive(pid, None)
 
 
 def sweep_temps(directory: Path, older_than: float = 3600.0) -> list[Path]:
@@ -222,7 +269,7 @@ def sweep_temps_at(dir_fd: int, older_than: float = 3600.0) -> list[str]:
             if not _writer_alive(name) or st.st_mtime < cutoff:
                 # A temp directory is a session being created (Store.create).
                 if stat.S_ISDIR(st.st_mode):
-                    shutil.rmtree(name, dir_fd=dir_fd)
+                    remove_tree_at(dir_fd, name)
                 else:
                     os.unlink(name, dir_fd=dir_fd)
                 removed.append(name)

@@ -161,12 +161,12 @@ def open_record_dir(path: Path) -> int:
 def read_capped(fd: int, limit: int) -> bytes | None:
     """All bytes of `fd`, or None once more than `limit` arrive (a file that grew past it).
 
-    Reads in 64 KiB chunks: one buffered `read(limit + 1)` would allocate the
-    whole limit for every small file.
+    Never reads more than `limit + 1` bytes, in chunks of at most 64 KiB: one
+    buffered `read(limit + 1)` would allocate the whole limit for every small file.
     """
     chunks: list[bytes] = []
     total = 0
-    while chunk := os.read(fd, _CHUNK):
+    while chunk := os.read(fd, min(_CHUNK, limit + 1 - total)):
         chunks.append(chunk)
         total += len(chunk)
         if total > limit:

@@ -3,12 +3,18 @@
 A key is a relative path of '/'-separated components, like
 `trials/3/trial.json`: no empty component, no `.` or `..`, no NUL, no
 leading or trailing '/'. A prefix is "" (the root) or a key; a listing
-names what is directly below it.
+names what is directly below it. A prefix exists while an object is below
+it (a local backend also keeps empty directories, and `claim` makes one).
 
 Each operation is atomic for a reader on any host: an object is seen whole
-or not at all. Absent is an answer, never an error; anything else that
-stops an operation (a symlink where a key is, a non-regular file, an I/O
-error) raises `StorageError` naming the key.
+or not at all, and `create` and `put` are durable when they return. Absent
+is an answer, never an error; anything else that stops an operation (a
+symlink where a key is, a non-regular file, a component that is not a
+prefix, an I/O error) raises `StorageError` whose `key` is the key at
+fault: the key asked for, or the prefix of it whose last component is the
+problem (`s/trials` for a `trials` that is a FIFO). A backend's own
+in-progress writes (names starting `.sstmp-`, the format's temp entries)
+are never listed.
 """
 
 from __future__ import annotations
@@ -22,7 +28,11 @@ from sessionstore.errors import InvalidInput
 
 @dataclass(frozen=True)
 class Listed:
-    """One name directly below a listed prefix: an object, or a prefix with objects below."""
+    """One name directly below a listed prefix: an object, or a prefix with objects below.
+
+    An entry that is neither (a local symlink, FIFO or device) is listed as
+    not a prefix; reading it as an object raises `StorageError`.
+    """
 
     name: str
     is_prefix: bool
@@ -30,7 +40,7 @@ class Listed:
 
 def check_key(key: str, what: str = "storage key") -> str:
     """`key` if it is a valid key, else `InvalidInput` naming what is wrong."""
-    if not key or key.startswith("/") or key.endswith("/"):
+    if not isinstance(key, str) or not key or key.startswith("/") or key.endswith("/"):
         raise InvalidInput(what, f"{key!r} must be a relative path with no leading or trailing '/'")
     if "\0" in key:
         raise InvalidInput(what, f"{key!r} contains a NUL byte")
@@ -39,23 +49,35 @@ def check_key(key: str, what: str = "storage key") -> str:
     return key
 
 
+def check_prefix(prefix: str) -> str:
+    """`prefix` if it is "" (the root) or a valid key, else `InvalidInput`."""
+    return prefix if prefix == "" else check_key(prefix, "storage prefix")
+
+
 def join(prefix: str, name: str) -> str:
+    """The key of `name` directly below `prefix` ("" is the root)."""
     return f"{prefix}/{name}" if prefix else name
 
 
 class Storage(Protocol):
-    """Five operations; every rule of the store engine is written against these alone."""
+    """Six operations; every rule of the store engine is written against these alone."""
 
     def create(self, key: str, data: bytes) -> bool:
         """Store `data` at `key` only if nothing is there; False (nothing written) if taken.
 
         This is how a record is written exactly once: two writers on two hosts
-        cannot both succeed.
+        cannot both succeed. Everything put below the key's prefix earlier is
+        durable before the new object can be seen (a marker never points at
+        missing files).
         """
         ...
 
-    def put(self, key: str, data: bytes) -> None:
-        """Store `data` at `key`, replacing what is there, atomically."""
+    def put(self, key: str, data: bytes, *, mode: int | None = None) -> None:
+        """Store `data` at `key`, replacing what is there, atomically.
+
+        `mode`: the permission bits, for a backend that keeps them (None: the
+        format's file mode); others ignore it.
+        """
         ...
 
     def get(self, key: str, limit: int) -> bytes | None:
@@ -71,4 +93,13 @@ class Storage(Protocol):
 
     def remove_tree(self, prefix: str) -> None:
         """Remove every object at or below `prefix`; absent is fine."""
+        ...
+
+    def claim(self, prefix: str) -> bool:
+        """Take the prefix `prefix` if no one has: True for the one caller that took it.
+
+        How the engine allocates a record number, atomically across hosts.
+        Local: `mkdir(2)` (the format's rule). An object store: `create` of
+        a claim object below the prefix.
+        """
         ...

@@ -1,0 +1,86 @@
+"""Removing a directory tree by directory fd: the one way sessionstore removes a tree.
+
+`remove_tree_at` removes a tree as coreutils' `rm -r` does (fts over
+openat): every step relative to a directory fd, nothing followed, no
+recursion, and one open directory fd at a time, so a 10,000-level tree is
+neither a RecursionError nor an EMFILE. Going back up opens `..` and checks
+it is the directory that was entered (device and inode): a tree moved
+during the removal stops it with an error instead of removing elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+
+from sessionstore._fs import read as fsread
+
+__all__ = ["remove_tree_at"]
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _next_subdir(fd: int) -> str | None:
+    """Unlink the non-directories of the directory open at `fd` up to its first
+    subdirectory, and return that subdirectory's name (None: the directory is empty)."""
+    with os.scandir(fd) as it:
+        for entry in it:
+            if entry.is_dir(follow_symlinks=False):
+                return entry.name
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.name, dir_fd=fd)
+    return None
+
+
+def remove_tree_at(dir_fd: int, name: str) -> None:
+    """Remove the entry `name` of the directory open at `dir_fd`, and everything below it.
+
+    A symlink is removed as a link, never followed; absent is fine. Raises
+    `OSError` if something cannot be removed or the tree moves meanwhile.
+    """
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=dir_fd)
+        return
+    fd = fsread.open_dir(name, dir_fd)
+    # The directories entered, top first: each one's name in its parent and its identity.
+    chain = [(name, _identity(fd))]
+    try:
+        while True:
+            child = _next_subdir(fd)
+            if child is not None:
+                try:
+                    sub = fsread.open_dir(child, fd)
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    if exc.errno not in (errno.ENOTDIR, errno.ELOOP, errno.EINVAL):
+                        raise
+                    # Swapped for a file or a symlink since the listing: remove it as one.
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(child, dir_fd=fd)
+                    continue
+                os.close(fd)
+                fd = sub
+                chain.append((child, _identity(fd)))
+                continue
+            if len(chain) == 1:
+                break
+            parent = os.open("..", fsread.DIR_FLAGS, dir_fd=fd)
+            if _identity(parent) != chain[-2][1]:
+                os.close(parent)
+                raise OSError(errno.ESTALE, "the tree moved while it was removed", name)
+            os.close(fd)
+            fd = parent
+            os.rmdir(chain.pop()[0], dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dir_fd)
