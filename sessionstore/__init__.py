@@ -94,7 +94,50 @@ _EXPORTS = {
     "report_fields": "sessionstore.inspect.best",
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+# Literal, so type checkers see the re-exports; a test checks it matches _EXPORTS.
+__all__ = [
+    "Best",
+    "Collection",
+    "CollectionFull",
+    "CorruptFile",
+    "Daemon",
+    "InvalidId",
+    "InvalidInput",
+    "LineageWarning",
+    "LockHeld",
+    "Mirror",
+    "NoBestTrial",
+    "Objective",
+    "Outcome",
+    "PassReport",
+    "PreviousRunning",
+    "PreviousUnknown",
+    "Record",
+    "RecordCompleted",
+    "RecordNotFound",
+    "RecordState",
+    "RecordWriter",
+    "RedactionUnsafe",
+    "Redactor",
+    "SecretRefused",
+    "Session",
+    "SessionExists",
+    "SessionNotFound",
+    "SessionStoreError",
+    "StorageError",
+    "Store",
+    "StreamFinished",
+    "TemplateError",
+    "TooLarge",
+    "Verdict",
+    "WaitTimedOut",
+    "WatchConfig",
+    "__version__",
+    "best_trial",
+    "evaluate_output_contract",
+    "render",
+    "report_fields",
+]
 
 
 def __getattr__(name: str) -> Any:

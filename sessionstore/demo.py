@@ -21,6 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sessionstore._fs.atomic import temp_name
+from sessionstore.mirror.daemon import WatchConfig, running
+from sessionstore.mirror.mirror import Mirror
+from sessionstore.redact.redactor import Redactor
 from sessionstore.store.session import Session, Store
 
 TOKEN_ENV = "DEMO_AGENT_TOKEN"
@@ -34,6 +37,8 @@ class DemoResult:
     workspace: Path
     token_found_in_session: bool
     held_back: list[dict[str, str]]
+    # The line of the mirrored trials/1/run.log that printed the token ("?" if none).
+    token_line: str = "?"
 
 
 def _fake_agent(workspace: Path, token: str, pause: Callable[[], None]) -> None:
@@ -107,10 +112,6 @@ def run_demo(
     returns (unless `keep_workspace`) and on any error or Ctrl-C, together with
     the half-built session; a Ctrl-C during either deletion waits for it to end.
     """
-    from sessionstore.mirror.daemon import WatchConfig, running
-    from sessionstore.mirror.mirror import Mirror
-    from sessionstore.redact.redactor import Redactor
-
     store = Store(store_root)
     # No writer pid: the demo process exits, and the session should not read as
     # interrupted because of that.
@@ -144,11 +145,13 @@ def run_demo(
     found = any(
         token.encode() in path.read_bytes() for path in session.path.rglob("*") if path.is_file()
     )
+    log = (session.path / "trials" / "1" / "run.log").read_text()
     return DemoResult(
         session=Session.open(session.path),
         workspace=workspace,
         token_found_in_session=found,
         held_back=list(final.held_back) if final else [],
+        token_line=next((li for li in log.splitlines() if li.startswith("using token")), "?"),
     )
 
 

@@ -110,3 +110,10 @@ def test_warning_pickles_and_is_a_user_warning(warning: Warning) -> None:
     assert type(copy) is type(warning) and str(copy) == str(warning)
     with pytest.warns(type(warning), match="no records"):
         warnings.warn(warning, stacklevel=1)
+
+
+def test_the_package_exports_exactly_its_lazy_table() -> None:
+    exports = vars(sessionstore)["_EXPORTS"]
+    assert sessionstore.__all__ == sorted([*exports, "__version__"])
+    for name in exports:
+        assert getattr(sessionstore, name) is not None, name

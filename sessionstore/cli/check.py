@@ -4,24 +4,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from sessionstore._display import escape
 from sessionstore.cli.common import (
-    default_store,
     emit_json,
+    errors_exit,
     json_option,
-    os_error_message,
     record_number_type,
-    store_option,
+    target_options,
 )
-from sessionstore.errors import InvalidInput, SessionStoreError
-
-if TYPE_CHECKING:
-    from sessionstore.harness.verdict import Verdict
-    from sessionstore.store.session import Collection
+from sessionstore.errors import InvalidInput
+from sessionstore.store.target import resolve_target
 
 # outcome -> exit status; anything but pass is non-zero, so `check && deploy` is safe.
 EXIT_CODES = {"pass": 0, "fail": 1, "indeterminate": 4}
@@ -33,7 +28,7 @@ class _Indeterminate(click.ClickException):
 
 
 @click.command()
-@click.argument("target")
+@target_options()
 @click.option("--trial", type=record_number_type, help="Judge trials/N.")
 @click.option("--attempt", type=record_number_type, help="Judge service/K.")
 @click.option(
@@ -41,14 +36,14 @@ class _Indeterminate(click.ClickException):
     metavar="FILE",
     help="Log path relative to the record directory (default: the marker's output_contract).",
 )
-@store_option
 @json_option
+@errors_exit(_Indeterminate)  # an error that prevents judging (no such session) exits 4
 def check(
     target: str,
+    store_dir: Path | None,
     trial: int | None,
     attempt: int | None,
     log: str | None,
-    store_dir: Path | None,
     as_json: bool,
 ) -> None:
     """Judge a completed record of session TARGET by its log's last non-empty line.
@@ -64,31 +59,18 @@ def check(
       sessionstore check 1a2b3c4d --trial 1 --log run.log
       sessionstore check ./workspace --attempt 2 --json
     """
+    # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
+    from sessionstore.harness.verdict import judge_session
+
     if (trial is None) == (attempt is None):
         raise click.UsageError("give exactly one of --trial N, --attempt K")
+    session = resolve_target(target, store_dir)
     try:
-        collection, n, verdict = _judge(target, trial, attempt, log, store_dir)
-    except InvalidInput as exc:
+        judged = judge_session(session, trial=trial, attempt=attempt, log=log)
+    except InvalidInput as exc:  # only a malformed --log is left: the options were checked
         raise click.BadParameter(exc.problem, param_hint=f"--log {log!r}") from None
-    except SessionStoreError as exc:
-        raise _Indeterminate(escape(str(exc))) from None
-    except OSError as exc:
-        raise _Indeterminate(os_error_message(exc)) from None
     if as_json:
-        emit_json({"collection": collection.name, "n": n, **verdict.to_dict()})
+        emit_json(judged.to_dict())
     else:
-        click.echo(escape(str(verdict)))  # the detail is the log's own text
-    sys.exit(EXIT_CODES[str(verdict.outcome)])
-
-
-def _judge(
-    target: str, trial: int | None, attempt: int | None, log: str | None, store_dir: Path | None
-) -> tuple[Collection, int, Verdict]:
-    from sessionstore.cli.target import resolve
-    from sessionstore.harness.verdict import judge
-    from sessionstore.store.session import Store
-
-    session = resolve(Store(store_dir or default_store()), target)
-    collection, n = (session.trials, trial) if trial is not None else (session.service, attempt)
-    assert n is not None
-    return collection, n, judge(collection, n, log)
+        click.echo(escape(str(judged.verdict)))  # the detail is the log's own text
+    sys.exit(EXIT_CODES[str(judged.verdict.outcome)])

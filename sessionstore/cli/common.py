@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,13 +16,6 @@ from sessionstore.format.names import MAX_RECORD
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-
-def default_store() -> Path:
-    """`$SESSIONSTORE_HOME`, else `~/.sessionstore`."""
-    home = os.environ.get("SESSIONSTORE_HOME")
-    return Path(home) if home else Path.home() / ".sessionstore"
-
-
 store_option = click.option(
     "--store",
     "store_dir",
@@ -32,6 +24,23 @@ store_option = click.option(
     help="Store directory (default: $SESSIONSTORE_HOME, else ~/.sessionstore).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+
+
+def target_options(required: bool = True) -> Callable[[F], F]:
+    """The TARGET argument and the `--store` option, as every command that takes a session has.
+
+    The command receives `target` (a session id or a session directory path,
+    None when optional and not given) and `store_dir` (None: the default
+    store); `sessionstore.store.target.resolve_target(target, store_dir)`
+    opens the session. Put it right under `@click.command()`: TARGET is
+    the first argument and `--store` the first option.
+    """
+
+    def decorate(func: F) -> F:
+        with_store: F = store_option(func)
+        return click.argument("target", required=required)(with_store)
+
+    return decorate
 
 
 record_number_type = click.IntRange(min=1, max=MAX_RECORD)
@@ -43,17 +52,25 @@ def library_errors(func: F) -> F:
     Messages name paths and fields an agent wrote, so they are escaped
     (`display.escape`): one error is one line, and never terminal control.
     """
+    return errors_exit(click.ClickException)(func)
 
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except SessionStoreError as exc:
-            raise click.ClickException(escape(str(exc))) from None
-        except OSError as exc:
-            raise click.ClickException(os_error_message(exc)) from None
 
-    return wrapper  # type: ignore[return-value]
+def errors_exit(exception: type[click.ClickException]) -> Callable[[F], F]:
+    """`library_errors`, raising `exception` (a ClickException subclass: its exit code)."""
+
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return func(*args, **kwargs)
+            except SessionStoreError as exc:
+                raise exception(escape(str(exc))) from None
+            except OSError as exc:
+                raise exception(os_error_message(exc)) from None
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
 
 
 def os_error_message(exc: OSError) -> str:
@@ -68,6 +85,7 @@ def emit_json(value: Any) -> None:
     Exact, except that a name that is not UTF-8 (a file name's raw bytes,
     which JSON cannot carry) has its undecodable bytes written `\\xNN`.
     """
+    # Only when JSON is printed: `sessionstore mirror` without --json never loads orjson.
     import orjson
 
     from sessionstore._json import utf8_safe

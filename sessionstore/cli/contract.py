@@ -6,11 +6,12 @@ from pathlib import Path
 
 import click
 
-from sessionstore.cli.common import default_store, library_errors, store_option
+from sessionstore.cli.common import library_errors, target_options
+from sessionstore.store.target import resolve_target
 
 
 @click.command()
-@click.argument("target")
+@target_options()
 @click.option(
     "--template",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -21,10 +22,9 @@ from sessionstore.cli.common import default_store, library_errors, store_option
     type=click.Path(file_okay=False, path_type=Path),
     help="The agent's own directory, mirrored into the session: render every path under it.",
 )
-@store_option
 @library_errors
 def contract(
-    target: str, template: Path | None, workspace: Path | None, store_dir: Path | None
+    target: str, store_dir: Path | None, template: Path | None, workspace: Path | None
 ) -> None:
     """Print the trial contract of session TARGET: where and in which order to write.
 
@@ -44,8 +44,5 @@ def contract(
       sessionstore contract 1a2b3c4d > prompt.md
       sessionstore contract ./session --template my_contract.md
     """
-    from sessionstore.cli.target import resolve
-    from sessionstore.store.session import Store
-
-    session = resolve(Store(store_dir or default_store()), target)
+    session = resolve_target(target, store_dir)
     click.echo(session.contract(template, workspace=workspace), nl=False)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from sessionstore.cli.common import default_store, library_errors, store_option
+from sessionstore.cli.common import library_errors, store_option
+from sessionstore.store.target import default_store_root
 
 
 @click.command()
@@ -30,6 +31,7 @@ def demo(store_dir: Path | None, keep_workspace: bool) -> None:
       sessionstore demo
       sessionstore demo --store /tmp/demo-store --keep-workspace
     """
+    # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
     from rich.text import Text
 
     from sessionstore.cli.views import make_console, session_detail
@@ -37,7 +39,7 @@ def demo(store_dir: Path | None, keep_workspace: bool) -> None:
     from sessionstore.inspect.best import DEFAULT_OBJECTIVE, Objective
     from sessionstore.inspect.summary import SessionView
 
-    root = store_dir or default_store()
+    root = store_dir or default_store_root()
     console = make_console()
     console.soft_wrap = True  # paths stay whole (copyable), however long
     console.print(Text.assemble(("sessionstore demo", "bold"), f": store {root}"))
@@ -53,14 +55,10 @@ def demo(store_dir: Path | None, keep_workspace: bool) -> None:
     )
     for item in result.held_back:
         console.print(f"  held back by the mirror: {item['path']} ({item['reason']})")
-    log = session.path / "trials" / "1" / "run.log"
-    token_line = next(
-        (line for line in log.read_text().splitlines() if line.startswith("using token")), "?"
-    )
     verdict = "nowhere" if not result.token_found_in_session else "STILL PRESENT (a bug!)"
     console.print(
         f"The agent's ${TOKEN_ENV} appears {verdict} in the session; "
-        f"trials/1/run.log reads: {token_line!r}"
+        f"trials/1/run.log reads: {result.token_line!r}"
     )
     if keep_workspace:
         console.print(f"The workspace is kept at {result.workspace}.")

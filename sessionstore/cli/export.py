@@ -8,26 +8,24 @@ import click
 
 from sessionstore._display import escape
 from sessionstore.cli.common import (
-    default_store,
     emit_json,
     json_option,
     library_errors,
     record_number_type,
-    store_option,
+    target_options,
 )
-from sessionstore.errors import InvalidInput
+from sessionstore.store.target import resolve_target
 
 
 @click.command()
-@click.argument("target")
+@target_options()
 @click.argument("dest", type=click.Path(path_type=Path))
 @click.option("--trial", "n", type=record_number_type, help="The trial to export.")
 @click.option("--best", is_flag=True, help="Export the best trial (see `inspect`).")
-@store_option
 @json_option
 @library_errors
 def export(
-    target: str, dest: Path, n: int | None, best: bool, store_dir: Path | None, as_json: bool
+    target: str, store_dir: Path | None, dest: Path, n: int | None, best: bool, as_json: bool
 ) -> None:
     """Copy one completed trial of TARGET into the new directory DEST.
 
@@ -41,21 +39,16 @@ def export(
       sessionstore export 1a2b3c4d ./best-preset --best
       sessionstore export 1a2b3c4d ./trial-3 --trial 3 --json
     """
+    # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
     from sessionstore import _json as jsonio
-    from sessionstore.cli.target import resolve
-    from sessionstore.inspect.summary import SessionView
+    from sessionstore.inspect.summary import best_trial_number
     from sessionstore.store.export import EXPORT_MANIFEST
-    from sessionstore.store.session import Store
 
     if (n is None) == (not best):
         raise click.UsageError("give exactly one of --trial N and --best")
-    session = resolve(Store(store_dir or default_store()), target)
-    if best:
-        winner = SessionView.load(session).best
-        if winner is None:
-            raise InvalidInput(str(session.path), "no completed trial has a benchmark to rank")
-        n = winner.n
-    assert n is not None
+    session = resolve_target(target, store_dir)
+    if n is None:
+        n = best_trial_number(session)
     path = session.export(n, dest)
     # What was left out is part of the export's own manifest; a person is told too.
     _, manifest, _ = jsonio.read_object(path / EXPORT_MANIFEST)

@@ -6,18 +6,12 @@ from pathlib import Path
 
 import click
 
-from sessionstore.cli.common import (
-    default_store,
-    emit_json,
-    json_option,
-    library_errors,
-    store_option,
-)
+from sessionstore.cli.common import emit_json, json_option, library_errors, target_options
+from sessionstore.store.target import resolve_target, store_root
 
 
 @click.command()
-@click.argument("target", required=False)
-@store_option
+@target_options(required=False)
 @json_option
 @click.option(
     "--objective",
@@ -60,27 +54,29 @@ def inspect(
       sessionstore inspect 1a2b3c4d --objective benchmark.metrics.ttft_ms.p99 --lower
       sessionstore inspect ./workspace --json
     """
-    from sessionstore.cli.target import resolve
+    # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
     from sessionstore.inspect.best import DEFAULT_OBJECTIVE, Objective
     from sessionstore.inspect.summary import SessionView
     from sessionstore.store.session import Store
 
-    store = Store(store_dir or default_store())
     goal = Objective(objective or DEFAULT_OBJECTIVE, "higher" if higher else "lower")
     if target is None:
+        store = Store(store_root(store_dir))
         views = [SessionView.load(s, goal) for s in store.sessions()]
         if as_json:
             emit_json([v.summary() for v in views])
             return
+        # rich only for tables: `--json` never imports it.
         from sessionstore.cli.views import make_console, session_list
 
         session_list(make_console(color), views, store.root)
         return
-    view = SessionView.load(resolve(store, target), goal)
+    view = SessionView.load(resolve_target(target, store_dir), goal)
     detail = view.detail()
     if as_json:
         emit_json(detail)
         return
+    # rich only for tables: `--json` never imports it.
     from sessionstore.cli.views import make_console, session_detail
 
     session_detail(make_console(color), view, detail["lineage"])

@@ -2,8 +2,8 @@
 
 Kept import-light on purpose: the no-op pass is benchmarked against `rsync -a`
 including interpreter start-up, so this module pulls in neither rich nor
-pydantic (nor the store: DST is resolved from names only), and the redactor
-only when a secret is given. Every name printed for people goes through
+pydantic (nor the store engine: `store.target` resolves DST from names
+only), and the redactor only when a secret is given. Every name printed for people goes through
 `sessionstore._display.escape`: one problem, one line.
 """
 
@@ -18,13 +18,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sessionstore._display import escape
-from sessionstore.cli.common import (
-    default_store,
-    emit_json,
-    json_option,
-    library_errors,
-    store_option,
-)
+from sessionstore.cli.common import emit_json, json_option, library_errors, store_option
+from sessionstore.errors import SessionNotFound
+from sessionstore.store.target import resolve_destination
 
 if TYPE_CHECKING:
     from sessionstore.mirror.daemon import WatchConfig
@@ -128,13 +124,13 @@ def mirror(
       sessionstore mirror ./ws ./out --once --secret-env HF_TOKEN --json
       sessionstore mirror ./workspace ~/.sessionstore/1a2b3c4d --secret-env HF_TOKEN
     """
-    from sessionstore.mirror.mirror import Mirror
+    from sessionstore.mirror.mirror import Mirror  # import-light: see the module docstring
 
     redactor = _redactor(secret_values, secret_env, secrets_file, allow_short_secrets)
     dest = _destination(dst, store_dir)
     the_mirror = Mirror(src, dest, redactor, durable=not no_fsync, delete=delete)
     if not once:
-        from sessionstore.mirror.daemon import WatchConfig
+        from sessionstore.mirror.daemon import WatchConfig  # import-light: see the module docstring
 
         config = WatchConfig(debounce=debounce, max_wait=max_wait, full_every=full_every)
         report = _run_daemon(the_mirror, config, quiet, as_json)
@@ -153,29 +149,16 @@ def mirror(
 
 
 def _destination(dst: str, store_dir: Path | None) -> Path:
-    """DST as `cli/target.py` reads a TARGET: a session id in the store first, else a path."""
-    from sessionstore.format.names import validate_id
-
+    """DST as `store.target.resolve_destination` reads it; a likely mistyped id is bad usage."""
     try:
-        validate_id(dst)
-    except ValueError:
-        return Path(dst)
-    store = (store_dir or default_store()).expanduser()
-    if (store / dst).is_dir():
-        return store / dst
-    if not Path(dst).exists():
-        # A bare name that is neither a session nor a directory is most likely a mistyped
-        # id; mirroring would create a stray directory named like a session.
-        raise click.BadParameter(
-            f"no session {dst!r} in store {store}; to mirror into a new directory "
-            f"of that name, write ./{dst}",
-            param_hint="DST",
-        )
-    return Path(dst)
+        return resolve_destination(dst, store_dir)
+    except SessionNotFound as exc:
+        raise click.BadParameter(str(exc), param_hint="DST") from None
 
 
 def _run_daemon(the_mirror: Mirror, config: WatchConfig, quiet: bool, as_json: bool) -> PassReport:
     """Run the daemon in this thread until SIGINT or SIGTERM; returns the final pass."""
+    # A daemon only: `--once` imports none of this (see the module docstring).
     import signal
     import threading
 
@@ -216,7 +199,7 @@ class _Progress:
         self.console = None
         self.diverged_said: set[str] = set()
         if not quiet:
-            from rich.console import Console
+            from rich.console import Console  # the daemon's progress only
 
             # soft_wrap: a long path stays on its line (one problem, one line).
             self.console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -224,7 +207,7 @@ class _Progress:
     def __call__(self, report: PassReport, kind: str) -> None:
         summary = report.to_dict()
         if self.as_json:
-            import orjson
+            import orjson  # --json only
 
             sys.stdout.buffer.write(orjson.dumps({"pass": kind, **summary}) + b"\n")
             sys.stdout.flush()
@@ -233,7 +216,7 @@ class _Progress:
 
     def _show(self, summary: dict[str, Any], kind: str) -> None:
         assert self.console is not None
-        from rich.markup import escape as markup
+        from rich.markup import escape as markup  # the daemon's progress only
 
         def text(value: str) -> str:  # control characters, then rich's own markup
             return markup(escape(value))
@@ -280,7 +263,7 @@ def _redactor(
     """A Redactor holding every secret given, or None (then redact is never imported)."""
     if not (values or envs or files):
         return None
-    from sessionstore.redact.redactor import Redactor
+    from sessionstore.redact.redactor import Redactor  # only when a secret is given
 
     redactor = Redactor()
     for value in values:

@@ -9,19 +9,14 @@ import click
 
 from sessionstore._display import escape
 from sessionstore._proc import PID_MAX
-from sessionstore.cli.common import (
-    default_store,
-    emit_json,
-    json_option,
-    library_errors,
-    store_option,
-)
-from sessionstore.errors import InvalidInput
+from sessionstore.cli.common import emit_json, json_option, library_errors, store_option
+from sessionstore.errors import InvalidInput, LineageWarning
+from sessionstore.store.target import store_root
 
 
 def _load_json_option(value: str, option: str) -> object:
     """A JSON literal, or `@FILE` for a file holding one."""
-    import orjson
+    import orjson  # only when --constraints is given: start-up
 
     source = option
     if value.startswith("@"):
@@ -70,7 +65,7 @@ def new(
       sessionstore new --name tune --trials 3 --constraints '{"max_ttft_ms": 200}'
       ID=$(sessionstore new --pid $$ --constraints @constraints.json)
     """
-    from sessionstore.errors import LineageWarning
+    # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
     from sessionstore.store.session import Store
 
     parsed = _load_json_option(constraints, "--constraints") if constraints else None
@@ -86,7 +81,7 @@ def new(
     # running `new` must see each one, once, on stderr and not in the printed id.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", LineageWarning)
-        session = Store(store_dir or default_store()).create(
+        session = Store(store_root(store_dir)).create(
             id=session_id,
             name=name,
             trials=trials,

@@ -16,13 +16,14 @@ import functools
 from pathlib import Path
 from typing import Any
 
+import orjson
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from sessionstore._display import escape
 from sessionstore.harness.verdict import Verdict
-from sessionstore.inspect.best import Best, as_number, check_constraints, lookup
+from sessionstore.inspect.best import Best, Score, as_number, lookup
 from sessionstore.inspect.spark import bars, window
 from sessionstore.inspect.summary import SessionView
 from sessionstore.store.session import Record, RecordState
@@ -95,8 +96,6 @@ def _scalar(value: Any) -> str:
         return fmt_number(number)
     if isinstance(value, str):
         return escape(value)
-    import orjson
-
     # JSON escapes C0 controls but leaves C1 controls, NEL and bidi overrides as they are.
     return escape(orjson.dumps(value).decode())
 
@@ -246,7 +245,7 @@ def _trials_table(view: SessionView) -> Table:
             *map(Text, values),
             Text(failed, style="red" if failed == "yes" else ""),
             *verdict,
-            _note(record, view.constraints, best),
+            _note(record, score, best),
         )
     return table
 
@@ -261,19 +260,18 @@ def _verdict_cell(verdict: Verdict | None) -> Text:
     return Text(escape(str(verdict)), style=_VERDICT_STYLE[str(verdict.outcome)])
 
 
-def _note(record: Record, constraints: dict[str, Any], best: Best | None) -> Text:
+def _note(record: Record, score: Score, best: Best | None) -> Text:
     """The best marker, a torn record's error, or the constraints a trial violates."""
     if record.error:
         return Text(escape(record.error), style="red")
     parts = []
     if best is not None and record.n == best.n:
         parts.append(f"best{best.mark}")
-    if record.data is not None:
-        for check in check_constraints(record.data, constraints):
-            if not check.ok:
-                op = "< min" if check.key.startswith("min_") else "> max"
-                name = escape(check.path.removeprefix("benchmark.metrics."))
-                parts.append(f"{name} {fmt_number(check.value)} {op} {fmt_number(check.limit)}")
+    for check in score.checks:
+        if not check.ok:
+            op = "< min" if check.key.startswith("min_") else "> max"
+            name = escape(check.path.removeprefix("benchmark.metrics."))
+            parts.append(f"{name} {fmt_number(check.value)} {op} {fmt_number(check.limit)}")
     return Text("; ".join(parts))
 
 

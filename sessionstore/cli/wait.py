@@ -8,13 +8,14 @@ import click
 
 from sessionstore._display import escape
 from sessionstore.cli.common import (
-    default_store,
     emit_json,
     json_option,
     library_errors,
     record_number_type,
-    store_option,
+    target_options,
 )
+from sessionstore.errors import WaitTimedOut
+from sessionstore.store.target import resolve_target
 
 EXIT_TORN = 1
 EXIT_TIMED_OUT = 3
@@ -26,7 +27,7 @@ class _TimedOut(click.ClickException):
 
 
 @click.command()
-@click.argument("target")
+@target_options()
 @click.option("--trial", type=record_number_type, help="Wait for trials/N/trial.json.")
 @click.option("--attempt", type=record_number_type, help="Wait for service/K/verification.json.")
 @click.option("--report", is_flag=True, help="Wait for report.json (the end of the session).")
@@ -37,16 +38,15 @@ class _TimedOut(click.ClickException):
     metavar="SECONDS",
     help="Give up after SECONDS (exit 3). Default: wait forever.",
 )
-@store_option
 @json_option
 @library_errors
 def wait(
     target: str,
+    store_dir: Path | None,
     trial: int | None,
     attempt: int | None,
     report: bool,
     timeout: float | None,
-    store_dir: Path | None,
     as_json: bool,
 ) -> None:
     """Wait until a record of session TARGET is completed, and print it.
@@ -62,14 +62,13 @@ def wait(
       sessionstore wait ./workspace --attempt 2 --json
       sessionstore wait 1a2b3c4d --report
     """
-    from sessionstore.cli.target import resolve
-    from sessionstore.errors import WaitTimedOut
-    from sessionstore.store.session import RecordState, Store
+    # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
+    from sessionstore.store.session import RecordState
     from sessionstore.store.wait import wait_report
 
     if sum((trial is not None, attempt is not None, report)) != 1:
         raise click.UsageError("give exactly one of --trial N, --attempt K, --report")
-    session = resolve(Store(store_dir or default_store()), target)
+    session = resolve_target(target, store_dir)
     if trial is not None:
         what, collection, n = f"trial {trial}", session.trials, trial
     elif attempt is not None:

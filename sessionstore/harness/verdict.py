@@ -33,6 +33,7 @@ from sessionstore.store.session import (
     Collection,
     Record,
     RecordState,
+    Session,
     read_record,
     record_dir_fd,
     record_relpath,
@@ -40,11 +41,13 @@ from sessionstore.store.session import (
 
 __all__ = [
     "CONTRACT_FIELD",
+    "Judgement",
     "Outcome",
     "Verdict",
     "declares_output_contract",
     "evaluate_output_contract",
     "judge",
+    "judge_session",
     "output_verdict",
 ]
 
@@ -134,6 +137,40 @@ def judge(collection: Collection, n: int, log: str | os.PathLike[str] | None = N
             record_relpath(log, f"--log {os.fspath(log)!r}")
         return _indeterminate(f"no record {n} in {collection.path}")
     return evaluate_output_contract(read_record(n, path, collection.marker), log)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A record judged now: its collection's name (`trials` or `service`), number and verdict."""
+
+    collection: str
+    n: int
+    verdict: Verdict
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape `check --json` prints: collection, n, then the verdict's fields."""
+        return {"collection": self.collection, "n": self.n, **self.verdict.to_dict()}
+
+
+def judge_session(
+    session: Session,
+    *,
+    trial: int | None = None,
+    attempt: int | None = None,
+    log: str | os.PathLike[str] | None = None,
+) -> Judgement:
+    """Judge trial `trial` or verification attempt `attempt` of `session` by its log (`judge`).
+
+    Give exactly one of `trial` and `attempt`, else `InvalidInput`. Raises
+    `InvalidInput` for a malformed `log` too (absolute, `..`, a temp name),
+    and nothing else: whatever is found on disk (no such record, a record in
+    flight or torn, a missing or unreadable log) is an indeterminate verdict.
+    """
+    if (trial is None) == (attempt is None):
+        raise InvalidInput("trial/attempt", "give exactly one of a trial and an attempt number")
+    collection, n = (session.trials, trial) if trial is not None else (session.service, attempt)
+    assert n is not None
+    return Judgement(collection.name, n, judge(collection, n, log))
 
 
 def _judge_file(record: Record, rel: PurePosixPath) -> Verdict:

@@ -125,7 +125,10 @@ def check_constraints(record: Mapping[str, Any], constraints: Mapping[str, Any])
 
 
 def meets_constraints(record: Mapping[str, Any], constraints: Mapping[str, Any]) -> bool:
-    """False when the trial says `failed: true` or violates a checkable constraint."""
+    """False when the trial says `failed: true` or violates a checkable constraint.
+
+    `score_trials` applies the same rule (plus the log's verdict) to each trial.
+    """
     if record.get("failed") is True:
         return False
     return all(check.ok for check in check_constraints(record, constraints))
@@ -133,11 +136,16 @@ def meets_constraints(record: Mapping[str, Any], constraints: Mapping[str, Any])
 
 @dataclass(frozen=True)
 class Score:
-    """One trial as ranked: its objective value and whether it meets the constraints."""
+    """One trial as ranked: its objective value, whether it meets the constraints, and why.
+
+    `checks` are the simple constraints checked against it (`check_constraints`),
+    so views show what a trial violates without checking again.
+    """
 
     n: int
     value: float | None
     meets_constraints: bool | None  # None when the trial is not completed
+    checks: tuple[Check, ...] = ()
 
 
 def score_trials(
@@ -154,12 +162,16 @@ def score_trials(
     verdicts = verdicts or {}
     scores: list[Score] = []
     for record in trials:
-        meets = None
+        meets: bool | None = None
+        checks: tuple[Check, ...] = ()
         if record.state is RecordState.COMPLETED and record.data is not None:
-            meets = meets_constraints(record.data, constraints) and not _log_failed(
-                verdicts.get(record.n)
+            checks = tuple(check_constraints(record.data, constraints))
+            meets = (
+                record.data.get("failed") is not True
+                and all(check.ok for check in checks)
+                and not _log_failed(verdicts.get(record.n))
             )
-        scores.append(Score(record.n, objective.value(record), meets))
+        scores.append(Score(record.n, objective.value(record), meets, checks))
     return scores
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sessionstore.errors import NoBestTrial
 from sessionstore.harness.verdict import Verdict, output_verdict
 from sessionstore.inspect.best import Best, Objective, Score, best_trial, score_trials
+from sessionstore.store.lineage import lineage_info
 from sessionstore.store.session import Record, RecordState, Session
 from sessionstore.store.status import (
     Progress,
@@ -127,8 +129,6 @@ class SessionView:
 
     def detail(self) -> dict[str, Any]:
         """The detail view's JSON: the summary plus every record in numeric order."""
-        from sessionstore.store.lineage import lineage_info
-
         return {
             **self.summary(),
             "manifest": self.session.manifest,
@@ -149,6 +149,20 @@ class SessionView:
             "foreign": self.foreign,
             "lineage": lineage_info(self.session),
         }
+
+
+def best_trial_number(session: Session, objective: Objective | None = None) -> int:
+    """The number of the trial `inspect` shows as best (what `export --best` exports).
+
+    Ranked as `SessionView.load` ranks (`sessionstore.inspect.best`): when no
+    trial meets the constraints it is still the best that fell short. Raises
+    `NoBestTrial` when no completed trial has a value for the objective.
+    """
+    objective = objective or Objective()
+    best = SessionView.load(session, objective).best
+    if best is None:
+        raise NoBestTrial(session.path, objective.path)
+    return best.n
 
 
 def _verdicts(records: list[Record]) -> dict[int, Verdict]:

@@ -10,8 +10,9 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from sessionstore.cli.schema import SCHEMA_DIALECT, json_schema, schema
+from sessionstore.cli.schema import schema
 from sessionstore.format.models import SCHEMAS
+from sessionstore.format.schema import SCHEMA_DIALECT, json_schema
 from sessionstore.store.session import Store
 
 NAMES = sorted(SCHEMAS)
