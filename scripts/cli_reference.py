@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from sessionstore.cli import COMMANDS, cli
+from sessionstore.cli import cli
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 WIDTH = 88
@@ -43,17 +43,36 @@ def help_text(command: click.Command, name: str, parent: click.Context | None) -
     return command.get_help(ctx).rstrip() + "\n"
 
 
+def walk(
+    command: click.Command, path: tuple[str, ...], parent: click.Context | None
+) -> list[tuple[tuple[str, ...], click.Command, click.Context | None]]:
+    """`command` and every command below it: (path of names, command, parent context).
+
+    A group's subcommands come sorted by name, each right after its group,
+    so a nested group gets its own sections too.
+    """
+    found = [(path, command, parent)]
+    if isinstance(command, click.Group):
+        ctx = click.Context(
+            command,
+            info_name=path[-1],
+            parent=parent,
+            terminal_width=WIDTH,
+            **command.context_settings,
+        )
+        for name in sorted(command.list_commands(ctx)):
+            sub = command.get_command(ctx, name)
+            assert sub is not None, name
+            found += walk(sub, (*path, name), ctx)
+    return found
+
+
 def render() -> str:
     """The whole reference: the group's help, then one section per command."""
-    root = click.Context(
-        cli, info_name="sessionstore", terminal_width=WIDTH, **cli.context_settings
-    )
-    parts = [HEADER, "## sessionstore\n", "```\n" + help_text(cli, "sessionstore", None) + "```\n"]
-    for name in sorted(COMMANDS):
-        command = cli.get_command(root, name)
-        assert command is not None, name
-        parts.append(f"## sessionstore {name}\n")
-        parts.append("```\n" + help_text(command, name, root) + "```\n")
+    parts = [HEADER]
+    for path, command, parent in walk(cli, ("sessionstore",), None):
+        parts.append(f"## {' '.join(path)}\n")
+        parts.append("```\n" + help_text(command, path[-1], parent) + "```\n")
     return "\n".join(parts)
 
 
