@@ -135,17 +135,23 @@ def mirror(
         config = WatchConfig(debounce=debounce, max_wait=max_wait, full_every=full_every)
         report = _run_daemon(the_mirror, config, quiet, as_json)
     else:
-        # One pass, then the process exits: its objects (a cache entry and a few stats
-        # per file) hold no cycles worth collecting, and the collector's scans of them
-        # cost ~15% of a 10,000-file no-op pass (benchmarks/bench_mirror.py).
-        gc.disable()
-        report = the_mirror.run_once()
-        summary = report.to_dict()
-        _print_summary(summary)
-        if as_json:
-            emit_json(summary)
+        report = _run_once(the_mirror, as_json)
     if not report.ok:
         sys.exit(1)
+
+
+def _run_once(the_mirror: Mirror, as_json: bool) -> PassReport:
+    """One pass: its summary on stderr, and as JSON on stdout with --json."""
+    # One pass, then the process exits: its objects (a cache entry and a few stats
+    # per file) hold no cycles worth collecting, and the collector's scans of them
+    # cost ~15% of a 10,000-file no-op pass (benchmarks/bench_mirror.py).
+    gc.disable()
+    report = the_mirror.run_once()
+    summary = report.to_dict()
+    _print_summary(summary)
+    if as_json:
+        emit_json(summary)
+    return report
 
 
 def _destination(dst: str, store_dir: Path | None) -> Path:

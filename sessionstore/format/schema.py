@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sessionstore.errors import InvalidInput
 from sessionstore.format.models import SCHEMAS
 from sessionstore.format.names import FORMAT_VERSION
 
@@ -34,9 +35,13 @@ def schema_names() -> list[str]:
 def json_schema(name: str) -> dict[str, Any]:
     """The JSON Schema of the model `SCHEMAS[name]`, with `$schema`, `$id` and a title.
 
-    Raises KeyError for a name not in `schema_names()`.
+    Raises `InvalidInput` for a name not in `schema_names()`.
     """
-    body = SCHEMAS[name].model_json_schema(mode="validation")
+    model = SCHEMAS.get(name)
+    if model is None:
+        known = ", ".join(SCHEMAS)
+        raise InvalidInput("schema name", f"no schema {name!r}; give one of {known}")
+    body = model.model_json_schema(mode="validation")
     return {
         "$schema": SCHEMA_DIALECT,
         "$id": f"{ID_PREFIX}{FORMAT_VERSION}:{name}",

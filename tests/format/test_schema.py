@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from sessionstore.cli.schema import schema
+from sessionstore.errors import InvalidInput
 from sessionstore.format.models import SCHEMAS
 from sessionstore.format.schema import SCHEMA_DIALECT, json_schema
 from sessionstore.store.session import Store
@@ -89,6 +90,11 @@ def test_documents_the_library_writes_validate(tmp_path: Path) -> None:
         assert model.model_dump(mode="json", exclude_unset=True).keys() == document.keys()
         if validator is not None:
             validator.validate(document, json_schema(name))
+
+
+def test_an_unknown_name_is_invalid_input_naming_the_known_ones() -> None:
+    with pytest.raises(InvalidInput, match=r"no schema 'trials'; give one of session, "):
+        json_schema("trials")
 
 
 def test_a_harness_defined_field_is_allowed_and_a_wrong_type_is_not() -> None:

@@ -1,0 +1,155 @@
+"""Finding every occurrence of every needle: an immutable snapshot the redactor's streams share.
+
+All-overlapping matching, then merging. Leftmost-first alternation leaves
+`efgh` of secret `bcdefgh` visible in `abcdefgh` when `abcd` is also a
+secret. Matching runs in two stages for speed: a leftmost-first automaton
+over the 8-byte needle prefixes locates candidate regions (every needle
+occurrence starts inside one of its hits), and an overlapping automaton
+over the full needles runs only on those regions.
+
+`Compiled.spans` finds the occurrences in a buffer (needles, token patterns
+and, for a whole file, short secrets); `Compiled.crossing` the ones that
+straddle a given position, which is what settling a range asks
+(`sessionstore.redact.stream`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ahocorasick_rs
+
+from sessionstore.redact.patterns import MAX_MATCH_LEN as PATTERN_MAX_LEN
+from sessionstore.redact.patterns import pattern_spans
+from sessionstore.redact.variants import MIN_NEEDLE_LEN
+
+__all__ = ["SHORT_FILE_MAX", "Compiled", "Span", "build", "merge"]
+
+# Largest file (or name) the short-secret rule looks at. Bounded so a stream
+# needs to hold back at most this many bytes before it knows the file is longer.
+SHORT_FILE_MAX = 256
+
+# A DFA scans about twice as fast as an NFA but takes ~250 bytes per state;
+# past this many detector prefixes (~300 secrets) the NFA keeps memory small.
+_DFA_MAX_PREFIXES = 8_000
+_BLOCK = 1 << 14
+# Detector needles are the first bytes of each needle; every needle is at least
+# this long. Shorter prefixes (4) measured slower: more false candidate windows.
+_PREFIX_LEN = MIN_NEEDLE_LEN
+
+Span = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    """An immutable snapshot of everything matching needs; shared by streams."""
+
+    marker: bytes
+    detector: ahocorasick_rs.BytesAhoCorasick | None
+    matcher: ahocorasick_rs.BytesAhoCorasick | None
+    needle_max: int
+    patterns: bool
+    shorts: frozenset[bytes]
+
+    @property
+    def max_len(self) -> int:
+        return max(self.needle_max, PATTERN_MAX_LEN if self.patterns else 0)
+
+    @property
+    def reach(self) -> int:
+        """How far a byte's fate can depend on the bytes after it (see `StreamRedactor`)."""
+        return 3 * self.max_len
+
+    def spans(self, buf: bytes, final: bool, whole: bool) -> list[Span]:
+        """Every needle and token occurrence in `buf`; unless `final`, only the complete ones.
+
+        `whole` says `buf` is the entire file, the only case short secrets apply to.
+        """
+        found = self._literal_spans(buf)
+        if self.patterns:
+            found.extend(pattern_spans(buf, final))
+        if whole and self.shorts and len(buf) <= SHORT_FILE_MAX:
+            core = buf.strip()
+            if core in self.shorts:
+                start = len(buf) - len(buf.lstrip())
+                found.append((start, start + len(core)))
+        return found
+
+    def crossing(self, window: bytes, at: int) -> list[Span]:
+        """Occurrences in `window` that contain both `window[at - 1]` and `window[at]`."""
+        found: list[Span] = []
+        if self.matcher is not None:
+            hits = self.matcher.find_matches_as_indexes(window, overlapping=True)
+            found.extend((s, e) for _, s, e in hits if s < at < e)
+        if self.patterns:
+            found.extend((s, e) for s, e in pattern_spans(window, True) if s < at < e)
+        return found
+
+    def _literal_spans(self, buf: bytes) -> list[Span]:
+        if self.detector is None or self.matcher is None:
+            return []
+        spans: list[Span] = []
+        view = memoryview(buf)
+        # Blocks bound the match lists a dense input (a long run of one
+        # secret) produces, so memory stays proportional to the block size.
+        for block in range(0, len(buf), _BLOCK):
+            # The detector sees 7 bytes past the block so every prefix starting
+            # inside it is whole; hits starting past the block are the next one's.
+            hits = self.detector.find_matches_as_indexes(
+                view[block : block + _BLOCK + _PREFIX_LEN - 1]
+            )
+            found: list[Span] = []
+            for start, end in _windows(hits, block, self.needle_max, len(buf)):
+                window = self.matcher.find_matches_as_indexes(view[start:end], overlapping=True)
+                found.extend((start + s, start + e) for _, s, e in window)
+            spans.extend(merge(found))
+        return spans
+
+
+def _windows(
+    hits: list[tuple[int, int, int]], offset: int, needle_max: int, limit: int
+) -> list[Span]:
+    """Regions that contain every needle occurrence starting inside a detector hit.
+
+    Leftmost-first search reports the leftmost start each time, so every
+    occurrence of a needle starts inside some hit [s, s + 8) (its 8-byte prefix
+    is a detector needle) and ends before s + 7 + needle_max.
+    """
+    windows: list[Span] = []
+    for _, start, end in hits:
+        if start >= _BLOCK:
+            break
+        start, end = offset + start, min(limit, offset + end + needle_max - 1)
+        if windows and start <= windows[-1][1]:
+            windows[-1] = (windows[-1][0], end)
+        else:
+            windows.append((start, end))
+    return windows
+
+
+def merge(spans: list[Span]) -> list[Span]:
+    """Sort and merge overlapping *and adjacent* spans: one marker per merged range."""
+    merged: list[Span] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def build(marker: bytes, found: set[bytes], shorts: set[bytes], patterns: bool) -> Compiled:
+    if not found:
+        return Compiled(marker, None, None, 0, patterns, frozenset(shorts))
+    ordered = sorted(found)
+    prefixes = sorted({n[:_PREFIX_LEN] for n in ordered})
+    fast = ahocorasick_rs.Implementation.DFA
+    small = ahocorasick_rs.Implementation.ContiguousNFA
+    detector = ahocorasick_rs.BytesAhoCorasick(
+        prefixes,
+        matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST,
+        implementation=fast if len(prefixes) <= _DFA_MAX_PREFIXES else small,
+    )
+    matcher = ahocorasick_rs.BytesAhoCorasick(ordered, implementation=small)
+    return Compiled(marker, detector, matcher, max(map(len, ordered)), patterns, frozenset(shorts))

@@ -1,0 +1,221 @@
+"""Streaming redaction: one file chunk by chunk, in bounded memory, equal to whole-buffer output.
+
+Occurrences (`sessionstore.redact.matcher`) are merged into ranges; each
+range is replaced by one marker followed by the CR and LF bytes it
+contained. The ranges are settled against the output, not the input:
+
+* The output holds no needle and no token, so redacting twice equals
+  redacting once. Merging input matches is not enough: a secret that begins
+  with the end of the marker (`EDabcdefgh`) reappears in `REDACTEDabcdefgh`
+  when its remainder follows another secret, one that ends with the marker's
+  start (`...R`) when its head precedes one, and `xoxb-` + a secret becomes a
+  Slack token. So ranges are settled left to right against the *output*:
+  a range's start moves left one byte at a time while the output before it
+  plus the marker holds an occurrence crossing into the marker, and its end
+  moves right over every occurrence crossing out of its rendering (marker
+  plus kept line breaks) into the following bytes. Proof sketch: take any
+  occurrence in the final output. Inside a gap it would be an input match,
+  which lies inside a range. Else let R be the last range it touches. If it
+  ends past R's rendering, it is in the window R's last right check saw (the
+  output up to R plus the raw bytes up to the next range's first start,
+  which a later left move only brings closer), so R would have grown. If it
+  ends inside R's rendering it ends inside the marker (a needle may not
+  contain the marker; no token ends in a line break) and was seen by R's
+  last left check, so R's start would have moved. Each step covers one more input
+  byte, so settling ends.
+* Moving right is unbounded but streams: the range stays open. Moving left
+  cannot stream in bounded memory in general (secret `aaaaaaaR`: in
+  `aaa...a` + another secret, every `a` before the marker completes it, so
+  nothing could be emitted until the run ends). It stops after `max_len`
+  bytes and raises RedactionUnsafe instead of emitting such an occurrence. It
+  takes a run in which every byte ends the head of some needle whose tail is
+  a start of the marker, like `aaaaaaaR` next to many `a`; a moved start
+  usually settles after a byte or two.
+* Streaming: every step above reads at most `3 * max_len` bytes past the
+  range it settles (a `max_len` window, needles complete up to its end, and
+  a left move of up to `max_len` by a range not yet found), so `_settle()`
+  takes a step only when those bytes are buffered and otherwise stops; a
+  range still growing stays *open* (its marker emitted once, continued in
+  the next call). So stream output equals whole-buffer output for every
+  chunking, and a long run of overlapping secrets never grows the buffer.
+* Optional token patterns (`sessionstore.redact.patterns`) have bounded length, which
+  `max_len` includes, so they stream like needles.
+"""
+
+from __future__ import annotations
+
+from sessionstore.errors import RedactionUnsafe, StreamFinished
+from sessionstore.redact.matcher import SHORT_FILE_MAX, Compiled, merge
+
+__all__ = ["StreamRedactor"]
+
+_NOT_NEWLINE = bytes(b for b in range(256) if b not in b"\r\n")
+
+
+class StreamRedactor:
+    """Redacts one file chunk by chunk in bounded memory.
+
+    The concatenation of every `feed()` result and `finish()` equals
+    `Redactor.redact()` of the whole input, however it was chunked: both run
+    `_settle()`, which takes a step only once the bytes that step depends on
+    are all in the buffer, and otherwise stops and resumes on the next chunk.
+    """
+
+    def __init__(self, compiled: Compiled) -> None:
+        self._c = compiled
+        self._buf = b""
+        # The last max_len bytes of output: the context a needle or token could
+        # share with a marker.
+        self._tail = b""
+        # A range whose marker was emitted may still grow: it covers the first
+        # `_carried` bytes of `_buf` (already rendered) and continues from there.
+        self._open = False
+        self._carried = 0
+        # Until more than SHORT_FILE_MAX bytes arrived the file may still be a
+        # whole-file short secret, so nothing may be emitted yet.
+        self._gated = bool(compiled.shorts)
+        self._consumed = False  # some input already left the buffer
+        self._finished = False
+
+    @classmethod
+    def redact_whole(cls, compiled: Compiled, data: bytes) -> bytes:
+        """`data` redacted as one whole file: what `Redactor.redact` returns."""
+        return cls(compiled)._settle(data, final=True, whole=True)[0]
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Take the next chunk; return the output that is already certain (maybe b"").
+
+        Raises StreamFinished after `finish()`.
+        """
+        if self._finished:
+            raise StreamFinished("feed")
+        self._buf += chunk
+        if self._gated:
+            if len(self._buf) <= SHORT_FILE_MAX:
+                return b""
+            self._gated = False
+        if len(self._buf) <= self._c.reach:
+            return b""
+        out, keep = self._settle(self._buf, final=False, whole=False)
+        self._buf = self._buf[keep:]
+        self._consumed = True
+        return out
+
+    def finish(self) -> bytes:
+        """Return the rest of the output; the stream cannot be fed afterwards.
+
+        Raises StreamFinished if called twice.
+        """
+        if self._finished:
+            raise StreamFinished("finish")
+        self._finished = True
+        buf, self._buf = self._buf, b""
+        return self._settle(buf, final=True, whole=not self._consumed)[0]
+
+    def _settle(self, buf: bytes, final: bool, whole: bool) -> tuple[bytes, int]:
+        """Render `buf` (continuing this stream's state); return output and bytes used.
+
+        Ranges are taken left to right. A new range's start moves left one
+        byte at a time while the output before it plus the marker holds an
+        occurrence crossing into the marker; its end moves right over every
+        occurrence that crosses out of its rendering. Unless `final`, a step
+        that needs bytes beyond the buffer is not taken: the output so far and
+        the index to keep the buffer from are returned instead.
+
+        Long because the loop is one state machine (`pos`, `idx`, `current` and
+        the output tail shared by every step, the `emit`/`grow` closures in the
+        hot path): the proof sketch in the module docstring reads against it
+        as one piece, and splitting it would pass that state around per byte.
+        """
+        c = self._c
+        width = c.max_len
+        n = len(buf)
+        found = c.spans(buf, final, whole)
+        if self._open:
+            found.append((0, self._carried))
+        ranges = merge(found)
+        # Gaps go out as views of `buf`: the final join is their only copy.
+        view = memoryview(buf)
+        out: list[bytes | memoryview] = []
+        pos = 0  # buf[:pos] is rendered
+        idx = 0  # ranges[idx:] are not yet part of the output
+        current = self._open  # a range ends at pos, its marker emitted, and may grow
+
+        def emit(data: bytes | memoryview) -> None:
+            out.append(data)
+            tail = data[-width:] if len(data) >= width else self._tail + data
+            self._tail = bytes(tail[-width:])
+
+        def grow(end: int) -> None:
+            # Extend the current range to `end`, merging ranges it reaches or touches.
+            nonlocal pos, idx
+            while idx < len(ranges) and ranges[idx][0] <= end:
+                end = max(end, ranges[idx][1])
+                idx += 1
+            emit(buf[pos:end].translate(None, _NOT_NEWLINE))
+            pos = end
+
+        if current:
+            pos = self._carried
+            grow(pos)
+        while True:
+            if current:
+                if not final and n - pos < c.reach:
+                    break
+                nxt = ranges[idx][0] if idx < len(ranges) else n
+                look = buf[pos : min(nxt, pos + width - 1)]
+                crossing = c.crossing(self._tail + look, len(self._tail))
+                if crossing:
+                    grow(pos + max(e for _, e in crossing) - len(self._tail))
+                    continue
+                # A range close enough that moving its start left could reach this one.
+                near = idx < len(ranges) and nxt - pos <= width
+                if near and self._start(buf, pos, nxt) == pos:
+                    grow(nxt)
+                    continue
+                current = False
+            # A range found this close to the end may still gain an earlier start.
+            if idx == len(ranges) or (not final and ranges[idx][0] > n - width):
+                break
+            start = self._start(buf, pos, ranges[idx][0])
+            emit(view[pos:start])
+            emit(c.marker)
+            pos = start
+            grow(ranges[idx][0])
+            current = True
+        if final:
+            emit(view[pos:])
+            return b"".join(out), n
+        self._open = current
+        if current:
+            # Keep every byte a needle still incomplete at the buffer end may start at.
+            keep = max(0, min(pos, n - width + 1))
+            self._carried = pos - keep
+        else:
+            # Not yet found ranges start after n - width and move left at most `width`.
+            keep = max(pos, n - 2 * width)
+            emit(view[pos:keep])
+        return b"".join(out), keep
+
+    def _start(self, buf: bytes, floor: int, start: int) -> int:
+        """Where a range found at `start` begins so no occurrence crosses into its marker.
+
+        Moves left one byte at a time, at most `max_len` bytes and not below
+        `floor` (the end of the previous range: reaching it merges the two).
+        Raises RedactionUnsafe past that bound, rather than emit such an occurrence.
+        """
+        c = self._c
+        width = c.max_len
+        pos = start
+        while pos > floor:
+            ctx = (self._tail + buf[max(floor, pos - width) : pos])[-width:]
+            if not c.crossing(ctx + c.marker, len(ctx)):
+                break
+            pos -= 1
+            if start - pos > width:
+                raise RedactionUnsafe(
+                    f"more than {width} bytes before a secret each complete a registered value "
+                    f"or token with the start of the marker {c.marker.decode()!r}; refusing to "
+                    "write output that contains it; choose another marker",
+                )
+        return pos
