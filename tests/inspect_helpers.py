@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import cli_runner
 import orjson
 from rich.console import Console
 
@@ -124,10 +125,5 @@ def demo_store(root: Path) -> Store:
 
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """`python -m sessionstore ARGS` as a real process; `timeout` is a hang guard only."""
-    return subprocess.run(
-        [sys.executable, "-m", "sessionstore", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
-    )
+    env = cli_runner.environ(NO_COLOR="1", COLUMNS="200")
+    return cli_runner.run(*args, timeout=timeout, env=env)

@@ -7,12 +7,12 @@ import queue
 import signal
 import stat
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import cli_runner
 import orjson
 
 from sessionstore._fs.atomic import is_temp_name
@@ -21,7 +21,6 @@ from sessionstore.mirror.mirror import RESERVED_PREFIX, Mirror, PassReport
 # Wider than the default racy window (10 ms or one tick), so a file written
 # before `settle()` is always trusted by the next pass.
 SETTLE_S = 0.02
-SESSIONSTORE = [sys.executable, "-m", "sessionstore"]
 
 
 def settle() -> None:
@@ -120,14 +119,7 @@ def mirror_cli(
     *args: str | Path, timeout: float = 60, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`sessionstore mirror ARGS` in a real process, never allowed to hang."""
-    return subprocess.run(
-        [*SESSIONSTORE, "mirror", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        cwd=cwd,
-    )
+    return cli_runner.run("mirror", *args, timeout=timeout, cwd=cwd)
 
 
 def make_deep(root: Path, levels: int, name: str = "d") -> None:
@@ -191,19 +183,18 @@ class DaemonProcess:
     """
 
     def __init__(self, *args: str | Path, env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen(
-            [*SESSIONSTORE, "mirror", *map(str, args)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
+        self.proc = cli_runner.popen("mirror", *args, env=env, text=True)
         self._lines: queue.Queue[str] = queue.Queue()
         self._err: list[str] = []
         assert self.proc.stdout is not None and self.proc.stderr is not None
         out, err = self.proc.stdout, self.proc.stderr
+
+        def pump() -> None:
+            for line in out:
+                self._lines.put(line)
+
         self._threads = [
-            threading.Thread(target=lambda: [self._lines.put(x) for x in out], daemon=True),
+            threading.Thread(target=pump, daemon=True),
             threading.Thread(target=lambda: self._err.extend(err), daemon=True),
         ]
         for thread in self._threads:

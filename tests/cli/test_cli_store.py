@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import sysconfig
 from pathlib import Path
 
+import cli_runner
 import orjson
 import pytest
 
@@ -17,13 +17,8 @@ from sessionstore.store.session import Store
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "sessionstore", *args],
-        capture_output=True,
-        env={**os.environ, "NO_COLOR": "1", **(env or {})},
-        timeout=60,
-        check=False,
-    )
+    """`sessionstore ARGS` as a real process, uncoloured, `env` added; its raw bytes."""
+    return cli_runner.run(*args, env=cli_runner.environ(NO_COLOR="1", **(env or {})), text=False)
 
 
 def test_version_and_help() -> None:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import orjson
+from cli_runner import popen, run
 
 from sessionstore.store.session import RecordState, Store
 
@@ -23,15 +24,9 @@ def env(tmp: Path) -> dict[str, str]:
     return {**os.environ, "NO_COLOR": "1", "COLUMNS": "100", "TMPDIR": str(tmp)}
 
 
-def run(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        args, capture_output=True, text=True, timeout=120, check=False, env=env(tmp)
-    )
-
-
 def test_demo_mirrors_a_fake_session_and_redacts_its_secret(tmp_path: Path) -> None:
     store, tmp = tmp_path / "store", tmp_path / "tmp"
-    result = run(sys.executable, "-m", "sessionstore", "demo", "--store", str(store), tmp=tmp)
+    result = run("demo", "--store", store, env=env(tmp), timeout=120)
     assert result.returncode == 0, result.stderr
     assert list(tmp.iterdir()) == [], "the demo leaves no temp file behind"
     (session,) = Store(store).sessions()
@@ -58,7 +53,14 @@ def test_demo_mirrors_a_fake_session_and_redacts_its_secret(tmp_path: Path) -> N
 def test_harness_example_runs_end_to_end(tmp_path: Path) -> None:
     tmp = tmp_path / "tmp"
     harness = ROOT / "examples" / "harness.py"
-    result = run(sys.executable, str(harness), "--store", str(tmp_path / "store"), tmp=tmp)
+    result = subprocess.run(
+        [sys.executable, harness, "--store", tmp_path / "store"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env(tmp),
+    )
     assert result.returncode == 0, result.stderr
     assert list(tmp.iterdir()) == [], "the workspace, which holds the raw token, is deleted"
     (session,) = Store(tmp_path / "store").sessions()
@@ -72,12 +74,7 @@ def test_harness_example_runs_end_to_end(tmp_path: Path) -> None:
 
 def test_ctrl_c_during_the_demo_exits_130_and_leaves_nothing(tmp_path: Path) -> None:
     store, tmp = tmp_path / "store", tmp_path / "tmp"
-    demo = subprocess.Popen(
-        [sys.executable, "-m", "sessionstore", "demo", "--store", str(store)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env(tmp),
-    )
+    demo = popen("demo", "--store", store, env=env(tmp))
     try:
         # Interrupt once the fake agent is at work: the session and its workspace exist.
         for _ in range(400):

@@ -8,7 +8,7 @@ from typing import Any
 import jsonschema
 import orjson
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
 from sessionstore.cli.schema import schema
 from sessionstore.errors import InvalidInput
@@ -105,13 +105,12 @@ def test_a_harness_defined_field_is_allowed_and_a_wrong_type_is_not() -> None:
 
 
 def test_cli_prints_one_or_all() -> None:
-    runner = CliRunner()
-    result = runner.invoke(schema, ["trial"])
+    result = invoke("trial", command=schema)
     assert result.exit_code == 0 and orjson.loads(result.stdout) == json_schema("trial")
-    result = runner.invoke(schema, [])
+    result = invoke(command=schema)
     assert result.exit_code == 0
     everything = orjson.loads(result.stdout)
     assert list(everything) == list(SCHEMAS)
     assert everything == {name: json_schema(name) for name in SCHEMAS}
-    result = runner.invoke(schema, ["trials"])
+    result = invoke("trials", command=schema)
     assert result.exit_code == 2 and "'trials' is not one of 'session'" in result.stderr

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -251,23 +251,23 @@ def _check_against_reference(record: Record, data: bytes) -> None:
 # The CLI: exit 0 pass, 1 fail, 4 indeterminate (and errors that prevent judging), 2 usage.
 
 
-def run_check(session: Session, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(check, [str(session.path), *args])
-    return result.exit_code, result.stdout, result.stderr
-
-
 def test_cli_exit_codes_and_output(session: Session) -> None:
     trial(session, b"PASS\n", {"output_contract": {"log": "run.log"}})
     trial(session, b"FAIL:too slow\n", {"status": "verified"})
     trial(session, b"", {})
-    assert run_check(session, "--trial", "1") == (0, "pass\n", "")
-    assert run_check(session, "--trial", "2", "--log", "run.log") == (1, "fail: too slow\n", "")
-    assert run_check(session, "--trial", "3", "--log", "run.log") == (
+    path = session.path
+    assert invoke(path, "--trial", "1", command=check).outcome == (0, "pass\n", "")
+    assert invoke(path, "--trial", "2", "--log", "run.log", command=check).outcome == (
+        1,
+        "fail: too slow\n",
+        "",
+    )
+    assert invoke(path, "--trial", "3", "--log", "run.log", command=check).outcome == (
         4,
         "indeterminate: log is empty\n",
         "",
     )
-    code, out, _ = run_check(session, "--trial", "9", "--log", "run.log")
+    code, out, _ = invoke(path, "--trial", "9", "--log", "run.log", command=check).outcome
     assert (code, out) == (4, f"indeterminate: no record 9 in {session.trials.path}\n")
 
 
@@ -275,7 +275,8 @@ def test_cli_json_and_attempts(session: Session) -> None:
     writer = session.service.begin()
     writer.write_bytes("out/service.log", b"FAIL:no GPU\n")
     writer.complete({"trial": 1, "status": "verified"})
-    code, out, _ = run_check(session, "--attempt", "1", "--log", "out/service.log", "--json")
+    args = ["--attempt", "1", "--log", "out/service.log", "--json"]
+    code, out, _ = invoke(session.path, *args, command=check).outcome
     assert code == 1
     assert orjson.loads(out) == {
         "collection": "service",
@@ -288,12 +289,13 @@ def test_cli_json_and_attempts(session: Session) -> None:
 
 def test_cli_errors(session: Session, tmp_path: Path) -> None:
     trial(session, b"PASS\n")
-    code, _, err = run_check(session, "--trial", "1", "--log", "../1/run.log")
+    args = ["--trial", "1", "--log", "../1/run.log"]
+    code, _, err = invoke(session.path, *args, command=check).outcome
     assert code == 2
     assert err.endswith("Error: Invalid value for --log '../1/run.log': must not contain '..'\n")
-    code, _, err = run_check(session, "--log", "run.log")
+    code, _, err = invoke(session.path, "--log", "run.log", command=check).outcome
     assert (code, err.splitlines()[-1]) == (2, "Error: give exactly one of --trial N, --attempt K")
-    result = CliRunner().invoke(check, ["nope", "--trial", "1", "--store", str(tmp_path)])
+    result = invoke("nope", "--trial", "1", "--store", tmp_path, command=check)
     assert result.exit_code == 4
     assert result.stderr == (
         f"Error: no session 'nope' in store {tmp_path}; list sessions with `sessionstore inspect`\n"

@@ -8,19 +8,18 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
-from click.testing import CliRunner
+from cli_runner import Invoked, invoke
 from inspect_helpers import attempt, demo_store, metrics, trial
 
-from sessionstore.cli import cli
 from sessionstore.store.session import Store
 
 
-def inspect(*args: str, env: dict[str, str] | None = None) -> Any:
-    result = CliRunner().invoke(cli, ["inspect", *args], env=env)
+def inspect(*args: str, env: dict[str, str] | None = None) -> Invoked:
+    """`sessionstore inspect ARGS` in-process, which must succeed."""
+    result = invoke("inspect", *args, env=env)
     assert result.exit_code == 0, result.output
     return result
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-from click.testing import CliRunner
+from cli_runner import invoke
 
-from sessionstore.cli import cli
 from sessionstore.store.session import Store
 
 
@@ -32,7 +31,7 @@ def _session(tmp_path: Path) -> Store:
 
 def test_json_carries_a_verdict_per_declaring_record(tmp_path: Path) -> None:
     _session(tmp_path)
-    result = CliRunner().invoke(cli, ["inspect", "judged", "--store", str(tmp_path), "--json"])
+    result = invoke("inspect", "judged", "--store", tmp_path, "--json")
     assert result.exit_code == 0, result.output
     verdicts = orjson.loads(result.output)["verdicts"]
     assert [(v["n"], v["outcome"], v["detail"]) for v in verdicts["trials"]] == [
@@ -48,14 +47,13 @@ def test_table_shows_the_log_column_only_when_a_record_declares_a_contract(
     tmp_path: Path,
 ) -> None:
     _session(tmp_path)
-    result = CliRunner().invoke(
-        cli, ["inspect", "judged", "--store", str(tmp_path), "--no-color"], terminal_width=120
-    )
+    args = ["inspect", "judged", "--store", str(tmp_path), "--no-color"]
+    result = invoke(*args, terminal_width=120)
     assert result.exit_code == 0, result.output
     assert "LOG" in result.output
     assert "fail: oom at batch 64" in result.output
     assert "indeterminate" in result.output
     plain = Store(tmp_path).create(id="plain", pid=None)
     plain.trials.begin().complete({"failed": False})
-    result = CliRunner().invoke(cli, ["inspect", "plain", "--store", str(tmp_path)])
+    result = invoke("inspect", "plain", "--store", tmp_path)
     assert result.exit_code == 0 and "LOG" not in result.output

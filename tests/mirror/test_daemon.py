@@ -7,8 +7,6 @@ import fcntl
 import logging
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +14,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from cli_runner import environ, popen, run
 
 from sessionstore.errors import LockHeld
 from sessionstore.mirror.daemon import PID_NAME, Daemon, WatchConfig, running
@@ -240,19 +239,10 @@ def test_file_rewritten_continuously_is_unstable_then_committed(src: Path, dst: 
         eventually(lambda: content(dst / "hot.log") == final)
 
 
-def _daemon(src: Path, dst: Path, *args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "sessionstore", "mirror", str(src), str(dst), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-
-
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_cli_daemon_stops_on_signal_with_a_final_pass(src: Path, dst: Path, sig: int) -> None:
     quiet = ["--full-every", "3600", "--debounce", "3600", "--max-wait", "3600"]
-    proc = _daemon(src, dst, "--json", *quiet)
+    proc = popen("mirror", src, dst, "--json", *quiet, env=environ(NO_COLOR="1"))
     try:
         eventually(lambda: (dst / PID_NAME).exists())
         (src / "before-signal.txt").write_bytes(b"must not be lost")
@@ -269,15 +259,10 @@ def test_cli_daemon_stops_on_signal_with_a_final_pass(src: Path, dst: Path, sig:
 
 
 def test_cli_second_daemon_exits_1_naming_the_holder(src: Path, dst: Path) -> None:
-    first = _daemon(src, dst, "-q")
+    first = popen("mirror", src, dst, "-q", env=environ(NO_COLOR="1"))
     try:
         eventually(lambda: (dst / PID_NAME).exists())
-        second = subprocess.run(
-            [sys.executable, "-m", "sessionstore", "mirror", str(src), str(dst)],
-            capture_output=True,
-            timeout=SOON,
-            check=False,
-        )
+        second = run("mirror", src, dst, timeout=SOON, text=False)
         assert second.returncode == 1
         assert f"already locked by process {first.pid}".encode() in second.stderr
         assert second.stderr.count(b"\n") == 1
@@ -288,7 +273,7 @@ def test_cli_second_daemon_exits_1_naming_the_holder(src: Path, dst: Path) -> No
 
 
 def test_cli_daemon_reports_progress_for_people(src: Path, dst: Path) -> None:
-    proc = _daemon(src, dst, "--full-every", "3600")
+    proc = popen("mirror", src, dst, "--full-every", "3600", env=environ(NO_COLOR="1"))
     try:
         eventually(lambda: (dst / PID_NAME).exists())
         (src / "notes.txt").write_bytes(b"x")

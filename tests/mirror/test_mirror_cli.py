@@ -8,10 +8,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from click.testing import CliRunner
-from mirror_helpers import SESSIONSTORE, settle, tree, write
-
-from sessionstore.cli import cli
+from cli_runner import SESSIONSTORE, invoke, run
+from mirror_helpers import settle, tree, write
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -32,13 +30,9 @@ def secrets_file(tmp: Path) -> Path:
     return write(tmp / "s.env", f"T={SECRET}\n".encode())
 
 
-def invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, ["mirror", *args], env=env)
-    return result.exit_code, result.stdout, result.stderr
-
-
 def test_json_report_and_summary(src: Path, tmp_path: Path) -> None:
-    code, out, err = invoke(str(src), str(tmp_path / "dst"), "--once", "--json", "--no-fsync")
+    args: list[str | Path] = ["mirror", src, tmp_path / "dst", "--once", "--json", "--no-fsync"]
+    code, out, err = invoke(*args).outcome
     assert code == 0
     doc = orjson.loads(out)
     assert {"copied", "unchanged", "unstable", "held_back", "skipped", "errors"} <= doc.keys()
@@ -52,7 +46,7 @@ def test_json_report_and_summary(src: Path, tmp_path: Path) -> None:
 
 
 def test_missing_source_exits_0_and_creates_nothing(tmp_path: Path) -> None:
-    code, _, err = invoke(str(tmp_path / "nope"), str(tmp_path / "dst"), "--once")
+    code, _, err = invoke("mirror", tmp_path / "nope", tmp_path / "dst", "--once").outcome
     assert code == 0 and "does not exist" in err
     assert not (tmp_path / "dst").exists()
 
@@ -74,14 +68,15 @@ def test_missing_source_exits_0_and_creates_nothing(tmp_path: Path) -> None:
 def test_secrets_are_redacted_and_never_printed(src: Path, tmp_path: Path, how: object) -> None:
     args, env = how(tmp_path)  # type: ignore[operator]
     dst = tmp_path / "dst"
-    code, out, err = invoke(str(src), str(dst), "--once", "--json", *args, env=env)
+    code, out, err = invoke("mirror", src, dst, "--once", "--json", *args, env=env).outcome
     assert code == 0
     assert SECRET not in out + err
     assert tree(dst)["trials/1/log.txt"] == b"token REDACTED\n"
 
 
 def test_a_short_secret_is_refused_with_one_line_and_no_value(src: Path, tmp_path: Path) -> None:
-    code, out, err = invoke(str(src), str(tmp_path / "dst"), "--once", "--secret", "pw123")
+    args: list[str | Path] = ["mirror", src, tmp_path / "dst", "--once", "--secret", "pw123"]
+    code, out, err = invoke(*args).outcome
     assert code == 1
     assert "pw123" not in out + err
     assert len(err.strip().splitlines()) == 1
@@ -90,16 +85,16 @@ def test_a_short_secret_is_refused_with_one_line_and_no_value(src: Path, tmp_pat
 
 def test_short_secrets_can_be_allowed(src: Path, tmp_path: Path) -> None:
     code, _, _ = invoke(
-        str(src), str(tmp_path / "dst"), "--once", "--secret", "pw123", "--allow-short-secrets"
-    )
+        "mirror", src, tmp_path / "dst", "--once", "--secret", "pw123", "--allow-short-secrets"
+    ).outcome
     assert code == 0
 
 
 def test_an_unset_secret_env_is_exit_1(src: Path, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "NOPE_UNSET"}
     code, _, err = invoke(
-        str(src), str(tmp_path / "dst"), "--once", "--secret-env", "NOPE_UNSET", env=env
-    )
+        "mirror", src, tmp_path / "dst", "--once", "--secret-env", "NOPE_UNSET", env=env
+    ).outcome
     assert code == 1 and "NOPE_UNSET" in err
 
 
@@ -107,10 +102,10 @@ def test_delete_flag_reaches_the_library(src: Path, tmp_path: Path) -> None:
     dst = tmp_path / "dst"
     write(src / "notes.txt", b"scratch")
     settle()
-    invoke(str(src), str(dst), "--once", "--no-fsync")
+    invoke("mirror", src, dst, "--once", "--no-fsync")
     (src / "notes.txt").unlink()
     (src / "trials" / "1" / "log.txt").unlink()  # in a sealed record: kept
-    code, out, _ = invoke(str(src), str(dst), "--once", "--delete", "--json")
+    code, out, _ = invoke("mirror", src, dst, "--once", "--delete", "--json").outcome
     report = orjson.loads(out)
     assert code == 0 and report["deleted"] == ["notes.txt"]
     assert [d["path"] for d in report["diverged"]] == ["trials/1"]
@@ -142,24 +137,12 @@ def test_real_process_round_trip_and_no_heavy_imports(src: Path, tmp_path: Path)
 def test_a_mistyped_session_id_as_dst_is_refused_not_created(tmp_path: Path) -> None:
     store, src = tmp_path / "store", tmp_path / "ws"
     src.mkdir()
-    result = subprocess.run(
-        [*SESSIONSTORE, "mirror", str(src), "183c1adf", "--once", "--store", str(store)],
-        cwd=tmp_path,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    result = run("mirror", src, "183c1adf", "--once", "--store", store, cwd=tmp_path, text=False)
     assert result.returncode == 2, result.stderr
     assert b"no session '183c1adf' in store" in result.stderr
     assert b"write ./183c1adf" in result.stderr
     assert not (tmp_path / "183c1adf").exists()
     # Spelled as a path, the same name is a new directory.
-    ok = subprocess.run(
-        [*SESSIONSTORE, "mirror", str(src), "./183c1adf", "--once", "--store", str(store)],
-        cwd=tmp_path,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    ok = run("mirror", src, "./183c1adf", "--once", "--store", store, cwd=tmp_path, text=False)
     assert ok.returncode == 0, ok.stderr
     assert (tmp_path / "183c1adf").is_dir()

@@ -8,10 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 from mirror_helpers import converge, paths, run, settle, temps, tree, write
-
-from sessionstore.cli import cli
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -105,7 +103,7 @@ def test_enospc_makes_the_cli_exit_1_with_a_clear_line(
 ) -> None:
     src, dst = dirs
     monkeypatch.setattr(os, "write", enospc_half_way(dst))
-    result = CliRunner().invoke(cli, ["mirror", str(src), str(dst), "--once"])
+    result = invoke("mirror", src, dst, "--once")
     monkeypatch.undo()
     assert result.exit_code == 1
     assert "  error: a/f.log: No space left on device (ENOSPC)" in result.output

@@ -9,8 +9,9 @@ import sys
 import time
 from pathlib import Path
 
+import cli_runner
 import pytest
-from mirror_helpers import SESSIONSTORE, converge, run, settle, temps, tree, write
+from mirror_helpers import converge, run, settle, temps, tree, write
 
 from sessionstore.mirror.mirror import Mirror
 
@@ -147,10 +148,9 @@ def test_sigkilled_passes_never_leave_a_partial_file_and_the_next_pass_converges
         for rel in rng.sample(files, 40):  # new work for the next pass
             put(rel, rng.randbytes(rng.randrange(1, 6000)))
         settle()
-        proc = subprocess.Popen(
-            [*SESSIONSTORE, "mirror", str(src), str(dst), "--once", "--no-fsync"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        quiet = subprocess.DEVNULL
+        proc = cli_runner.popen(
+            "mirror", src, dst, "--once", "--no-fsync", stdout=quiet, stderr=quiet
         )
         time.sleep(rng.uniform(0.05, 0.6))
         if proc.poll() is None:

@@ -9,17 +9,15 @@ is refused, naming the file and line, before any parsing.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import run
 
 from sessionstore.errors import InvalidInput
 from sessionstore.redact.redactor import Redactor
 
 VALUE = b"fake-secret-value-42"
-MIRROR = [sys.executable, "-m", "sessionstore", "mirror"]
 
 
 @pytest.mark.parametrize(
@@ -38,11 +36,8 @@ def test_a_megabyte_run_of_blanks_is_refused_at_once_naming_the_line(
     src, dst = tmp_path / "ws", tmp_path / "dst"
     src.mkdir()
     (src / "a.txt").write_bytes(b"hello\n")
-    result = subprocess.run(
-        [*MIRROR, str(src), str(dst), "--once", "--secrets-file", str(secrets)],
-        capture_output=True,
-        timeout=30,
-    )
+    args = (src, dst, "--once", "--secrets-file", secrets)
+    result = run("mirror", *args, timeout=30, text=False)
     assert result.returncode == 1, result.stderr
     assert f"{secrets}:2:".encode() in result.stderr
     assert len(result.stderr.splitlines()) == 1

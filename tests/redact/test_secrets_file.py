@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from cli_runner import run
 from dotenv import dotenv_values
 from hypothesis import given
 from hypothesis import strategies as st
-from mirror_helpers import SESSIONSTORE, settle, write
+from mirror_helpers import settle, write
 
 from sessionstore.errors import SecretRefused
 from sessionstore.redact.redactor import Redactor
@@ -181,12 +181,7 @@ def test_mirror_with_the_secrets_file_leaks_no_reading(tmp_path: Path) -> None:
     )
     write(src / "notes-fake-bom-first-value.txt", b"named after a secret\n")
     settle()
-    result = subprocess.run(
-        [*SESSIONSTORE, "mirror", str(src), str(dst), "--once", "--secrets-file", str(secrets)],
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    result = run("mirror", src, dst, "--once", "--secrets-file", secrets, text=False)
     assert result.returncode == 0, result.stderr
     assert (dst / "trials" / "1" / "run.log").read_bytes() == (
         b"first REDACTED\ntab REDACTED\ntab+comment REDACTED\nraw REDACTED\ntail REDACTED\n"

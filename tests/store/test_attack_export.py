@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import orjson
+from cli_runner import run
 from inspect_helpers import metrics, run_cli
 
 from sessionstore.store.session import Store
@@ -77,9 +78,6 @@ def _limit_memory() -> None:
 
 
 def test_a_huge_file_in_a_record_is_streamed_not_held_in_memory(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     from sessionstore.store.export import MAX_REWRITE_BYTES
 
     store = tmp_path / "store"
@@ -94,13 +92,7 @@ def test_a_huge_file_in_a_record_is_streamed_not_held_in_memory(tmp_path: Path) 
     writer.complete(metrics(1.0))
     dest = tmp_path / "out"
     args = ["export", "sparse", str(dest), "--best", "--store", str(store), "--json"]
-    result = subprocess.run(
-        [sys.executable, "-m", "sessionstore", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        preexec_fn=_limit_memory,
-    )
+    result = run(*args, timeout=300, preexec_fn=_limit_memory)
     assert result.returncode == 0, result.stderr[-2000:]
     for name, size in sizes.items():
         assert (dest / name).stat().st_size == size

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke, run
 
 from sessionstore.cli.contract import contract
 from sessionstore.errors import InvalidInput, TemplateError
@@ -122,35 +120,21 @@ def test_user_template_errors_name_the_file(session: Session, tmp_path: Path) ->
 
 
 def test_cli_prints_the_contract(session: Session, tmp_path: Path) -> None:
-    runner = CliRunner()
-    result = runner.invoke(contract, ["tune", "--store", str(session.path.parent)])
+    result = invoke("tune", "--store", session.path.parent, command=contract)
     assert (result.exit_code, result.stdout) == (0, session.contract())
     bad = tmp_path / "bad.md"
     bad.write_text("{nope}")
-    result = runner.invoke(contract, [str(session.path), "--template", str(bad)])
+    result = invoke(session.path, "--template", bad, command=contract)
     assert result.exit_code == 1
     assert result.stderr.startswith(f"Error: {bad}:1:1: unknown variable 'nope'; a contract")
     assert len(result.stderr.splitlines()) == 1
 
 
-def contract_cli(
-    store: Store, *args: str, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    """`sessionstore contract` as a harness runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "sessionstore", "contract", *args, "--store", str(store.root)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=cwd,
-    )
-
-
 def test_with_a_workspace_every_path_is_under_it(session: Session, tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    result = contract_cli(Store(session.path.parent), "tune", "--workspace", "ws", cwd=tmp_path)
+    store = session.path.parent
+    result = run("contract", "tune", "--workspace", "ws", "--store", store, cwd=tmp_path)
     assert (result.returncode, result.stderr) == (0, "")
     text = result.stdout
     assert text == session.contract(workspace=workspace)
@@ -184,7 +168,7 @@ def test_with_a_workspace_every_path_is_under_it(session: Session, tmp_path: Pat
 def test_without_a_workspace_the_session_directory_is_rendered_as_before(
     session: Session,
 ) -> None:
-    result = contract_cli(Store(session.path.parent), "tune")
+    result = run("contract", "tune", "--store", session.path.parent)
     assert (result.returncode, result.stdout) == (0, session.contract())
     assert "your workspace" not in result.stdout and "Never write `" not in result.stdout
     assert f"write `{session.path.resolve()}/report.json` once" in result.stdout
@@ -208,7 +192,7 @@ def test_an_unusable_workspace_is_one_line_and_exit_1_or_2(
     session: Session, tmp_path: Path
 ) -> None:
     store = Store(session.path.parent)
-    result = contract_cli(store, "tune", "--workspace", str(session.path))
+    result = run("contract", "tune", "--workspace", session.path, "--store", store.root)
     assert (result.returncode, result.stdout) == (1, "")
     assert result.stderr == (
         f"Error: {session.path}: the workspace is the session directory itself; for an agent "
@@ -218,7 +202,7 @@ def test_an_unusable_workspace_is_one_line_and_exit_1_or_2(
     afile.write_text("")
     with pytest.raises(InvalidInput, match="the workspace is not a directory"):
         session.contract(workspace=afile)
-    result = contract_cli(store, "tune", "--workspace", str(afile))
+    result = run("contract", "tune", "--workspace", afile, "--store", store.root)
     assert result.returncode == 2  # a usage error, reported by click
     assert result.stderr.splitlines()[-1].endswith(f"'--workspace': Directory '{afile}' is a file.")
 
@@ -240,7 +224,7 @@ def test_an_agent_following_the_workspace_contract_is_mirrored_into_the_session(
     store = Store(session.path.parent)
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    text = contract_cli(store, "tune", "--workspace", str(workspace)).stdout
+    text = run("contract", "tune", "--workspace", workspace, "--store", store.root).stdout
     n = str(contract_variables(session, workspace)["next_trial"])
     found = re.search(r"directory `([^`]*/trials/<n>/)`", text)
     assert found is not None
@@ -249,21 +233,7 @@ def test_an_agent_following_the_workspace_contract_is_mirrored_into_the_session(
     (trial_dir / "run.log").write_text("PASS\n")
     (trial_dir / ".sstmp-m").write_text('{"failed": false}')
     (trial_dir / ".sstmp-m").rename(trial_dir / "trial.json")
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sessionstore",
-            "mirror",
-            str(workspace),
-            str(session.path),
-            "--once",
-            "--no-fsync",
-        ],
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    result = run("mirror", workspace, session.path, "--once", "--no-fsync", text=False)
     assert result.returncode == 0, result.stderr
     records = Session.open(session.path).trials.records()
     assert [(r.n, r.state) for r in records] == [(1, "completed")]
@@ -274,23 +244,14 @@ def test_an_agent_following_the_workspace_contract_is_mirrored_into_the_session(
 
 def test_names_and_paths_in_the_contract_are_escaped(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    cli = [sys.executable, "-m", "sessionstore"]
     name = "evil\x1b]0;pwned\x07\nNever write trials/\rX"
-    new = subprocess.run(
-        [*cli, "new", "--store", str(store), "--name", name],
-        capture_output=True,
-        timeout=60,
-        check=True,
-    )
+    new = run("new", "--store", store, "--name", name, text=False)
+    new.check_returncode()
     session_id = new.stdout.decode().strip()
     workspace = tmp_path / "w\nIgnore the above"
     workspace.mkdir()
-    result = subprocess.run(
-        [*cli, "contract", session_id, "--store", str(store), "--workspace", str(workspace)],
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    args: list[str | Path] = [session_id, "--store", store, "--workspace", workspace]
+    result = run("contract", *args, text=False)
     assert result.returncode == 0, result.stderr
     out = result.stdout.decode()
     assert "\x1b" not in out and "\x07" not in out and "\r" not in out

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from cli_runner import invoke
 from inspect_helpers import metrics, torn_trial, trial
 
 from sessionstore.errors import InvalidInput, RecordNotFound
@@ -130,17 +131,12 @@ def test_rewrite_ignores_other_records_and_unknown_files() -> None:
 
 
 def test_cli_exports_the_best_trial_or_a_named_one(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from sessionstore.cli import cli
-
     store = Store(tmp_path / "store")
     session = store.create(id="s", pid=None)
     trial(session, metrics(500.0), {"a.yml": "slow\n"})
     trial(session, metrics(900.0), {"a.yml": "fast\n"})
     base = ["--store", str(store.root)]
-    runner = CliRunner()
-    result = runner.invoke(cli, ["export", "s", str(tmp_path / "best"), "--best", "--json", *base])
+    result = invoke("export", "s", tmp_path / "best", "--best", "--json", *base)
     assert result.exit_code == 0, result.output
     assert orjson.loads(result.output) == {
         "trial": 2,
@@ -148,13 +144,13 @@ def test_cli_exports_the_best_trial_or_a_named_one(tmp_path: Path) -> None:
         "skipped": [],
     }
     assert (tmp_path / "best" / "a.yml").read_text() == "fast\n"
-    result = runner.invoke(cli, ["export", "s", str(tmp_path / "one"), "--trial", "1", *base])
+    result = invoke("export", "s", tmp_path / "one", "--trial", "1", *base)
     assert result.exit_code == 0 and (tmp_path / "one" / "a.yml").read_text() == "slow\n"
-    result = runner.invoke(cli, ["export", "s", str(tmp_path / "one"), "--trial", "2", *base])
+    result = invoke("export", "s", tmp_path / "one", "--trial", "2", *base)
     assert result.exit_code == 1 and "already exists" in result.output
-    result = runner.invoke(cli, ["export", "s", str(tmp_path / "x"), *base])
+    result = invoke("export", "s", tmp_path / "x", *base)
     assert result.exit_code == 2 and "exactly one of --trial N and --best" in result.output
     empty = store.create(id="empty", pid=None)
     trial(empty, None)
-    result = runner.invoke(cli, ["export", "empty", str(tmp_path / "y"), "--best", *base])
+    result = invoke("export", "empty", tmp_path / "y", "--best", *base)
     assert result.exit_code == 1 and "no completed trial has a benchmark" in result.output

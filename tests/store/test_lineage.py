@@ -11,11 +11,10 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke, run
 from inspect_helpers import attempt, metrics, set_manifest, trial
 
 from sessionstore._fs.atomic import is_temp_name
-from sessionstore.cli import cli
 from sessionstore.errors import LineageWarning, PreviousRunning, SessionNotFound
 from sessionstore.inspect.summary import SessionView
 from sessionstore.store import lineage
@@ -160,7 +159,7 @@ def test_lineage_warning_printed_by_new_on_stderr(tmp_path: Path) -> None:
     finished_session(store, "grandparent")
     finished_session(store, "parent", previous=["grandparent"])
     args = ["new", "--store", str(tmp_path), "--id", "child", "--previous", "parent"]
-    result = CliRunner().invoke(cli, args)
+    result = invoke(*args)
     assert result.exit_code == 0, result.output
     assert result.stdout == "child\n"
     assert result.stderr.startswith("warning: previous session 'parent' builds on 'grandparent'")
@@ -260,17 +259,6 @@ def test_lineage_heal_keeps_copy_of_a_deleted_previous_session(tmp_path: Path) -
         include_previous(store, new)
 
 
-def new_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`sessionstore new` as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "sessionstore", "new", "--store", str(tmp_path), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def empty_session(store: Store, session_id: str) -> Session:
     """A finished session with constraints and a report but no records lineage copies."""
     session = store.create(id=session_id, constraints={"max_ttft_ms": 200}, pid=None)
@@ -287,7 +275,7 @@ def test_lineage_duplicate_previous_ids_are_pinned_once_in_first_seen_order(
     finished_session(store, "a")
     finished_session(store, "b")
     args = ["--id", "new", "--previous", "b", "--previous", "a", "--previous", "b"]
-    result = new_cli(tmp_path, *args, "--previous", "a")
+    result = run("new", "--store", tmp_path, *args, "--previous", "a")
     warned = "".join(f"warning: {LINK_WARNING.format(i)}\n" for i in ("b", "a"))
     assert (result.returncode, result.stdout, result.stderr) == (0, "new\n", warned)
     new = store.open("new")
@@ -304,7 +292,8 @@ def test_lineage_a_previous_session_without_records_warns_and_copies_nothing(
     store = Store(tmp_path)
     empty_session(store, "empty")
     finished_session(store, "full")
-    result = new_cli(tmp_path, "--id", "new", "--previous", "empty", "--previous", "full")
+    args = ["--id", "new", "--previous", "empty", "--previous", "full"]
+    result = run("new", "--store", tmp_path, *args)
     assert (result.returncode, result.stdout) == (0, "new\n")
     assert result.stderr == (
         "warning: previous session empty has no records; nothing copied from it\n"

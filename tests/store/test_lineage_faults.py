@@ -25,7 +25,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from inspect_helpers import metrics, set_manifest
+from inspect_helpers import metrics, run_cli, set_manifest
 
 from sessionstore.errors import CorruptFile, LineageWarning
 from sessionstore.store.lineage import include_previous
@@ -37,21 +37,9 @@ LINK_FILE = "is a symlink (never followed), not a regular file"
 LINK_DIR = "is a symlink (never followed), not a directory"
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """`python -m sessionstore ARGS`; the timeout is a hang guard, never a timed assert."""
-    return subprocess.run(
-        [sys.executable, "-m", "sessionstore", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
-    )
-
-
 def new(root: Path, *previous: str) -> subprocess.CompletedProcess[str]:
     args = [a for p in previous for a in ("--previous", p)]
-    return cli("new", "--store", str(root), "--id", "new", *args)
+    return run_cli("new", "--store", str(root), "--id", "new", *args)
 
 
 def finished(store: Store, session_id: str) -> Session:
@@ -242,8 +230,8 @@ def test_a_symlinked_trials_directory_is_skipped_and_its_target_untouched(
 
 
 def inspect_new(root: Path) -> tuple[dict[str, object], str]:
-    as_json = cli("inspect", "new", "--json", "--store", str(root))
-    human = cli("inspect", "new", "--store", str(root))
+    as_json = run_cli("inspect", "new", "--json", "--store", str(root))
+    human = run_cli("inspect", "new", "--store", str(root))
     assert (as_json.returncode, human.returncode) == (0, 0), as_json.stderr + human.stderr
     for result in (as_json, human):
         assert SECRET not in result.stdout + result.stderr
@@ -463,7 +451,7 @@ def test_entries_swapped_for_fifos_and_symlinks_during_the_copy_never_hang_or_le
             time.sleep(0.01)
         ids = [f"n{i}" for i in range(6)]
         results = [
-            cli("new", "--store", str(store.root), "--id", i, "--previous", "a") for i in ids
+            run_cli("new", "--store", str(store.root), "--id", i, "--previous", "a") for i in ids
         ]
     finally:
         (a.trials.path / "stop").touch()

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from cli_runner import environ, run
 from inspect_helpers import run_cli
 
 from sessionstore.errors import CorruptFile
@@ -172,14 +173,8 @@ def test_a_user_named_session_path_that_is_a_symlink_is_followed_once(tmp_path: 
     store, _ = make_store(tmp_path)
     link = tmp_path / "link"
     link.symlink_to(store / "victim")
-    result = subprocess.run(
-        [sys.executable, "-m", "sessionstore", "inspect", "./link", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
-    )
+    env = environ(NO_COLOR="1", COLUMNS="200")
+    result = run("inspect", "./link", "--json", cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
     view = orjson.loads(result.stdout)
     assert "victim" in result.stdout and '"real"' in result.stdout, view

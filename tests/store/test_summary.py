@@ -7,11 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from click.testing import CliRunner
+from cli_runner import invoke
 from inspect_helpers import attempt, metrics, set_manifest, torn_trial, trial
 
 from sessionstore._proc import process_start_time
-from sessionstore.cli import cli
 from sessionstore.inspect.summary import SessionView
 from sessionstore.store.session import Session, Store
 from sessionstore.store.status import session_progress, session_status
@@ -64,7 +63,7 @@ def test_status_interrupted_when_pid_recycled(tmp_path: Path) -> None:
 
 
 def test_status_cli_session_without_pid_is_never_interrupted(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, ["new", "--store", str(tmp_path), "--id", "s"])
+    result = invoke("new", "--store", tmp_path, "--id", "s")
     assert result.exit_code == 0, result.output
     session = Store(tmp_path).open("s")
     assert session.manifest is not None
@@ -76,7 +75,7 @@ def test_status_cli_session_with_pid_tracks_that_process(tmp_path: Path) -> None
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         args = ["new", "--store", str(tmp_path), "--id", "s", "--pid", str(proc.pid)]
-        assert CliRunner().invoke(cli, args).exit_code == 0
+        assert invoke(*args).exit_code == 0
         assert session_status(Store(tmp_path).open("s")) == "running"
     finally:
         proc.kill()

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 import pytest
+from cli_runner import environ, finish, popen
 from watchdog.observers import Observer
 
 from sessionstore.errors import WaitTimedOut
@@ -260,24 +261,10 @@ def test_many_log_writes_do_not_end_the_wait(session: Session, later: Any) -> No
 # The CLI, as a harness runs it: a separate process waiting on files another writes.
 
 
-def cli(*args: str, **kwargs: Any) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "sessionstore", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "NO_COLOR": "1"},
-        **kwargs,
-    )
-
-
-def finish(proc: subprocess.Popen[bytes]) -> tuple[int, str, str]:
-    out, err = proc.communicate(timeout=30)
-    return proc.returncode, out.decode(), err.decode()
-
-
 def test_cli_waits_for_a_trial_another_process_writes(session: Session) -> None:
     store = str(session.path.parent)
-    proc = cli("wait", "s1", "--trial", "1", "--json", "--store", store)
+    args = ["wait", "s1", "--trial", "1", "--json", "--store", store]
+    proc = popen(*args, env=environ(NO_COLOR="1"))
     time.sleep(0.5)
     writer = subprocess.run(
         [
@@ -291,7 +278,7 @@ def test_cli_waits_for_a_trial_another_process_writes(session: Session) -> None:
         timeout=30,
     )
     assert writer.returncode == 0
-    code, out, err = finish(proc)
+    code, out, err = finish(proc, timeout=30)
     assert code == 0, err
     assert orjson.loads(out) == {
         "n": 1,
@@ -304,14 +291,16 @@ def test_cli_waits_for_a_trial_another_process_writes(session: Session) -> None:
 def test_cli_plain_output_and_report(session: Session) -> None:
     complete_trial(session)
     session.finish({})
-    code, out, _ = finish(cli("wait", str(session.path), "--trial", "1"))
+    plain = environ(NO_COLOR="1")
+    code, out, _ = finish(popen("wait", session.path, "--trial", "1", env=plain), timeout=30)
     assert (code, out) == (0, f"trial 1 completed: {session.trials.path / '1'}\n")
-    code, out, _ = finish(cli("wait", str(session.path), "--report"))
+    code, out, _ = finish(popen("wait", session.path, "--report", env=plain), timeout=30)
     assert (code, out) == (0, f"report completed: {session.path}\n")
 
 
 def test_cli_timeout_exits_3(session: Session) -> None:
-    code, out, err = finish(cli("wait", str(session.path), "--attempt", "2", "--timeout", "0.2"))
+    args = ["wait", str(session.path), "--attempt", "2", "--timeout", "0.2"]
+    code, out, err = finish(popen(*args, env=environ(NO_COLOR="1")), timeout=30)
     path = session.service.path / "2"
     expected = (
         f"Error: attempt 2: {path}: not completed after 0.2 s;"
@@ -325,7 +314,8 @@ def test_cli_torn_exits_1(session: Session) -> None:
     marker = writer.path / "trial.json"
     marker.write_bytes(b"")
     os.utime(marker, (time.time() - 60, time.time() - 60))
-    code, out, err = finish(cli("wait", str(session.path), "--trial", "1", "--json"))
+    args = ["wait", str(session.path), "--trial", "1", "--json"]
+    code, out, err = finish(popen(*args, env=environ(NO_COLOR="1")), timeout=30)
     assert code == 1
     assert orjson.loads(out)["state"] == "torn"
     assert err == f"Error: trial 1 is torn: {marker}: empty file\n"
@@ -335,17 +325,14 @@ def test_cli_torn_exits_1(session: Session) -> None:
     "args", [(), ("--trial", "1", "--report"), ("--trial", "1", "--attempt", "1")]
 )
 def test_cli_needs_exactly_one_record(session: Session, args: tuple[str, ...]) -> None:
-    code, _, err = finish(cli("wait", str(session.path), *args))
+    proc = popen("wait", session.path, *args, env=environ(NO_COLOR="1"))
+    code, _, err = finish(proc, timeout=30)
     assert code == 2
     assert err.endswith("Error: give exactly one of --trial N, --attempt K, --report\n")
 
 
 def test_ctrl_c_stops_a_wait_with_exit_130_and_no_traceback(session: Session) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sessionstore", "wait", str(session.path), "--trial", "1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = popen("wait", session.path, "--trial", "1")
     try:
         time.sleep(3.0)  # well past start-up: the CLI handles it, not the importing interpreter
         assert proc.poll() is None, "wait returned before trial 1 exists"
