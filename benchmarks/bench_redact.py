@@ -105,8 +105,8 @@ def child(total: int, n: int) -> None:
     """Stream `total` bytes generated on the fly; print peak RSS growth in MiB."""
     secrets = tokens(n)
     r = Redactor()
-    for s in secrets:
-        r.add(s)
+    for secret in secrets:
+        r.add(secret)
     block = log_text(CHUNK, secrets, seed=3)
     s = r.stream()
     s.feed(block)  # build and warm everything before the baseline

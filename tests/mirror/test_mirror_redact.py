@@ -20,7 +20,7 @@ SECRET = "hf_TopSecretValue123"
 OTHER = "sk-AnotherSecret456"
 
 
-def redactor(*values: str) -> object:
+def redactor(*values: str) -> Redactor:
     r = redact.Redactor()
     for v in values:
         r.add(v)

@@ -59,6 +59,7 @@ def test_the_readme_flow_leaves_the_store_files_alone_and_seals_records(
     tmp_path: Path, store: Store
 ) -> None:
     session = store.create(name="tune", pid=None)
+    assert session.id is not None
     own = {n: (session.path / n).read_bytes() for n in ("session.json", "constraints.json")}
     ws = tmp_path / "ws"
     agent_workspace(ws)
@@ -209,7 +210,9 @@ class SealingMachine(RuleBasedStateMachine):
             write(self.dst / name, content)
         self.store_files = snapshot(self.dst)
         self.sealed: dict[int, dict[str, bytes]] = {}
-        self.mirrors = {d: Mirror(self.src, self.dst, durable=False, delete=d) for d in (0, 1)}
+        self.mirrors = {
+            d: Mirror(self.src, self.dst, durable=False, delete=d) for d in (False, True)
+        }
 
     def teardown(self) -> None:
         shutil.rmtree(self.src.parent, ignore_errors=True)
@@ -267,7 +270,8 @@ class SealingMachine(RuleBasedStateMachine):
 def test_sealing_state_machine(tmp_path: Path) -> None:
     runs = itertools.count()
     run_state_machine_as_test(
-        lambda: SealingMachine(tmp_path / f"run{next(runs)}"),
+        # A factory, which hypothesis accepts (it only calls it); its annotation says a class.
+        lambda: SealingMachine(tmp_path / f"run{next(runs)}"),  # type: ignore[arg-type]
         settings=settings(settings.default, stateful_step_count=20, deadline=None),
     )
 

@@ -103,8 +103,8 @@ def documents(draw: st.DrawFn) -> tuple[list[bytes], bytes]:
     return secrets, b"".join(pieces)
 
 
-def make(secrets: list[bytes], **kwargs: bool) -> Redactor:
-    r = Redactor(**kwargs)
+def make(secrets: list[bytes], *, patterns: bool = False) -> Redactor:
+    r = Redactor(patterns=patterns)
     for s in secrets:
         r.add(s)
     return r
@@ -117,14 +117,16 @@ chunkings = st.lists(st.integers(min_value=1, max_value=17), max_size=6)
 
 
 @given(documents(), chunkings)
-def test_stream_equals_whole_for_every_chunking(doc: tuple[list[bytes], bytes], sizes: list[int]):
+def test_stream_equals_whole_for_every_chunking(
+    doc: tuple[list[bytes], bytes], sizes: list[int]
+) -> None:
     secrets, data = doc
     r = make(secrets)
     assert streamed(r.stream(), data, sizes) == r.redact(data)
 
 
 @given(documents())
-def test_whole_equals_naive_reference(doc: tuple[list[bytes], bytes]):
+def test_whole_equals_naive_reference(doc: tuple[list[bytes], bytes]) -> None:
     secrets, data = doc
     r = make(secrets)
     expected = reference(r, data)
@@ -133,14 +135,14 @@ def test_whole_equals_naive_reference(doc: tuple[list[bytes], bytes]):
 
 
 @given(documents())
-def test_no_needle_survives(doc: tuple[list[bytes], bytes]):
+def test_no_needle_survives(doc: tuple[list[bytes], bytes]) -> None:
     secrets, data = doc
     r = make(secrets)
     assert not survivors(r, r.redact(data))
 
 
 @given(documents())
-def test_redacting_twice_equals_once(doc: tuple[list[bytes], bytes]):
+def test_redacting_twice_equals_once(doc: tuple[list[bytes], bytes]) -> None:
     secrets, data = doc
     r = make(secrets)
     once = r.redact(data)
@@ -148,21 +150,21 @@ def test_redacting_twice_equals_once(doc: tuple[list[bytes], bytes]):
 
 
 @given(documents())
-def test_line_count_is_kept(doc: tuple[list[bytes], bytes]):
+def test_line_count_is_kept(doc: tuple[list[bytes], bytes]) -> None:
     secrets, data = doc
     out = make(secrets).redact(data)
     assert out.count(b"\n") == data.count(b"\n")
 
 
 @given(st.binary(max_size=300), st.integers(min_value=1, max_value=5))
-def test_one_byte_chunks_with_short_secret(data: bytes, size: int):
+def test_one_byte_chunks_with_short_secret(data: bytes, size: int) -> None:
     r = Redactor()
     r.add("true", allow_short=True)
     r.add("correct horse battery")
     assert streamed(r.stream(), data, [size]) == r.redact(data) == reference(r, data)
 
 
-def test_stream_equals_whole_with_patterns_across_long_input():
+def test_stream_equals_whole_with_patterns_across_long_input() -> None:
     rng = __import__("random").Random(7)
     tokens = [
         b"AKIA" + b"ABCDEFGHIJKLMNOP",
@@ -202,7 +204,7 @@ def boundary_cases(draw: st.DrawFn) -> tuple[Redactor, bytes]:
     for _ in range(draw(st.integers(1, 4))):
         head = draw(st.sampled_from([b"", *_HEADS]))
         tail = draw(st.sampled_from([b"", *_TAILS]))
-        if secrets and draw(st.booleans()):  # share a prefix or suffix with another secret
+        if bool(secrets) and draw(st.booleans()):  # share a prefix or suffix with another secret
             other = draw(st.sampled_from(secrets))
             cut = draw(st.integers(1, len(other)))
             body = other[:cut] if draw(st.booleans()) else other[-cut:]
@@ -236,7 +238,7 @@ def boundary_cases(draw: st.DrawFn) -> tuple[Redactor, bytes]:
 @given(boundary_cases(), chunkings)
 def test_marker_boundaries_leave_no_needle_and_are_idempotent(
     case: tuple[Redactor, bytes], sizes: list[int]
-):
+) -> None:
     r, data = case
     try:
         once = r.redact(data)
@@ -253,26 +255,26 @@ def test_marker_boundaries_leave_no_needle_and_are_idempotent(
 # -- matching rules -------------------------------------------------------------
 
 
-def test_bytes_outside_matches_are_identical():
+def test_bytes_outside_matches_are_identical() -> None:
     r = make([b"s3cret-value"])
     data = b"\x00\r\n\xff\xfe a s3cret-value b\r\n\x80"
     assert r.redact(data) == b"\x00\r\n\xff\xfe a REDACTED b\r\n\x80"
 
 
-def test_multiline_range_keeps_line_breaks_after_one_marker():
+def test_multiline_range_keeps_line_breaks_after_one_marker() -> None:
     r = make([b"line-one-secret\r\nline-two-secret\nthree"])
     data = b"a line-one-secret\r\nline-two-secret\nthree z\n"
     assert r.redact(data) == b"a REDACTED\r\n\n z\n"
 
 
-def test_empty_redactor_passes_everything_through():
+def test_empty_redactor_passes_everything_through() -> None:
     r = Redactor()
     assert not r
     assert r.redact(b"anything\x00") == b"anything\x00"
     assert streamed(r.stream(), b"abc" * 100, [7]) == b"abc" * 100
 
 
-def test_bool_and_max_pattern_len():
+def test_bool_and_max_pattern_len() -> None:
     r = Redactor()
     r.add(b"12345678")
     assert r
@@ -281,7 +283,7 @@ def test_bool_and_max_pattern_len():
     assert Redactor(patterns=True).max_pattern_len > 16 * 1024
 
 
-def test_secret_added_later_applies_to_next_redact_not_to_open_stream():
+def test_secret_added_later_applies_to_next_redact_not_to_open_stream() -> None:
     r = Redactor()
     r.add("first-secret")
     s = r.stream()
@@ -290,7 +292,7 @@ def test_secret_added_later_applies_to_next_redact_not_to_open_stream():
     assert s.feed(b"second-secret") + s.finish() == b"second-secret"
 
 
-def test_stream_cannot_be_fed_after_finish():
+def test_stream_cannot_be_fed_after_finish() -> None:
     s = make([b"abcdefgh"]).stream()
     s.finish()
     with pytest.raises(StreamFinished, match=r"^feed\(\) after finish\(\)") as raised:
@@ -300,7 +302,7 @@ def test_stream_cannot_be_fed_after_finish():
         s.finish()
 
 
-def test_long_run_of_overlapping_secrets_streams_in_bounded_memory():
+def test_long_run_of_overlapping_secrets_streams_in_bounded_memory() -> None:
     r = make([b"aaaaaaaa"])
     s = r.stream()
     chunk = b"a" * (1 << 16)
@@ -317,7 +319,7 @@ def test_long_run_of_overlapping_secrets_streams_in_bounded_memory():
     assert peak < 8 << 20
 
 
-def test_concurrent_redaction_after_registration():
+def test_concurrent_redaction_after_registration() -> None:
     r = make([b"shared-secret-1", b"shared-secret-2"])
     data = b"x shared-secret-1 y shared-secret-2 z" * 1000
     expected = r.redact(data)
@@ -344,7 +346,7 @@ def test_concurrent_redaction_after_registration():
         ),
     ],
 )
-def test_token_patterns_only_when_switched_on(token: bytes):
+def test_token_patterns_only_when_switched_on(token: bytes) -> None:
     data = b"key: " + token + b"\n"
     assert Redactor().redact(data) == data
     out = Redactor(patterns=True).redact(data)
@@ -352,7 +354,7 @@ def test_token_patterns_only_when_switched_on(token: bytes):
     assert out.startswith(b"key: REDACTED") and out.count(b"\n") == data.count(b"\n")
 
 
-def test_pem_block_longer_than_limit_is_not_a_block_in_either_mode():
+def test_pem_block_longer_than_limit_is_not_a_block_in_either_mode() -> None:
     body = b"A" * (17 * 1024)
     pem = b"-----BEGIN PRIVATE KEY-----\n" + body + b"\n-----END PRIVATE KEY-----\n"
     r = Redactor(patterns=True)
@@ -367,7 +369,7 @@ def _assert_hidden(exc: BaseException, value: str) -> None:
     assert value not in str(exc) and value not in repr(exc)
 
 
-def test_short_literal_refused_naming_literal_number():
+def test_short_literal_refused_naming_literal_number() -> None:
     r = Redactor()
     r.add("long-enough-1")
     with pytest.raises(SecretRefused) as info:
@@ -376,7 +378,7 @@ def test_short_literal_refused_naming_literal_number():
     _assert_hidden(info.value, "hunter2")
 
 
-def test_short_env_refused_naming_variable(monkeypatch: pytest.MonkeyPatch):
+def test_short_env_refused_naming_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SECRET_TOKEN", "pw12")
     with pytest.raises(SecretRefused) as info:
         Redactor().add_env("SECRET_TOKEN")
@@ -384,7 +386,7 @@ def test_short_env_refused_naming_variable(monkeypatch: pytest.MonkeyPatch):
     _assert_hidden(info.value, "pw12")
 
 
-def test_missing_or_empty_env_refused(monkeypatch: pytest.MonkeyPatch):
+def test_missing_or_empty_env_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_SUCH_SECRET", raising=False)
     monkeypatch.setenv("EMPTY_SECRET", "  ")
     for name in ("NO_SUCH_SECRET", "EMPTY_SECRET"):
@@ -392,14 +394,14 @@ def test_missing_or_empty_env_refused(monkeypatch: pytest.MonkeyPatch):
             Redactor().add_env(name)
 
 
-def test_env_value_registered(monkeypatch: pytest.MonkeyPatch):
+def test_env_value_registered(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("API_TOKEN", "tok-0123456789")
     r = Redactor()
     r.add_env("API_TOKEN")
     assert r.redact(b"Bearer tok-0123456789") == b"Bearer REDACTED"
 
 
-def test_short_file_line_refused_naming_line_and_nothing_registered(tmp_path: Path):
+def test_short_file_line_refused_naming_line_and_nothing_registered(tmp_path: Path) -> None:
     path = tmp_path / "secrets.txt"
     path.write_bytes(b"# tokens\nlong-secret-value\n\nPIN=4711\n")
     r = Redactor()
@@ -410,7 +412,7 @@ def test_short_file_line_refused_naming_line_and_nothing_registered(tmp_path: Pa
     assert not r
 
 
-def test_secrets_file_dotenv_forms(tmp_path: Path):
+def test_secrets_file_dotenv_forms(tmp_path: Path) -> None:
     path = tmp_path / ".env"
     path.write_bytes(
         b"raw-line-secret-1\r\n"
@@ -433,32 +435,32 @@ def test_secrets_file_dotenv_forms(tmp_path: Path):
     assert r.redact(b"indented comment") == b"indented comment"
 
 
-def test_unreadable_secrets_file(tmp_path: Path):
+def test_unreadable_secrets_file(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="cannot read secrets file"):
         Redactor().add_file(tmp_path / "missing.txt")
 
 
-def test_empty_values_dropped():
+def test_empty_values_dropped() -> None:
     r = Redactor()
     r.add("")
     r.add(b"   \n")
     assert not r
 
 
-def test_marker_must_be_plain_word():
+def test_marker_must_be_plain_word() -> None:
     for bad in ("", "***", "[MASKED]", "RED ACTED", "a\nb"):
         with pytest.raises(InvalidInput):
             Redactor(marker=bad)
     assert Redactor(marker="MASKED_1").redact(b"") == b""
 
 
-def test_custom_marker_used():
+def test_custom_marker_used() -> None:
     r = Redactor(marker="XXX")
     r.add("the-secret")
     assert r.redact(b"a the-secret b") == b"a XXX b"
 
 
-def test_str_values_with_surrogate_escapes_match_raw_bytes():
+def test_str_values_with_surrogate_escapes_match_raw_bytes() -> None:
     raw = b"\xffsecret\xfe-bytes"
     r = Redactor()
     r.add(os.fsdecode(raw))

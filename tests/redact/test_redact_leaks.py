@@ -28,7 +28,7 @@ def chunked(r: Redactor, pieces: list[bytes]) -> bytes:
     return b"".join([s.feed(p) for p in pieces]) + s.finish()
 
 
-def test_leak_split_at_every_chunk_offset():
+def test_leak_split_at_every_chunk_offset() -> None:
     r = redactor(SECRET)
     data = b"head " + SECRET + b" middle " + SECRET + b" tail"
     expected = b"head REDACTED middle REDACTED tail"
@@ -37,7 +37,7 @@ def test_leak_split_at_every_chunk_offset():
     assert chunked(r, [data[i : i + 1] for i in range(len(data))]) == expected
 
 
-def test_leak_self_overlapping_across_chunks():
+def test_leak_self_overlapping_across_chunks() -> None:
     secret = b"abcabcabcabd"  # a failed partial match must restart inside itself
     r = redactor(secret)
     data = b"abcabcabc" + secret + b"!"
@@ -45,24 +45,24 @@ def test_leak_self_overlapping_across_chunks():
         assert chunked(r, [data[:cut], data[cut:]]) == b"abcabcabcREDACTED!"
 
 
-def test_leak_gitlab_aab_restart():
+def test_leak_gitlab_aab_restart() -> None:
     secret = b"aaaaaaab"  # GitLab's `aab` written as `xaa` then `ab`, scaled to 8 bytes
     r = redactor(secret)
     assert chunked(r, [b"x" + b"a" * 6, b"ab"]) == b"xREDACTED"
 
 
-def test_leak_overlapping_abcd_bcdefgh():
+def test_leak_overlapping_abcd_bcdefgh() -> None:
     # `abcd` / `bcdefgh` scaled to the 8-byte minimum; leftmost-first leaves `fgh` visible.
     r = redactor(b"abcdefgh", b"cdefghijklmn")
     assert r.redact(b"<abcdefghijklmn>") == b"<REDACTED>"
 
 
-def test_leak_adjacent_secrets_one_marker():
+def test_leak_adjacent_secrets_one_marker() -> None:
     r = redactor(b"first-secret", b"second-secret")
     assert r.redact(b"first-secretsecond-secret") == M
 
 
-def test_leak_nested_secrets():
+def test_leak_nested_secrets() -> None:
     r = redactor(b"outer-[inner-secret]-outer", b"inner-secret")
     assert r.redact(b"a outer-[inner-secret]-outer b inner-secret") == b"a REDACTED b REDACTED"
 
@@ -75,14 +75,14 @@ def test_leak_nested_secrets():
         pytest.param(SECRET, M, id="whole-file"),
     ],
 )
-def test_leak_at_start_end_and_whole_file(data: bytes, expected: bytes):
+def test_leak_at_start_end_and_whole_file(data: bytes, expected: bytes) -> None:
     r = redactor(SECRET)
     assert r.redact(data) == expected
     assert chunked(r, [data[i : i + 3] for i in range(0, len(data), 3)]) == expected
 
 
 @pytest.mark.parametrize("registered_crlf", [False, True])
-def test_leak_multiline_lf_vs_crlf(registered_crlf: bool):
+def test_leak_multiline_lf_vs_crlf(registered_crlf: bool) -> None:
     lines = [b"-----BEGIN KEY-----", b"MIIEowIBAAKCAQEA", b"-----END KEY-----"]
     eol, other = (b"\r\n", b"\n") if registered_crlf else (b"\n", b"\r\n")
     r = redactor(eol.join(lines))
@@ -93,7 +93,7 @@ def test_leak_multiline_lf_vs_crlf(registered_crlf: bool):
     assert out.count(b"\n") == data.count(b"\n")
 
 
-def test_leak_multiline_secret_inside_unified_diff():
+def test_leak_multiline_secret_inside_unified_diff() -> None:
     lines = [b"-----BEGIN KEY-----", b"MIIEowIBAAKCAQEA", b"-----END KEY-----"]
     r = redactor(b"\n".join(lines))
     diff = b"@@ -1,2 +1,5 @@\n context\n" + b"".join(b"+" + x + b"\n" for x in lines) + b" end\n"
@@ -101,7 +101,7 @@ def test_leak_multiline_secret_inside_unified_diff():
     assert out == b"@@ -1,2 +1,5 @@\n context\n" + b"+REDACTED\n" * 3 + b" end\n"
 
 
-def test_leak_whitespace_padded_registered_value():
+def test_leak_whitespace_padded_registered_value() -> None:
     r = redactor(b"  padded-secret-value\t\n")
     assert r.redact(b"x=padded-secret-value;") == b"x=REDACTED;"
 
@@ -110,7 +110,7 @@ def test_leak_whitespace_padded_registered_value():
 @pytest.mark.parametrize("suffix", [b"", b"\n", b"\nmore bytes"], ids=["end", "echo", "more"])
 @pytest.mark.parametrize("urlsafe", [False, True], ids=["std", "urlsafe"])
 @pytest.mark.parametrize("padded", [True, False], ids=["pad", "nopad"])
-def test_leak_base64(prefix_len: int, suffix: bytes, urlsafe: bool, padded: bool):
+def test_leak_base64(prefix_len: int, suffix: bytes, urlsafe: bool, padded: bool) -> None:
     r = redactor(SECRET)
     prefix = b"ab"[:prefix_len]
     encode = base64.urlsafe_b64encode if urlsafe else base64.b64encode
@@ -125,13 +125,13 @@ def test_leak_base64(prefix_len: int, suffix: bytes, urlsafe: bool, padded: bool
     assert M in out and not exposed
 
 
-def test_leak_base64_of_echo_output():
+def test_leak_base64_of_echo_output() -> None:
     r = redactor(SECRET)
     assert r.redact(base64.b64encode(SECRET + b"\n")).startswith(M)
 
 
 @pytest.mark.parametrize("upper", [False, True])
-def test_leak_hex(upper: bool):
+def test_leak_hex(upper: bool) -> None:
     r = redactor(SECRET)
     enc = SECRET.hex().upper() if upper else SECRET.hex()
     assert r.redact(b"0x" + enc.encode() + b"\n") == b"0xREDACTED\n"
@@ -146,7 +146,7 @@ def test_leak_url_encoding(encode):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("ensure_ascii", [True, False])
-def test_leak_json_escapes(ensure_ascii: bool):
+def test_leak_json_escapes(ensure_ascii: bool) -> None:
     secret = 'multi"line\\sécret\n\tend'
     r = redactor(secret)
     doc = json.dumps({"k": secret, "n": 1}, ensure_ascii=ensure_ascii).encode()
@@ -154,13 +154,13 @@ def test_leak_json_escapes(ensure_ascii: bool):
     assert json.loads(out) == {"k": "REDACTED", "n": 1}
 
 
-def test_leak_non_utf8_neighbours():
+def test_leak_non_utf8_neighbours() -> None:
     r = redactor(SECRET)
     data = b"\xff\xfe\x00" + SECRET + b"\x80\xc3\r\n"
     assert r.redact(data) == b"\xff\xfe\x00" + M + b"\x80\xc3\r\n"
 
 
-def test_leak_names():
+def test_leak_names() -> None:
     r = redactor(SECRET.decode())
     assert r.redact_name("dump-" + SECRET.decode() + ".log") == "dump-REDACTED.log"
     raw = os.fsdecode(b"\xff" + SECRET)  # undecodable bytes next to the secret
@@ -168,14 +168,14 @@ def test_leak_names():
     assert r.redact_name("innocent") == "innocent"
 
 
-def test_leak_short_secret_in_name_only_whole():
+def test_leak_short_secret_in_name_only_whole() -> None:
     r = Redactor()
     r.add("prod", allow_short=True)
     assert r.redact_name("prod") == "REDACTED"
     assert r.redact_name("production") == "production"
 
 
-def test_leak_secret_registered_after_files_were_mirrored():
+def test_leak_secret_registered_after_files_were_mirrored() -> None:
     # A redactor only knows what was registered when it ran: the earlier copy
     # keeps the secret, so the mirror must recopy everything when secrets change.
     data = b"late " + SECRET
@@ -183,7 +183,7 @@ def test_leak_secret_registered_after_files_were_mirrored():
     assert redactor(b"other-secret", SECRET).redact(data) == b"late " + M
 
 
-def test_leak_short_secret_refused_without_value():
+def test_leak_short_secret_refused_without_value() -> None:
     with pytest.raises(SecretRefused) as info:
         redactor(b"1234567")
     assert "1234567" not in str(info.value) and "1234567" not in repr(info.value)
@@ -199,14 +199,14 @@ def test_leak_short_secret_refused_without_value():
         (b"true" + b" " * 300, b"true" + b" " * 300),  # past SHORT_FILE_MAX: not whole-file rule
     ],
 )
-def test_leak_short_secrets_whole_file_only(data: bytes, expected: bytes):
+def test_leak_short_secrets_whole_file_only(data: bytes, expected: bytes) -> None:
     r = Redactor()
     r.add("true", allow_short=True)
     assert r.redact(data) == expected
     assert chunked(r, [data[i : i + 1] for i in range(len(data))]) == expected
 
 
-def test_leak_marker_containing_secret():
+def test_leak_marker_containing_secret() -> None:
     r = Redactor(marker="TOKEN_hunter22_X")
     with pytest.raises(InvalidInput) as info:
         r.add("hunter22")
@@ -215,21 +215,21 @@ def test_leak_marker_containing_secret():
         Redactor().add("prefix-REDACTED-suffix")  # would re-match in redacted output
 
 
-def test_leak_applied_twice_is_stable():
+def test_leak_applied_twice_is_stable() -> None:
     r = redactor(b"abcdefgh", b"cdefghijklmn", b"line-1-secret\nline-2-secret")
     data = b"x abcdefghijklmn y line-1-secret\r\nline-2-secret z " + base64.b64encode(b"abcdefgh")
     once = r.redact(data)
     assert r.redact(once) == once
 
 
-def test_leak_secret_starting_with_marker_end():
+def test_leak_secret_starting_with_marker_end() -> None:
     r = redactor(b"firstsecret1", b"EDabcdefgh")
     data = b"firstsecret1abcdefgh"  # output REDACTEDabcdefgh would hold the second secret
     assert r.redact(data) == M
     assert chunked(r, [data[i : i + 1] for i in range(len(data))]) == M
 
 
-def test_leak_secret_ending_with_marker_start():
+def test_leak_secret_ending_with_marker_start() -> None:
     r = redactor(b"firstsecret1", b"abcdefgR")
     data = b"xxabcdefgfirstsecret1yy"  # abcdefgREDACTED would hold the second secret
     out = r.redact(data)
@@ -237,7 +237,7 @@ def test_leak_secret_ending_with_marker_start():
     assert chunked(r, [data[i : i + 2] for i in range(0, len(data), 2)]) == out
 
 
-def test_leak_secret_completed_by_marker_again_and_again():
+def test_leak_secret_completed_by_marker_again_and_again() -> None:
     r = redactor(b"firstsecret1", b"Dabcdefg")
     data = b"firstsecret1" + b"abcdefg" * 50 + b"!"  # each step uncovers the next copy
     assert r.redact(data) == M + b"!"
@@ -248,7 +248,7 @@ def test_leak_secret_completed_by_marker_again_and_again():
     "data",
     [b"xoxb-ab!!secret-value!!", b"AKIA!!secret-valueABCDEFGH.", b"hf_" + b"a" * 26 + b"!!secret!"],
 )
-def test_leak_token_completed_by_marker(data: bytes):
+def test_leak_token_completed_by_marker(data: bytes) -> None:
     r = Redactor(patterns=True)
     r.add("!!secret-value" if b"-value" in data else "!!secret")
     out = r.redact(data)
@@ -256,7 +256,7 @@ def test_leak_token_completed_by_marker(data: bytes):
     assert chunked(r, [data[i : i + 1] for i in range(len(data))]) == out
 
 
-def test_leak_run_the_marker_would_complete_is_refused_not_written():
+def test_leak_run_the_marker_would_complete_is_refused_not_written() -> None:
     # aaaaaaaR: before the marker, every `a` of a long run completes it again;
     # no bounded-memory stream can decide where the run ends, so both refuse.
     r = redactor(b"firstsecret1", b"aaaaaaaR")

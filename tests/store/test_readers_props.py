@@ -25,6 +25,7 @@ from sessionstore.inspect.summary import SessionView
 from sessionstore.store.session import Session, Store
 from sessionstore.store.status import STATUSES
 
+scalars: st.SearchStrategy[bool | int | float | str | None]
 scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=8)
 scalars |= st.floats(allow_nan=False, allow_infinity=False)
 json_values = st.recursive(

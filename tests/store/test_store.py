@@ -303,7 +303,7 @@ def test_complete_accepts_pydantic_models(store: Store) -> None:
     from sessionstore.format.models import TrialRecord
 
     writer = store.create().trials.begin()
-    record = writer.complete(TrialRecord(failed=True, learned="x", extra_field=1))  # type: ignore[call-arg]
+    record = writer.complete(TrialRecord(failed=True, learned="x", extra_field=1))
     assert record.data == {"failed": True, "learned": "x", "extra_field": 1}
 
 
@@ -385,4 +385,4 @@ def test_every_public_name_resolves_and_all_is_sorted() -> None:
     for name in sessionstore.__all__:
         assert getattr(sessionstore, name) is not None
     with pytest.raises(AttributeError):
-        _ = sessionstore.no_such_name  # type: ignore[attr-defined]
+        _ = sessionstore.no_such_name
