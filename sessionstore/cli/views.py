@@ -195,29 +195,9 @@ def session_list(console: Console, views: list[SessionView], root: Path) -> None
         console.print(_STAR_NOTE, style="dim")
 
 
-def _metric_paths(view: SessionView) -> list[str]:
-    """Up to `_EXTRA_METRICS` numeric metrics besides the objective, in first-seen order."""
-    paths: list[str] = []
-    for record in view.trials:
-        metrics = lookup(record.data or {}, "benchmark.metrics")
-        if not isinstance(metrics, dict):
-            continue
-        for key, value in metrics.items():
-            path = f"benchmark.metrics.{key}"
-            if isinstance(value, dict) and as_number(value.get("mean")) is not None:
-                path += ".mean"
-            elif as_number(value) is None:
-                continue
-            if path != view.objective.path and path not in paths:
-                paths.append(path)
-            if len(paths) == _EXTRA_METRICS:
-                return paths
-    return paths
-
-
 def _trials_table(view: SessionView) -> Table:
     table = Table(title="trials", title_justify="left", box=None, header_style="bold")
-    extra = _metric_paths(view)
+    extra = view.metric_paths(_EXTRA_METRICS)
     table.add_column("N", justify="right", no_wrap=True)
     table.add_column("STATE", no_wrap=True)
     for path in [view.objective.path, *extra]:

@@ -13,7 +13,15 @@ from typing import Any
 
 from sessionstore.errors import NoBestTrial
 from sessionstore.harness.verdict import Verdict, output_verdict
-from sessionstore.inspect.best import Best, Objective, Score, best_trial, score_trials
+from sessionstore.inspect.best import (
+    Best,
+    Objective,
+    Score,
+    as_number,
+    best_trial,
+    lookup,
+    score_trials,
+)
 from sessionstore.store.lineage import lineage_info
 from sessionstore.store.session import Record, RecordState, Session
 from sessionstore.store.status import (
@@ -119,6 +127,29 @@ class SessionView:
             "previous": self.previous,
             "manifest_error": self.manifest_error,
         }
+
+    def metric_paths(self, limit: int) -> list[str]:
+        """Up to `limit` numeric metrics of the trials besides the objective, first seen first.
+
+        Paths under `benchmark.metrics`; a metric that is an object with a
+        numeric `mean` is named by its mean (`benchmark.metrics.ttft_ms.mean`).
+        """
+        paths: list[str] = []
+        for record in self.trials:
+            metrics = lookup(record.data or {}, "benchmark.metrics")
+            if not isinstance(metrics, dict):
+                continue
+            for key, value in metrics.items():
+                path = f"benchmark.metrics.{key}"
+                if isinstance(value, dict) and as_number(value.get("mean")) is not None:
+                    path += ".mean"
+                elif as_number(value) is None:
+                    continue
+                if path != self.objective.path and path not in paths:
+                    paths.append(path)
+                if len(paths) == limit:
+                    return paths
+        return paths
 
     def verdicts(self, records: list[Record]) -> dict[int, Verdict]:
         """Output-contract verdicts of the records that declare one (reads their logs' tails).

@@ -1,4 +1,4 @@
-"""What `export --best` exports: the best trial as `inspect` ranks it, and its checks."""
+"""What `export --best` exports (the best trial as `inspect` ranks it), and what the view shows."""
 
 from __future__ import annotations
 
@@ -37,3 +37,12 @@ def test_no_ranked_trial_raises_no_best_trial(tmp_path: Path) -> None:
     assert isinstance(raised.value, LookupError)
     assert raised.value.objective == "benchmark.metrics.output_tok_per_s"
     assert str(raised.value) == f"{session.path}: no completed trial has a benchmark to rank"
+
+
+def test_the_view_names_the_other_numeric_metrics_first_seen_first(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="s", pid=None)
+    trial(session, metrics(900.0, ttft=250.0, ignored="x"))
+    trial(session, {"benchmark": {"metrics": {"output_tok_per_s": 1.0, "tpot": 3, "name": "a"}}})
+    view = SessionView.load(session)
+    assert view.metric_paths(5) == ["benchmark.metrics.ttft_ms.mean", "benchmark.metrics.tpot"]
+    assert view.metric_paths(1) == ["benchmark.metrics.ttft_ms.mean"]
