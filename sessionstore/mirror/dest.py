@@ -12,8 +12,9 @@ so before every change (mkdir, temp create, rename, chmod, unlink, rmdir,
 sweep) `check` re-validates the chain: each node's entry in its parent must
 still be the inode the fd holds, up to the root's entry in its parent. A directory moved out of the
 tree or replaced mid-pass is then refused before anything is written through
-it. Reads (lstat for the no-op fast path) use the fds without the check: they
-change nothing.
+it. Reads change nothing and skip the check; the no-op pass's reads do not
+even open directories: `verify` lstats each one, parents first, relative to
+the root's fd, and its entries are then stat'ed by their path from there.
 
 Directory fsyncs are batched per directory: a touched directory is fsynced
 once, when the walk leaves it (`close`), or earlier by `flush` (before a
@@ -76,6 +77,9 @@ class DestDir:
     ident: tuple[int, int] | None = None  # the fd's (dev, ino), taken at first check
     created = False  # by this pass: holds nothing we did not write
     touched = False  # changed since its last fsync
+    # lstat'ed as a directory (parents first) relative to the root's fd: reads may
+    # then resolve its path from the root without opening it (`verify`).
+    verified = False
 
     def __init__(self, parent: DestDir | None, name: str, rel: str) -> None:
         self.parent = parent
@@ -201,7 +205,7 @@ class DestTree:
         while missing[-1].parent is not None and missing[-1].parent.state == _MISSING:
             missing.append(missing[-1].parent)
         top = missing[-1].parent
-        if top is None or top.state != _OPEN:
+        if top is None or self.fd_of(top) is None:
             return None  # below a bad directory: reported there
         for node in reversed(missing):
             if self._make(node) is None:
@@ -252,6 +256,7 @@ class DestTree:
                 here = None
             if here is None or (here.st_dev, here.st_ino) != node.ident:
                 node.state = _BAD
+                node.verified = False
                 self.error(node.shown, "moved or replaced during the pass; nothing written there")
                 return False
             if node is self.root:
@@ -261,11 +266,58 @@ class DestTree:
 
     # -- reading ------------------------------------------------------------------
 
+    def verify(self, d: DestDir) -> bool:
+        """Whether `d` is a directory that reads may reach by its path from the root's fd.
+
+        The no-op pass's way to the destination: one lstat per directory, parents
+        first, relative to the root's fd, instead of an open and a close (the
+        pass's largest cost after the stats themselves). A directory whose lstat
+        is not a directory goes through `fd_of`, which reports a symlink or a
+        non-directory once, exactly as when opening it; below one, False.
+
+        A path resolved from the root follows a symlink swapped in for an
+        already-verified ancestor, as an fd opened before the swap keeps pointing
+        at the directory moved away: for a read, both see the tree as it was when
+        the walk reached it. Changes never rely on this: they go through fds and
+        `check` the chain first.
+        """
+        pending: list[DestDir] = []
+        node: DestDir | None = d
+        while node is not None and not node.verified and node.state == _UNKNOWN:
+            pending.append(node)
+            node = node.parent
+        if node is None or not (node.verified or node.state == _OPEN):
+            return False  # missing or bad above (reported there)
+        root_fd = self.root.fd
+        assert root_fd is not None  # open for the whole pass (never a cwd-relative stat)
+        for node in reversed(pending):
+            try:
+                mode = os.stat(node.rel, dir_fd=root_fd, follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                node.state = _MISSING
+                return False
+            except OSError:
+                mode = 0
+            if not stat.S_ISDIR(mode) and self.fd_of(node) is None:
+                return False
+            node.verified = True
+        return True
+
+    def present(self, d: DestDir) -> bool:
+        """Whether `d` is a directory in the destination, creating it (0700) if missing."""
+        return d.fd is not None or d.verified or self.verify(d) or self.ensure(d) is not None
+
     def lstat(self, d: DestDir, name: str) -> os.stat_result | None:
-        """lstat of an entry (None if it, or its directory, is missing or unusable)."""
-        fd = self.fd_of(d)
+        """lstat of an entry (None if it, or its directory, is missing or unusable).
+
+        Through `d`'s fd when it is open, else by its path from the root (`verify`).
+        """
+        fd = d.fd
         if fd is None:
-            return None
+            if not (d.verified or self.verify(d)):
+                return None
+            fd, name = self.root.fd, f"{d.rel}/{name}" if d.rel else name
+            assert fd is not None
         try:
             return os.stat(name, dir_fd=fd, follow_symlinks=False)
         except OSError:

@@ -46,6 +46,7 @@ class _FileOps:
     entries: dict[str, Entry]
     diverged: dict[str, list[str]]
     cached: Callable[[str], Entry | None]
+    root_fd: int  # the destination root's fd, open for the whole pass
 
     def unchanged(self, dest: DestDir, e: os.DirEntry[str], dname: str, drel: str) -> bool:
         """The no-read fast path: two stats and a cache lookup.
@@ -70,11 +71,15 @@ class _FileOps:
             and cached[4] == st.st_dev
         ):
             return False
-        fd = dest.fd if dest.fd is not None else self.tree.fd_of(dest)
-        if fd is None:
-            return False
+        # An open directory is asked by name; else by `drel`, its path from the root's
+        # fd, once the directory is `verify`-ed (an lstat, not an open and a close).
         try:
-            dst = os.stat(dname, dir_fd=fd, follow_symlinks=False)
+            if dest.fd is not None:
+                dst = os.stat(dname, dir_fd=dest.fd, follow_symlinks=False)
+            elif dest.verified or self.tree.verify(dest):
+                dst = os.stat(drel, dir_fd=self.root_fd, follow_symlinks=False)
+            else:
+                return False
         except OSError:
             return False
         if not (

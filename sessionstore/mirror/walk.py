@@ -18,9 +18,10 @@ Its files are only compared (`check_sealed`); a difference is reported as
 `diverged`, never applied. When the destination is a session (it holds
 `session.json`), the store's own files at its top are skipped.
 
-The destination is read only where needed: each file's lstat for the fast
-path, and a record's marker once something in the record needs more than the
-fast path. Directories are listed only after an interrupted pass (the
+The destination is read only where needed: one lstat per directory (instead
+of opening it: `DestTree.verify`) and each file's lstat for the fast path,
+and a record's marker once something in the record needs more than the fast
+path. Directories are listed only after an interrupted pass (the
 in-progress flag `DIRTY_NAME`, which triggers the temp sweep); `--delete`
 works from the change cache (`_mirror_leftovers`), not from listings.
 """
@@ -29,9 +30,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
+import operator
 import os
 import stat
-from collections.abc import Callable, Container, Iterator
+from collections.abc import Callable, Collection, Container, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from sessionstore._fs.atomic import TEMP_PREFIX, fsync_dir
@@ -83,7 +86,8 @@ class _Frame(DestDir):
         parent_name: str | None,
         up: _Frame | None,
     ) -> None:
-        super().__init__(dest_parent, dname, rel)
+        # DestDir.__init__, inline: once per directory of a pass.
+        self.parent, self.name, self.rel = dest_parent, dname, rel
         self.src_fd = src_fd
         self.src_name = src_name  # None only for the source root, whose fd is the pass's
         self.parent_name = parent_name
@@ -107,7 +111,10 @@ class _Pass(_FileOps):
         self.tree: DestTree
         self.cache: Cache | None = None
         self.entries: dict[str, Entry] = {}
-        self.listed: dict[str, Container[str]] = {}  # dest rel of each listed dir -> its names
+        # Dest rel of each listed dir -> the destination names the source accounts for:
+        # a tuple (no redactor) that `listed` makes a set of only when the end of the
+        # pass asks. Not the DirEntry lists: kept alive, the collector walks them.
+        self.listings: dict[str, Collection[str]] = {}
         self.tops: list[str] = []  # dest rels of the subtrees walked ("" for a full pass)
         self.diverged: dict[str, list[str]] = {}  # sealed record -> files that differ
         self.listing_failed = False
@@ -151,6 +158,7 @@ class _Pass(_FileOps):
         """What the pass needs to know about the destination root before the walk."""
         tree, root = self.tree, self.tree.root
         assert root.fd is not None
+        self.root_fd = root.fd
         own = os.fstat(root.fd)
         self.dest_id = (own.st_dev, own.st_ino)
         self.cache = Cache.load(root.fd, self.redactor, self.m._fingerprints)
@@ -236,8 +244,15 @@ class _Pass(_FileOps):
         elif src_name is None and not self.is_session:
             marker = REPORT  # a full pass's root: report.json waits for everything
         rel = frame.rel
-        pairs, pending, names = self.dest_names(entries, rel)
-        self.listed[rel] = names
+        pairs: Iterable[tuple[os.DirEntry[str], str]]
+        if self.redactor is None:  # names map to themselves: no collision possible
+            # C-level pairs and no set of names per directory: the no-op pass's cost.
+            names = tuple(map(_NAME, entries))
+            pairs, pending = zip(entries, names, strict=True), 0
+            self.listings[rel] = names
+        else:
+            pairs, pending, groups = self.dest_names(entries, rel)
+            self.listings[rel] = groups
         subdirs: list[Child] = []
         store_top = self.is_session and src_name is None  # the root of a session
         files = 0
@@ -245,7 +260,8 @@ class _Pass(_FileOps):
         for e, dname in pairs:
             drel = f"{rel}/{dname}" if rel else dname
             if dname[0] == "." and (dname.startswith((RESERVED_PREFIX, TEMP_PREFIX))):
-                self.skip(drel, "reserved name")
+                if not dname.startswith(TEMP_PREFIX):  # our temps are not the source's
+                    self.skip(drel, "reserved name")
             elif store_top and dname in STORE_OWNED:
                 self.skip(drel, "the store owns it (the destination is a session)")
             elif e.is_file(follow_symlinks=False):
@@ -268,7 +284,7 @@ class _Pass(_FileOps):
         """After the subdirectories: empty directories, then the marker; pending goes up."""
         # Sealing is looked up only where it decides something: the fast path
         # needs no marker lstat.
-        if not frame.files and self.sealed(frame) is None and self.tree.ensure(frame) is None:
+        if not frame.files and self.sealed(frame) is None and not self.tree.present(frame):
             frame.pending += 1  # mirror empty directories too
         if frame.held is not None:
             e, dname, drel = frame.held
@@ -278,7 +294,8 @@ class _Pass(_FileOps):
                 frame.pending += 1
             elif not self.unchanged(frame, e, dname, drel):
                 frame.pending += self.changed(frame, e, dname, drel, True)
-        self.tree.close(frame)  # `release`, inline: once per directory
+        if frame.fd is not None or frame.touched:  # `release`, inline: once per directory
+            self.tree.close(frame)
         if frame.src_name is not None:
             os.close(frame.src_fd)
         if frame.up is not None:
@@ -289,14 +306,22 @@ class _Pass(_FileOps):
         if frame.src_name is not None:
             os.close(frame.src_fd)
 
+    @functools.cached_property
+    def listed(self) -> dict[str, Container[str]]:
+        """Dest rel of each listed directory -> every destination name the source accounts for.
+
+        For --delete and divergence by removal, after the walk.
+        """
+        return {
+            rel: frozenset(names) if isinstance(names, tuple) else names
+            for rel, names in self.listings.items()
+        }
+
     def dest_names(
         self, entries: list[os.DirEntry[str]], rel: str
-    ) -> tuple[list[tuple[os.DirEntry[str], str]], int, Container[str]]:
-        """(entry, destination name) pairs, errors for names that collide, and every
-        destination name the source accounts for (for --delete). Our temps are ignored."""
-        if self.redactor is None:  # names map to themselves: no collision possible
-            pairs = [(e, e.name) for e in entries if not e.name.startswith(TEMP_PREFIX)]
-            return pairs, 0, {name for _, name in pairs}
+    ) -> tuple[list[tuple[os.DirEntry[str], str]], int, dict[str, list[os.DirEntry[str]]]]:
+        """With a redactor: (entry, destination name) pairs, errors for names that collide,
+        and every destination name the source accounts for (for --delete). Our temps are ignored."""
         groups: dict[str, list[os.DirEntry[str]]] = {}
         for e in entries:
             if not e.name.startswith(TEMP_PREFIX):
@@ -351,6 +376,13 @@ class _Pass(_FileOps):
             self.unstable(drel, "replaced during the pass")
             return None
         entered = _Frame(frame, dname, drel, fd, e.name, frame.src_name, frame)
+        if frame.verified or frame.fd is not None:
+            # `DestTree.verify`'s lstat, inline (once per directory): parents first.
+            try:
+                mode = os.stat(drel, dir_fd=self.root_fd, follow_symlinks=False).st_mode
+            except OSError:
+                mode = 0  # missing or worse: `verify` sorts it out if it is asked
+            entered.verified = stat.S_ISDIR(mode)
         if self.enter(entered):
             return entered
         frame.pending += 1
@@ -465,6 +497,9 @@ class _Pass(_FileOps):
             self.tree.flush()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(DIRTY_NAME, dir_fd=root.fd)
+
+
+_NAME = operator.attrgetter("name")
 
 
 def _special_kind(e: os.DirEntry[str]) -> str:

@@ -232,3 +232,25 @@ def test_an_interrupted_pass_is_swept_through_the_fds_and_temp_symlinks_are_not_
     assert not dead.exists() and live.exists() and not link.is_symlink()
     assert snapshot(outside) == before
     assert not (dst / DIRTY_NAME).exists()
+
+
+@pytest.mark.parametrize("moved", ["trials", "trials/1"], ids=["ancestor", "record"])
+def test_a_record_moved_out_behind_a_symlink_is_never_reported_in_place(
+    tmp_path: Path, src: Path, dst: Path, moved: str
+) -> None:
+    """The no-op pass reads the destination by paths from the root's fd: a directory moved
+    out with a symlink to it left behind keeps its files' inodes, sizes and mtimes, which
+    the change cache would vouch for if the path were followed."""
+    workspace(src)
+    assert mirror_cli(src, dst, "--once", "--no-fsync").returncode == 0
+    elsewhere = tmp_path / "elsewhere"
+    os.rename(dst / moved, elsewhere)
+    (dst / moved).symlink_to(elsewhere)
+    before = snapshot(elsewhere)
+    proc = mirror_cli(src, dst, "--once", "--json")
+    report = orjson.loads(proc.stdout)
+    assert proc.returncode == 1
+    assert report["errors"] == [{"path": moved, "error": SYMLINK_PROBLEM}]
+    assert report["unchanged"] == len(tree(src)) - len(tree(src / moved))
+    assert report["copied"] == []
+    assert snapshot(elsewhere) == before
