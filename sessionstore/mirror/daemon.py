@@ -31,17 +31,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sessionstore._display import escape
 from sessionstore._fs.atomic import AtomicFile
+from sessionstore._watch import Change, Watcher
 from sessionstore.errors import InvalidInput, LockHeld
 from sessionstore.mirror.dest import DestDir, DestTree
+from sessionstore.mirror.report import PassReport
 
 if TYPE_CHECKING:
-    from watchdog.observers.api import BaseObserver
-
-    from sessionstore.mirror.mirror import Mirror, PassReport
+    from sessionstore.mirror.mirror import Mirror
 
 LOCK_NAME = ".sessionstore-mirror.lock"
 PID_NAME = ".sessionstore-mirror.pid"
@@ -62,7 +62,7 @@ class WatchConfig:
     unwatched_every: float = 2.0
 
 
-PassCallback = Callable[["PassReport", str], None]
+PassCallback = Callable[[PassReport, str], None]
 
 
 class _Hints:
@@ -108,18 +108,10 @@ class _Hints:
             self.dirty, self.lost = set(), False
         return dirty, lost
 
-
-class _EventHandler:
-    """A watchdog handler that turns every event into a dirty-directory hint."""
-
-    def __init__(self, hints: _Hints) -> None:
-        self.hints = hints
-
-    def dispatch(self, event: Any) -> None:
-        self.hints.mark(os.fsdecode(event.src_path), event.is_directory)
-        dest = getattr(event, "dest_path", "")
-        if dest:
-            self.hints.mark(os.fsdecode(dest), event.is_directory)
+    def changed(self, change: Change) -> None:
+        """Every event is a dirty-directory hint (called on the watcher's threads)."""
+        for path in change.paths:
+            self.mark(path, change.is_directory)
 
 
 class _TroubleHandler(logging.Handler):
@@ -215,7 +207,7 @@ class Daemon:
         self.on_pass = on_pass
         self.wake = threading.Event()
         self.hints = _Hints(str(mirror.source), self.wake)
-        self.observer: BaseObserver | None = None
+        self.observer: Watcher | None = None
         self.passes = 0
         self.last_report: PassReport | None = None
         # Directories to pass over again (None: only a full pass will do), and when.
@@ -361,34 +353,9 @@ class Daemon:
     # -- the observer ----------------------------------------------------------
 
     def _start_observer(self) -> None:
-        from watchdog import events as ev
-        from watchdog.observers import Observer
-
-        observer = Observer()
-        # Only events that say content or metadata may have changed. Opens and
-        # close-without-write would be queued by the kernel for every directory each
-        # pass opens (a no-op pass over 10,000 files raised ~14,000 of them) and cost
-        # more than the pass itself.
-        content_events = [
-            ev.DirAttribEvent,
-            ev.DirCreatedEvent,
-            ev.DirDeletedEvent,
-            ev.DirModifiedEvent,
-            ev.DirMovedEvent,
-            ev.FileAttribEvent,
-            ev.FileClosedEvent,
-            ev.FileCreatedEvent,
-            ev.FileDeletedEvent,
-            ev.FileModifiedEvent,
-            ev.FileMovedEvent,
-        ]
-        observer.schedule(
-            _EventHandler(self.hints),  # type: ignore[arg-type]
-            str(self.mirror.source),
-            recursive=True,
-            event_filter=content_events,
-        )
-        observer.daemon = True
+        observer = Watcher(self.hints.changed)
+        # Content events only: each pass's own opens would otherwise flood the queue.
+        observer.watch(str(self.mirror.source), recursive=True, content_only=True)
         try:
             observer.start()
         except (OSError, RecursionError) as exc:
@@ -405,14 +372,12 @@ class Daemon:
         observer = self.observer
         if observer is None:
             return True  # polling only, by necessity
-        return observer.is_alive() and all(e.is_alive() for e in observer.emitters)
+        return observer.healthy()
 
     def _stop_observer(self) -> None:
         observer, self.observer = self.observer, None
         if observer is not None:
-            observer.stop()
-            with contextlib.suppress(RuntimeError):
-                observer.join(timeout=5)
+            observer.stop(timeout=5)
 
 
 def _is_dir(path: os.PathLike[str]) -> bool:

@@ -26,9 +26,9 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
-from sessionstore.errors import WaitTimedOut
+from sessionstore._watch import READ_ONLY_KINDS, Change, Watcher
+from sessionstore.errors import InvalidInput, WaitTimedOut
 from sessionstore.format.names import REPORT
 from sessionstore.store.session import Record, RecordState, Session, read_record
 
@@ -38,29 +38,21 @@ POLL_INTERVAL = 1.0
 SETTLE = 1.0
 
 
-_READ_ONLY_EVENTS = frozenset({"opened", "closed_no_write"})
-
-
 class _Wakeup:
-    """A watchdog event handler that wakes the waiter when an event touches `paths`."""
+    """Wakes the waiter when a change touches `paths` (called on the watcher's thread)."""
 
     def __init__(self, paths: set[str]) -> None:
         self.paths = paths
         self.event = threading.Event()
 
-    def dispatch(self, event: Any) -> None:
-        # Duck-typed so watchdog is imported only when an observer is used. A log
-        # appended to inside the record raises many events; only the marker and the
-        # directories on the way to it matter, and only changes: the waiter's own
+    def __call__(self, change: Change) -> None:
+        # A log appended to inside the record raises many events; only the marker and
+        # the directories on the way to it matter, and only changes: the waiter's own
         # read of a torn marker opens and closes it, and waking on that would spin.
-        if event.event_type in _READ_ONLY_EVENTS:
+        if change.kind in READ_ONLY_KINDS:
             return
-        for path in (event.src_path, getattr(event, "dest_path", "")):
-            if isinstance(path, bytes):
-                path = os.fsdecode(path)
-            if path and os.path.normpath(path) in self.paths:
-                self.event.set()
-                return
+        if any(os.path.normpath(path) in self.paths for path in change.paths):
+            self.event.set()
 
 
 # watchdog logs these although nothing is lost for a waiter, which would print them
@@ -76,21 +68,18 @@ def _drop_harmless(record: logging.LogRecord) -> bool:
     return _HARMLESS.get(record.name) != record.msg
 
 
-def _new_observer() -> Any:
-    """A started watchdog observer, or None when none can run here (then only polling)."""
+def _new_observer(on_change: _Wakeup) -> Watcher | None:
+    """A started watcher, or None when none can run here (then only polling)."""
     for name in _HARMLESS:
         log = logging.getLogger(name)
         if _drop_harmless not in log.filters:
             log.addFilter(_drop_harmless)
     try:
-        from watchdog.observers import Observer
-
-        observer = Observer()
-        observer.daemon = True
-        observer.start()
+        watcher = Watcher(on_change)
+        watcher.start()
     except (ImportError, OSError, RuntimeError):
         return None
-    return observer
+    return watcher
 
 
 class _Watches:
@@ -100,7 +89,7 @@ class _Watches:
         self.chain = chain
         self.handler = handler
         self.armed: set[str] = set()
-        self.observer = _new_observer()
+        self.observer = _new_observer(handler)
 
     def arm(self) -> None:
         """Watch every directory of the chain that exists now; failures leave polling to cope."""
@@ -110,7 +99,7 @@ class _Watches:
             if directory in self.armed:
                 continue
             try:
-                self.observer.schedule(self.handler, directory, recursive=False)
+                self.observer.watch(directory, recursive=False)
             except OSError:
                 # Missing (not created yet) or out of inotify watches: the periodic
                 # re-check still sees it, and the next pass tries again.
@@ -120,7 +109,6 @@ class _Watches:
     def close(self) -> None:
         if self.observer is not None:
             self.observer.stop()
-            self.observer.join()
 
 
 def _marker_signature(path: str) -> tuple[int, int] | None:
@@ -149,12 +137,13 @@ def wait_record(
     forever; otherwise `WaitTimedOut` is raised once `timeout` seconds pass
     with the record still in flight. A torn record is returned, not raised
     (see the module docstring for the settle rule). Thread-safe: each call
-    uses its own observer.
+    uses its own observer. Raises `InvalidInput` (a ValueError) for a negative
+    `timeout` or a record number that does not fit `marker`.
     """
     if timeout is not None and timeout < 0:
-        raise ValueError("timeout must be >= 0 or None")
+        raise InvalidInput("wait", "timeout must be >= 0 or None")
     if n < 0 or (n == 0) != (marker == REPORT):
-        raise ValueError(f"record numbers start at 1 (n=0 is the report only), not {n}")
+        raise InvalidInput("wait", f"record numbers start at 1 (n=0 is the report only), not {n}")
     record_dir = os.path.abspath(path)
     marker_path = os.path.join(record_dir, marker)
     if n == 0:

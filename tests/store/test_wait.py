@@ -21,9 +21,9 @@ from typing import Any
 import orjson
 import pytest
 from cli_runner import environ, finish, popen
-from watchdog.observers import Observer
 
-from sessionstore.errors import WaitTimedOut
+from sessionstore._watch import Watcher
+from sessionstore.errors import InvalidInput, WaitTimedOut
 from sessionstore.store import wait as wait_module
 from sessionstore.store.session import Record, RecordState, Session, Store, read_record
 from sessionstore.store.wait import wait_record, wait_report
@@ -126,9 +126,11 @@ def test_times_out_with_the_record_still_in_flight(session: Session) -> None:
 
 
 def test_bad_arguments_are_refused(session: Session) -> None:
-    with pytest.raises(ValueError, match="record numbers start at 1"):
+    with pytest.raises(InvalidInput, match="record numbers start at 1") as caught:
         session.trials.wait(0, timeout=0)
-    with pytest.raises(ValueError, match="timeout must be >= 0"):
+    assert isinstance(caught.value, ValueError)  # callers catching ValueError still work
+    assert caught.value.source == "wait"
+    with pytest.raises(InvalidInput, match="timeout must be >= 0"):
         session.trials.wait(1, timeout=-1)
 
 
@@ -173,22 +175,19 @@ def test_at_the_deadline_a_torn_marker_is_returned_as_torn(session: Session) -> 
     assert record.state is RecordState.TORN
 
 
-class _DeafObserver(Observer):  # type: ignore[misc,valid-type]
-    """A real observer whose watches are never added: every event is lost."""
-
-    def schedule(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-def _deaf() -> Any:
-    observer = _DeafObserver()
-    observer.start()
-    return observer
+def _deaf(_on_change: Any) -> Watcher:
+    """A real, started watcher that passes every event to nobody: every event is lost."""
+    watcher = Watcher(lambda _change: None)
+    watcher.start()
+    return watcher
 
 
 @pytest.mark.parametrize(
     "observer",
-    [pytest.param(_deaf, id="events-lost"), pytest.param(lambda: None, id="no-observer")],
+    [
+        pytest.param(_deaf, id="events-lost"),
+        pytest.param(lambda _on_change: None, id="no-observer"),
+    ],
 )
 def test_the_periodic_recheck_converges_without_events(
     session: Session, later: Any, monkeypatch: pytest.MonkeyPatch, observer: Any
