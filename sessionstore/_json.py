@@ -9,7 +9,9 @@ from typing import Any
 
 import orjson
 
+from sessionstore._display import escape
 from sessionstore._fs import read as fsread
+from sessionstore.errors import InvalidInput
 
 # A marker is a small document; anything bigger is almost certainly not one and
 # reading it whole would let a stray file stall a listing.
@@ -35,8 +37,6 @@ def utf8_safe(value: Any) -> Any:
     stand for the rest. Everything else is returned unchanged, so callers try
     the exact value first and fall back to this only when orjson refuses it.
     """
-    from sessionstore._display import escape
-
     if isinstance(value, str):
         return _SURROGATE.sub(lambda match: escape(match.group()), value)
     if isinstance(value, dict):
@@ -48,8 +48,6 @@ def utf8_safe(value: Any) -> Any:
 
 def to_object(value: Any, source: str) -> dict[str, Any]:
     """A JSON-ready dict from a Mapping or a pydantic model; anything else is refused."""
-    from sessionstore.errors import InvalidInput
-
     dump = getattr(value, "model_dump", None)
     if callable(dump):
         value = dump(mode="json", exclude_none=True)

@@ -185,17 +185,18 @@ T = TypeVar("T")
 
 def build_dir(
     parent_fd: int,
-    build: Callable[[int], T],
+    build: Callable[[int, str], T],
     publish: Callable[[str], None],
     *,
     mode: int = DIR_MODE,
 ) -> T:
     """Build a directory under a temp name in `parent_fd`, then let `publish` rename it.
 
-    `build(fd)` fills the new directory (open at `fd`; it must fsync what it
-    makes below, as `AtomicFile` does); then the directory itself is fsynced
-    and `publish(temp)` renames the temp entry into place (relative to
-    `parent_fd`), after which `parent_fd` is fsynced. The directory's mode is
+    `build(fd, temp)` fills the new directory (open at `fd`, named `temp` in
+    `parent_fd`; it must fsync what it makes below, as `AtomicFile` does);
+    then the directory itself is fsynced and `publish(temp)` renames the
+    temp entry into place (relative to `parent_fd`), after which `parent_fd`
+    is fsynced. The directory's mode is
     set explicitly (mkdir honours the umask; the mode is part of the format).
     On any failure, `publish`'s included, the temp tree is removed and the
     error propagates. Returns what `build` returned.
@@ -206,7 +207,7 @@ def build_dir(
         fd = fsread.open_dir(staging, parent_fd)
         try:
             os.fchmod(fd, mode)
-            result = build(fd)
+            result = build(fd, staging)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -4,9 +4,34 @@ from __future__ import annotations
 
 import re
 
+from sessionstore._fs.atomic import DIR_MODE, FILE_MODE, TEMP_PREFIX
 from sessionstore.errors import InvalidId
 
+__all__ = [
+    "CONSTRAINTS",
+    "DIR_MODE",
+    "FILE_MODE",
+    "FORMAT_VERSION",
+    "GENERATED_ID_RE",
+    "ID_PATTERN",
+    "MANIFEST",
+    "MARKERS",
+    "MARKER_NAMES",
+    "MAX_RECORD",
+    "MAX_RECORD_DIGITS",
+    "PREVIOUS_DIR",
+    "REPORT",
+    "SERVICE",
+    "TEMP_PREFIX",
+    "TRIALS",
+    "record_number",
+    "validate_id",
+]
+
 FORMAT_VERSION = 1
+# DIR_MODE (directories, 0700), FILE_MODE (files, 0644) and TEMP_PREFIX are the format's
+# too; they are defined by the atomic-write recipe (`_fs.atomic`), which the storage
+# backends beside this package share, and re-exported here.
 
 MANIFEST = "session.json"
 CONSTRAINTS = "constraints.json"

@@ -8,11 +8,13 @@ it (a local backend also keeps empty directories, and `claim` makes one).
 
 Each operation is atomic for a reader on any host: an object is seen whole
 or not at all, and `create` and `put` are durable when they return. Absent
-is an answer, never an error; anything else that stops an operation (a
-symlink where a key is, a non-regular file, a component that is not a
-prefix, an I/O error) raises `StorageError` whose `key` is the key at
-fault: the key asked for, or the prefix of it whose last component is the
-problem (`s/trials` for a `trials` that is a FIFO). A backend's own
+is an answer, never an error; what the tree holds that stops an operation
+(a symlink where a key is, a non-regular file, a component that is not a
+prefix) and any failure of a read raise `StorageError`, whose `key` is the
+key at fault: the key asked for, or the prefix of it whose last component is the
+problem (`s/trials` for a `trials` that is a FIFO). A write that fails
+for another reason (no space left, an I/O error) raises that `OSError`
+itself, and leaves nothing visible. A backend's own
 in-progress writes (names starting `.sstmp-`, the format's temp entries)
 are never listed.
 """

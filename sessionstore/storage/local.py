@@ -10,6 +10,9 @@ or file where a directory of the key belongs, or anything but a regular
 file where an object is read, is a `StorageError` naming the key at fault,
 at once (a FIFO is never opened for a blocking read).
 
+An I/O error of a write (`ENOSPC`, `EIO`) propagates as the `OSError` it
+is; what a reader meets is a `StorageError` with the reason.
+
 Writes follow the format's atomic recipe (`sessionstore._fs.atomic`): a temp
 file beside the key (`.sstmp-<pid>-<random>`), written, fsynced, then
 published: `put` renames it over the key, `create` hard-links it to the key
@@ -34,12 +37,13 @@ from sessionstore._fs.atomic import (
     DIR_MODE,
     FILE_MODE,
     AtomicFile,
+    build_dir,
     is_temp_name,
     temp_name,
 )
 from sessionstore._fs.tree import remove_tree_at
 from sessionstore.errors import StorageError, TooLarge
-from sessionstore.storage.base import Listed, check_key, check_prefix
+from sessionstore.storage.base import Listed, check_key, check_prefix, join
 
 __all__ = ["LocalStorage"]
 
@@ -87,8 +91,6 @@ class LocalStorage:
                     return False
                 os.fsync(parent)
                 return True
-            except OSError as exc:
-                raise _error(key, exc) from exc
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(temp, dir_fd=parent)
@@ -97,13 +99,10 @@ class LocalStorage:
         parts = check_key(key).split("/")
         with self._parent(parts, make=True) as parent:
             assert parent is not None
-            try:
-                with AtomicFile(
-                    parts[-1], self.file_mode if mode is None else mode, dir_fd=parent
-                ) as f:
-                    f.write(data)
-            except OSError as exc:
-                raise _error(key, exc) from exc
+            with AtomicFile(
+                parts[-1], self.file_mode if mode is None else mode, dir_fd=parent
+            ) as f:
+                f.write(data)
 
     def get(self, key: str, limit: int) -> bytes | None:
         parts = check_key(key).split("/")
@@ -169,6 +168,43 @@ class LocalStorage:
                 raise _error(prefix, exc) from exc
         return True
 
+    # -- local only ---------------------------------------------------------------
+
+    def publish_dir(self, key: str, build: Callable[[str], None]) -> bool:
+        """Build a new prefix under a temp name, then rename it to `key` unless taken.
+
+        `build(temp)` writes the tree through this storage, below the key
+        `temp` (a sibling of `key`). Then `rename(2)` publishes it whole
+        (`_fs.atomic.build_dir`): a reader sees all of it or nothing. False,
+        with the temp tree removed, when something is at `key` already.
+        Local only: an object store has no rename, and would write the objects
+        under `key` directly with the one that makes them visible `create`d
+        last (for a session, its manifest).
+        """
+        parts = check_key(key).split("/")
+        prefix = "/".join(parts[:-1])
+        with self._parent(parts, make=True) as parent:
+            assert parent is not None
+
+            def publish(temp: str) -> None:
+                if _lexists(parts[-1], parent):
+                    raise _Taken
+                try:
+                    # rename(2) onto an existing non-empty directory fails: no clobbering.
+                    os.rename(temp, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)
+                except OSError:
+                    if _lexists(parts[-1], parent):
+                        raise _Taken from None
+                    raise
+
+            try:
+                build_dir(
+                    parent, lambda _, temp: build(join(prefix, temp)), publish, mode=self.dir_mode
+                )
+            except _Taken:
+                return False
+        return True
+
     # -- directory fds -----------------------------------------------------------
 
     def _open_root(self, make: bool) -> int | None:
@@ -229,6 +265,18 @@ class LocalStorage:
             with contextlib.suppress(OSError):
                 os.rmdir(name, dir_fd=parent)
             raise
+
+
+class _Taken(Exception):
+    """`publish_dir`: something is at the key already."""
+
+
+def _lexists(name: str, dir_fd: int) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _open_or_make(parent: int, name: str, mkdir: Callable[[int, str], None] | None) -> int | None:

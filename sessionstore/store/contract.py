@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessionstore import _json as jsonio
 from sessionstore._display import escape
@@ -31,7 +31,11 @@ from sessionstore._fs.atomic import TEMP_PREFIX
 from sessionstore.errors import InvalidInput, TemplateError
 from sessionstore.format.names import CONSTRAINTS, MANIFEST, MARKERS, REPORT, SERVICE, TRIALS
 from sessionstore.format.template import render, used_variables
-from sessionstore.store.session import Session
+from sessionstore.store.files import constraints_of
+from sessionstore.store.status import planned_trials
+
+if TYPE_CHECKING:
+    from sessionstore.store.session import Session
 
 __all__ = ["DEFAULT_TEMPLATE", "contract_variables", "default_template", "render_contract"]
 
@@ -65,15 +69,15 @@ def contract_variables(
     trials, service = root / TRIALS, root / SERVICE
     trial, attempt = trials / "<n>", service / "<k>"
     manifest = session.manifest or {}
-    planned = manifest.get("trials")
-    try:
-        constraints = session.constraints()
-    except ValueError:
-        constraints = {}  # a torn constraints.json is shown by inspect, not by the prompt
+    planned = planned_trials(session)
+    # A torn constraints.json reads as none: inspect shows its reason, the prompt does not.
+    constraints, _ = constraints_of(session.storage, session.key)
     name = manifest.get("name")
     # The mirror copies the workspace's records into the session, so a number
     # either already holds is taken.
-    sessions = [session, Session.open(root)] if root != session_dir and root.is_dir() else [session]
+    sessions = [session]
+    if root != session_dir and root.is_dir():
+        sessions.append(type(session).open(root))
     return _printable(
         {
             "session_id": session.id or session_dir.name,
@@ -83,7 +87,7 @@ def contract_variables(
             "manifest_path": str(root / MANIFEST),
             "constraints_path": str(root / CONSTRAINTS),
             "report_path": str(root / REPORT),
-            "planned_trials": planned if isinstance(planned, int) and planned > 0 else "",
+            "planned_trials": planned if planned is not None else "",
             "constraints": jsonio.dumps(constraints).decode().rstrip("\n") if constraints else "",
             "temp_prefix": TEMP_PREFIX,
             "log_name": LOG_NAME,

@@ -27,25 +27,20 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessionstore import _json as jsonio
 from sessionstore._fs import read as fsread
-from sessionstore._fs.atomic import AtomicFile, fsync_dir, temp_name, write_atomic
+from sessionstore._fs.atomic import DIR_MODE, FILE_MODE, AtomicFile, build_dir, fsync_dir
 from sessionstore.errors import InvalidInput
-from sessionstore.format.names import CONSTRAINTS, MARKERS
-from sessionstore.store.session import (
-    DIR_MODE,
-    FILE_MODE,
-    Record,
-    RecordState,
-    Session,
-    read_session_object,
-    record_dir_fd,
-)
+from sessionstore.format.names import MARKERS
+from sessionstore.store.files import constraints_of
+from sessionstore.store.records import Record, RecordState, record_dir_fd
+
+if TYPE_CHECKING:
+    from sessionstore.store.session import Session
 
 EXPORT_MANIFEST = "sessionstore-export.json"
 TEXT_SUFFIXES = (".json", ".yml", ".yaml", ".toml")
@@ -92,13 +87,13 @@ def export_record(session: Session, n: int, dest: Path, collection: str = "trial
         raise InvalidInput(str(dest), "already exists; export into a new directory")
     if _UNSAFE_DEST.search(str(dest)):
         raise InvalidInput(str(dest), "contains quotes, backslashes or control characters")
-    _, constraints, _ = read_session_object(session.path, CONSTRAINTS)
+    # The one constraints reader; torn ones are recorded as null (inspect shows why).
+    constraints, error = constraints_of(session.storage, session.key)
     record_fd = record_dir_fd(n, source.path)
     try:
-        _copy(session, source, dest, collection, constraints, record_fd)
+        _copy(session, source, dest, collection, None if error else constraints, record_fd)
     finally:
         os.close(record_fd)
-    fsync_dir(dest.parent)
     return dest
 
 
@@ -157,7 +152,8 @@ def _copy(
     constraints: dict[str, Any] | None,
     record_fd: int,
 ) -> None:
-    """Build the export in a temp directory beside `dest` and rename it into place."""
+    """Build the export in a temp directory beside `dest` and rename it into place
+    (`_fs.atomic.build_dir`: removed on any failure, fsynced before the rename)."""
     n = source.n
     files, skipped = _regular_files(source, record_fd)
     marker = MARKERS[collection]
@@ -172,36 +168,37 @@ def _copy(
     def rewrite(text: str) -> str:
         return rewrite_references(text, collection, n, file_set, dest)
 
-    staging = dest.parent / temp_name()
-    os.mkdir(staging, DIR_MODE)
-    try:
+    def build(_: int, temp: str) -> None:
+        staging = dest.parent / temp
         for rel in files:
             target = staging / rel
             target.parent.mkdir(DIR_MODE, parents=True, exist_ok=True)
             if _copy_file(source, record_fd, rel, target, rewrite):
                 rewritten.append({"file": rel})
-        write_atomic(
-            staging / EXPORT_MANIFEST,
-            jsonio.dumps(
-                jsonio.utf8_safe(
-                    {
-                        "session": session.id,
-                        "collection": collection,
-                        "n": n,
-                        "source": str(source.path),
-                        "constraints": constraints,
-                        "files": files,
-                        "rewritten": rewritten,
-                        "skipped": skipped,
-                    }
-                )
-            ),
-            FILE_MODE,
-            sync_dir=False,
+        with AtomicFile(staging / EXPORT_MANIFEST, FILE_MODE, sync_dir=False) as out:
+            out.write(jsonio.dumps(jsonio.utf8_safe(export_manifest(files))))
+        # Every entry below the top (`build_dir` fsyncs the top itself).
+        for directory in {(staging / rel).parent for rel in files} - {staging}:
+            fsync_dir(directory)
+
+    def export_manifest(files: list[str]) -> dict[str, Any]:
+        return {
+            "session": session.id,
+            "collection": collection,
+            "n": n,
+            "source": str(source.path),
+            "constraints": constraints,
+            "files": files,
+            "rewritten": rewritten,
+            "skipped": skipped,
+        }
+
+    parent_fd = fsread.open_dir(dest.parent, follow=True)
+    try:
+        build_dir(
+            parent_fd,
+            build,
+            lambda temp: os.rename(temp, dest.name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd),
         )
-        for directory in {staging / rel for rel in files} | {staging / EXPORT_MANIFEST}:
-            fsync_dir(directory.parent)
-        os.rename(staging, dest)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    finally:
+        os.close(parent_fd)

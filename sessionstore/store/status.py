@@ -21,13 +21,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import orjson
 
 from sessionstore._proc import PID_MAX, process_alive
 from sessionstore.format.names import CONSTRAINTS, MANIFEST
-from sessionstore.store.session import Record, RecordState, Session, read_session_object
+from sessionstore.store.files import constraints_of
+from sessionstore.store.records import Record, RecordState
+
+if TYPE_CHECKING:
+    from sessionstore.store.session import Session
 
 STATUSES = ("running", "interrupted", "done", "failed", "unknown")
 _MANIFEST_STATUSES = ("running", "done", "failed")
@@ -50,7 +54,10 @@ class Progress:
 
 
 def planned_trials(session: Session) -> int | None:
-    """The manifest's planned trial count, if it is a positive integer."""
+    """The manifest's planned trial count: an integer >= 1 (never a boolean), else None.
+
+    The one reading of the manifest's `trials` (progress, the contract).
+    """
     value = (session.manifest or {}).get("trials")
     return value if _is_int(value) and value > 0 else None
 
@@ -148,6 +155,10 @@ def session_progress(session: Session, trials: list[Record], attempts: list[Reco
 
 
 def read_constraints(session: Session) -> tuple[dict[str, Any], str | None]:
-    """The requested constraints and a parse error; a torn file reads as `{}` plus its error."""
-    _, data, error = read_session_object(session.path, CONSTRAINTS)
-    return data or {}, f"{CONSTRAINTS}: {error}" if error else None
+    """The requested constraints and why they could not be read, as `inspect` shows them.
+
+    `store.files.constraints_of` (a torn file reads as `{}`), its reason
+    prefixed `constraints.json: `.
+    """
+    data, error = constraints_of(session.storage, session.key)
+    return data, f"{CONSTRAINTS}: {error}" if error else None

@@ -63,10 +63,11 @@ def _fail_after(calls: int, exc: BaseException) -> Callable[..., Any]:
 
 
 FAULTS = {
-    "replace": ("replace", 0, OSError(errno.EIO, "injected replace failure")),
-    # complete() fsyncs the record directory first; the second fsync is the marker's temp.
-    "fsync-dir": ("fsync", 0, OSError(errno.EIO, "injected fsync failure")),
-    "fsync-file": ("fsync", 1, OSError(errno.EIO, "injected fsync failure")),
+    # complete() publishes the marker with link(2): a second writer cannot replace it.
+    "link": ("link", 0, OSError(errno.EIO, "injected link failure")),
+    # complete() fsyncs the marker's temp first, then the record directory.
+    "fsync-file": ("fsync", 0, OSError(errno.EIO, "injected fsync failure")),
+    "fsync-dir": ("fsync", 1, OSError(errno.EIO, "injected fsync failure")),
     "write-enospc": ("write", 0, OSError(errno.ENOSPC, "No space left on device")),
 }
 

@@ -1,0 +1,143 @@
+"""A numbered collection of one session (`trials/` or `service/`), through the storage seam.
+
+Records are listed by `Storage.list` (a record is a prefix whose name is a
+record number; anything else is foreign), read by `read_record`, and
+numbers are allocated by `Storage.claim`: `mkdir(2)` locally, atomic across
+processes and NFS clients, so numbers are unique and gap-free without a lock.
+A collection that cannot be listed (missing, a symlink, not a directory)
+holds no records: one session's odd collection must not break a listing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sessionstore.errors import CollectionFull, RecordNotFound, StorageError
+from sessionstore.format.names import MARKERS, MAX_RECORD, record_number
+from sessionstore.storage.base import Storage
+from sessionstore.store.files import locate
+from sessionstore.store.records import Record, RecordWriter, read_record
+
+__all__ = ["Collection"]
+
+
+class Collection:
+    """A numbered collection (`trials/` or `service/`) of one session.
+
+    `storage` and `session_key` say where the session is stored; without
+    them the session directory `session_path` is located locally.
+    """
+
+    def __init__(
+        self,
+        session_path: Path,
+        name: str,
+        *,
+        storage: Storage | None = None,
+        session_key: str | None = None,
+    ) -> None:
+        self.name = name
+        self.marker = MARKERS[name]
+        self.session_path = session_path
+        self.path = session_path / name
+        if storage is None or session_key is None:
+            storage, session_key = locate(session_path, 1)
+        self.storage = storage
+        self.key = f"{session_key}/{name}"
+        # Where this instance's next begin() tries first, to avoid rescanning a large
+        # collection on every record; a stale hint only costs extra claim attempts.
+        self._next: int | None = None
+
+    def _entries(self) -> tuple[list[int], list[str]]:
+        numbers: list[int] = []
+        foreign: list[str] = []
+        try:
+            listed = list(self.storage.list(self.key))
+        except StorageError:
+            return numbers, foreign
+        for item in listed:
+            n = record_number(item.name)
+            if n is not None and item.is_prefix:
+                numbers.append(n)
+            else:
+                foreign.append(item.name)
+        return sorted(numbers), sorted(foreign)
+
+    def _read(self, n: int) -> Record:
+        return read_record(
+            n, self.path / str(n), self.marker, storage=self.storage, key=f"{self.key}/{n}"
+        )
+
+    def numbers(self) -> list[int]:
+        """Record numbers present, in numeric order (10 after 9)."""
+        return self._entries()[0]
+
+    def foreign(self) -> list[str]:
+        """Entry names that are not records (ignored by the engine, shown by `inspect`)."""
+        return self._entries()[1]
+
+    def scan(self) -> tuple[list[Record], list[str]]:
+        """Every record in numeric order with its derived state, and the foreign names,
+        from one listing of the collection."""
+        numbers, foreign = self._entries()
+        return [self._read(n) for n in numbers], foreign
+
+    def records(self) -> list[Record]:
+        """Every record in numeric order, each with its derived state."""
+        return self.scan()[0]
+
+    def get(self, n: int) -> Record:
+        """Record `n`; raises `RecordNotFound` if the collection lists no record `n`.
+
+        A collection that cannot be listed (it, or the session directory, is
+        a symlink or not a directory) cannot say the record is absent: the
+        record is read, and reads as torn, naming the entry at fault.
+        """
+        if not 1 <= n <= MAX_RECORD:
+            raise RecordNotFound(self.path, n)
+        try:
+            listed = {item.name for item in self.storage.list(self.key) if item.is_prefix}
+        except StorageError:
+            return self._read(n)
+        if str(n) not in listed:
+            raise RecordNotFound(self.path, n)
+        return self._read(n)
+
+    def latest(self) -> Record | None:
+        """The highest-numbered record, whatever its state, or None if there is none."""
+        numbers = self.numbers()
+        return self._read(numbers[-1]) if numbers else None
+
+    def begin(self) -> RecordWriter:
+        """Allocate the next number with an atomic `Storage.claim` and return its writer.
+
+        Safe across processes and hosts sharing the storage: a lost race
+        moves on to the next number, so numbers are unique and gap-free.
+        Raises `CollectionFull` past `MAX_RECORD`: a bigger number would name
+        a directory no reader lists as a record; `StorageError` when the
+        collection cannot hold records (a symlink, a file).
+        """
+        n = self._next or max(self.numbers(), default=0) + 1
+        while True:
+            if n > MAX_RECORD:
+                raise CollectionFull(self.path, MAX_RECORD)
+            if not self.storage.claim(f"{self.key}/{n}"):
+                n += 1
+                continue
+            self._next = n + 1
+            return RecordWriter(
+                n, self.path / str(n), self.marker, storage=self.storage, key=f"{self.key}/{n}"
+            )
+
+    def wait(self, n: int, timeout: float | None = None) -> Record:
+        """Block until record `n` is completed or torn, and return it.
+
+        The record (and the collection directory) need not exist yet. Event
+        driven with a 1 s re-check; `timeout` None waits forever, else
+        `WaitTimedOut` is raised. Rules in `sessionstore.store.wait`.
+        """
+        # Imported on use: waiting starts threads and imports watchdog. (wait.py also
+        # imports store.session, which imports this module: see the lead's note.)
+        from sessionstore.store.wait import wait_record
+
+        return wait_record(self.path / str(n), self.marker, n, timeout)

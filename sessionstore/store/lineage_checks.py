@@ -1,0 +1,77 @@
+"""Which sessions may serve as previous ones, and the chain gaps a caller is warned about."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from sessionstore._display import escape
+from sessionstore.errors import LineageWarning, PreviousRunning, PreviousUnknown
+from sessionstore.store.lineage_info import pinned
+from sessionstore.store.status import manifest_problem, session_status
+
+if TYPE_CHECKING:
+    from sessionstore.store.session import Session, Store
+
+__all__ = ["chain_gaps", "check_previous", "check_usable", "is_running"]
+
+
+def is_running(session: Session) -> bool:
+    """Whether a session may still be writing records.
+
+    Running means: no completed `report.json`, a manifest status of neither
+    done nor failed, and either its recorded writer is alive or no writer is
+    recorded (then nothing but the report can tell it ended). An
+    `interrupted` session (writer dead) is not running. An `unknown` session
+    is not counted as running here, but cannot serve as previous either
+    (`check_usable` decides that).
+    """
+    return session_status(session) == "running"
+
+
+def check_usable(session: Session, session_id: str) -> None:
+    """Refuse a session that cannot serve as previous: `running` or `unknown`.
+
+    Raises `PreviousRunning` for a running session and `PreviousUnknown` (a
+    `PreviousRunning`) for one whose status is unknown; `done`, `failed` and
+    `interrupted` sessions pass.
+    """
+    status = session_status(session)
+    if status == "running":
+        raise PreviousRunning(session_id)
+    if status == "unknown":
+        reason = session.manifest_error or manifest_problem(session.manifest or {})
+        raise PreviousUnknown(session_id, reason or "its manifest does not read right")
+
+
+def chain_gaps(store: Store, ids: Iterable[str]) -> list[str]:
+    """One message per previous-of-a-previous session that `ids` leaves out."""
+    included = list(ids)
+    messages: list[str] = []
+    for session_id in included:
+        for parent in pinned(store.open(session_id)):
+            if parent not in included:
+                messages.append(
+                    f"previous session {session_id!r} builds on {escape(repr(parent))}, which "
+                    f"is not included; add --previous {escape(parent)} to give its records too"
+                )
+    return messages
+
+
+def check_previous(store: Store, ids: Iterable[str]) -> list[str]:
+    """Validate sessions named as previous; warn (`LineageWarning`) about chain gaps.
+
+    Raises `SessionNotFound` for a missing session, `PreviousRunning` for one
+    that is running and `PreviousUnknown` for one whose status is unknown
+    (see `check_usable`). Returns the warning texts, one per chain gap. The
+    warnings about what the copy skips, and about sessions with no records,
+    come from the copy itself (`copy_previous`), which is what reads them.
+    """
+    ids = list(ids)
+    for session_id in ids:
+        check_usable(store.open(session_id), session_id)
+    messages = chain_gaps(store, ids)
+    for message in messages:
+        warnings.warn(LineageWarning(message), stacklevel=3)
+    return messages
