@@ -1,4 +1,7 @@
-"""After the walk: files the change cache says this mirror wrote, that the pass did not see.
+"""The end of a pass (`finish_pass`): leftovers, --delete, the new cache, the in-progress flag.
+
+After the walk come the files the change cache says this mirror wrote that
+the pass did not see.
 
 The cache is the mirror's record of ownership: a key is a destination file
 this mirror committed (or found already identical to its source). A key the
@@ -20,17 +23,19 @@ order (one fd per level, never a path string):
 
 from __future__ import annotations
 
+import contextlib
+import os
 import stat
 from collections.abc import Container
 from typing import TYPE_CHECKING
 
 from sessionstore.format.names import MARKERS, record_number
-from sessionstore.mirror.cache import Entry
+from sessionstore.mirror.cache import CACHE_NAME, Entry
 from sessionstore.mirror.dest import DestDir, DestTree, describe
-from sessionstore.mirror.walk import STORE_OWNED
+from sessionstore.mirror.layout import DIRTY_NAME, STORE_OWNED
 
 if TYPE_CHECKING:
-    from sessionstore.mirror.walk import _Pass
+    from sessionstore.mirror.walk import Pass
 
 # Directories at the top of a session that the store creates; never removed when emptied.
 _STORE_DIRS = frozenset(MARKERS)
@@ -65,7 +70,7 @@ class _Level:
 class _Walker:
     """Opens destination directories along sorted paths, closing (and maybe removing) on the way."""
 
-    def __init__(self, run: _Pass, delete: bool) -> None:
+    def __init__(self, run: Pass, delete: bool) -> None:
         self.run = run
         self.tree: DestTree = run.tree
         self.delete = delete
@@ -116,7 +121,7 @@ class _Walker:
             self.pop()
 
 
-def settle_leftovers(run: _Pass, leftovers: dict[str, Entry], delete: bool) -> set[str]:
+def settle_leftovers(run: Pass, leftovers: dict[str, Entry], delete: bool) -> set[str]:
     """Report removals from sealed records, delete (with `delete`); the keys no longer ours."""
     listed = run.listed
     walker = _Walker(run, delete)
@@ -152,7 +157,7 @@ def _may_be_in_record(key: str) -> bool:
     )
 
 
-def _remove_if_ours(run: _Pass, level: _Level, name: str, key: str, entry: Entry) -> bool:
+def _remove_if_ours(run: Pass, level: _Level, name: str, key: str, entry: Entry) -> bool:
     """Delete `name` if it is still the file the mirror committed; True if the key is dropped."""
     tree = run.tree
     st = tree.lstat(level.dir, name)
@@ -170,3 +175,63 @@ def _remove_if_ours(run: _Pass, level: _Level, name: str, key: str, entry: Entry
         run.report.deleted.append(key)
         level.emptied = True
     return removed
+
+
+def finish_pass(run: Pass) -> None:
+    """--delete, divergence by removal, the new cache, and clearing the in-progress flag."""
+    m, cache = run.m, run.cache
+    assert cache is not None
+    report = run.report
+    if m.delete and run.listing_failed:
+        report.delete_skipped = "the listing had errors; nothing was deleted"
+    elif m.delete and not cache.trusted:
+        report.delete_skipped = (
+            "the change cache is missing or untrusted (torn, or made with other secrets), "
+            "so no file is known to be this mirror's; nothing was deleted"
+        )
+    # Entries this pass did not re-establish stay ours: a file unstable now, outside
+    # the subtrees of a subset pass, or gone from the source was still committed by
+    # this mirror (what --delete relies on).
+    leftovers = (
+        {k: v for k, v in cache.entries.items() if k not in run.entries} if cache.trusted else {}
+    )
+    # Only those under what this pass walked can be proven gone.
+    if "" in run.tops:
+        walked = list(leftovers)
+    else:
+        prefixes = tuple(f"{top}/" for top in run.tops)
+        walked = [k for k in leftovers if k.startswith(prefixes)]
+    entries = run.entries
+    if walked:
+        from sessionstore.mirror.finish import settle_leftovers  # rare: off the no-op path
+
+        delete = m.delete and report.delete_skipped is None
+        dropped = settle_leftovers(run, {k: leftovers[k] for k in walked}, delete)
+        leftovers = {k: v for k, v in leftovers.items() if k not in dropped}
+    if leftovers:
+        entries = {**leftovers, **entries}
+    report.diverged = [
+        {
+            "path": record,
+            "reason": "the source changed after the record was sealed; not applied",
+            "files": sorted(files),
+        }
+        for record, files in sorted(run.diverged.items())
+    ]
+    root = run.tree.root
+    assert root.fd is not None
+    if not (cache.trusted and entries == cache.entries):
+        cache.entries = entries
+        try:
+            if run.tree.check(root):
+                run.touch()
+                doc = cache.document(run.redactor, m.fingerprints)
+                cache.save(root.fd, doc, m.durable)
+        except OSError as exc:
+            run.error(CACHE_NAME, f"cannot write the change cache: {describe(exc)}")
+    if run.dirty and run.tree.check(root):
+        # Every temp of this pass is committed or removed, and this pass swept the
+        # destination if the flag was set before it started.
+        run.tree.flush()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(DIRTY_NAME, dir_fd=root.fd)

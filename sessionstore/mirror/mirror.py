@@ -5,8 +5,8 @@ copies every changed regular file whole into the destination, redacted,
 through a temp file and a rename. Nothing but the destination is needed for
 correctness; a pass may be killed at any moment and the next one converges.
 
-How a pass decides, per file (`_mirror_pass` walks, `_mirror_copy` holds the
-torn-read guard, `_mirror_cache` the change cache):
+How a pass decides, per file (`walk` walks, `copy` holds the
+torn-read guard, `cache` the change cache):
 
 - *unchanged* when its lstat signature equals the cached one and the
   destination file still has the cached (size, mtime, inode): two stats, no
@@ -25,9 +25,9 @@ torn-read guard, `_mirror_cache` the change cache):
   written again; a source that differs from it is reported as `diverged`.
   In a session, the store's own files at its top are skipped.
 
-The destination is reached only through directory fds (`_mirror_dest`), so a
+The destination is reached only through directory fds (`dest`), so a
 planted or swapped symlink is an error, never followed. `--delete` removes
-only files the cache says this mirror wrote (`_mirror_leftovers`). Symlinks
+only files the cache says this mirror wrote (`finish`). Symlinks
 and special files in the source are reported as skipped and never opened.
 Names go through `redact_name`; source names never reach the report or the
 cache (only destination names). See docs/mirror.md for the user-facing account.
@@ -47,8 +47,10 @@ from sessionstore.errors import InvalidInput
 from sessionstore.format.names import MARKERS, record_number
 from sessionstore.mirror import copy as rd
 from sessionstore.mirror.cache import CACHE_NAME
+from sessionstore.mirror.config import PassConfig
+from sessionstore.mirror.layout import DIRTY_NAME, RESERVED_PREFIX
 from sessionstore.mirror.report import PassReport
-from sessionstore.mirror.walk import DIRTY_NAME, RESERVED_PREFIX, _Pass
+from sessionstore.mirror.walk import Pass
 
 if TYPE_CHECKING:
     from sessionstore.mirror.daemon import Daemon, PassCallback, WatchConfig
@@ -130,6 +132,9 @@ class Mirror:
         Blocks the calling thread. Raises `LockHeld` if another daemon mirrors
         into the same destination. See `sessionstore.mirror.daemon`.
         """
+        # Here, not at the top: `mirror --once` never watches, and the daemon pulls in
+        # threading, logging and fcntl at start-up (daemon.py imports this module only
+        # for type checking).
         from sessionstore.mirror.daemon import Daemon
 
         return Daemon(self, config).run(stop)
@@ -142,14 +147,27 @@ class Mirror:
         Leaving the block, even by an exception, stops watching and runs one
         final full pass before returning.
         """
-        from sessionstore.mirror.daemon import running
+        from sessionstore.mirror.daemon import running  # start-up: see `watch`
 
         return running(self, config, on_pass)
+
+    def _config(self) -> PassConfig:
+        return PassConfig(
+            source=self.source,
+            dest_real=self.dest_real,
+            redactor=self.redactor,
+            durable=self.durable,
+            delete=self.delete,
+            window_ns=self.window_ns,
+            chunk_size=self.chunk_size,
+            fingerprints=self._fingerprints,
+            on_chunk=self._on_chunk,
+        )
 
     def _pass(self, dirs: Iterable[str] | None = None) -> PassReport:
         """A pass over the whole tree (`dirs=None`) or over some source subtrees."""
         started = time.monotonic()
-        run = _Pass(self)
+        run = Pass(self._config())
         run.run(None if dirs is None else _subtrees(dirs))
         run.report.duration = time.monotonic() - started
         return run.report

@@ -1,9 +1,9 @@
 """One file of a mirror pass: the no-read fast path, the copy, the sealed comparison.
 
-`_FileOps` is the per-file half of `_mirror_pass._Pass` (which inherits it):
+`FileOps` is the per-file half of `walk.Pass` (which inherits it):
 it uses the pass's state declared below and nothing else. A file is
 *unchanged* (two stats and a cache lookup), *synced* (a settled version read
-through the torn-read guard of `_mirror_copy` and committed through the
+through the torn-read guard of `copy` and committed through the
 destination tree), or, in a sealed record, only *compared* (a difference is
 recorded as diverged, never written).
 """
@@ -26,8 +26,8 @@ from sessionstore.mirror.dest import DestDir, DestTree, describe
 from sessionstore.mirror.report import PassReport
 
 if TYPE_CHECKING:
-    from sessionstore.mirror.mirror import Mirror
-    from sessionstore.mirror.walk import _Frame
+    from sessionstore.mirror.config import PassConfig
+    from sessionstore.mirror.walk import Frame
     from sessionstore.redact.redactor import Redactor
 
 # A marker over this is torn (format.md, "Reading"); the value is jsonio.MAX_MARKER_BYTES,
@@ -35,11 +35,11 @@ if TYPE_CHECKING:
 MAX_MARKER_BYTES = 64 * 1024 * 1024
 
 
-class _FileOps:
+class FileOps:
     """Per-file decisions of a pass, and its report lines."""
 
     # Provided by the pass.
-    m: Mirror
+    m: PassConfig
     redactor: Redactor | None
     tree: DestTree
     report: PassReport
@@ -94,7 +94,7 @@ class _FileOps:
         return True
 
     def open_settled(
-        self, frame: _Frame, e: os.DirEntry[str], drel: str, marker: bool
+        self, frame: Frame, e: os.DirEntry[str], drel: str, marker: bool
     ) -> tuple[int, os.stat_result] | int:
         """The source file open at a settled version, or the pending count (0 or 1)."""
         try:
@@ -114,7 +114,7 @@ class _FileOps:
             self.error(drel, describe(exc))
             return 1
 
-    def sync(self, frame: _Frame, e: os.DirEntry[str], dname: str, drel: str, marker: bool) -> int:
+    def sync(self, frame: Frame, e: os.DirEntry[str], dname: str, drel: str, marker: bool) -> int:
         """Copy one file that `unchanged` did not vouch for; returns 1 if it is not in place."""
         opened = self.open_settled(frame, e, drel, marker)
         if isinstance(opened, int):
@@ -230,7 +230,7 @@ class _FileOps:
             os.close(dfd)
 
     def check_sealed(
-        self, record: str, frame: _Frame, e: os.DirEntry[str], dname: str, drel: str
+        self, record: str, frame: Frame, e: os.DirEntry[str], dname: str, drel: str
     ) -> None:
         """A file of a sealed record: never written; a difference is reported as diverged."""
         opened = self.open_settled(frame, e, drel, False)
@@ -257,7 +257,7 @@ class _FileOps:
             self.report.unchanged += 1
 
     def hook(self, drel: str) -> Callable[[], None] | None:
-        on_chunk = self.m._on_chunk
+        on_chunk = self.m.on_chunk
         return functools.partial(on_chunk, drel) if on_chunk is not None else None
 
     # -- reporting -------------------------------------------------------------

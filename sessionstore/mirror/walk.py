@@ -1,16 +1,17 @@
 """One mirror pass: the walk, the per-file decisions, and the end-of-pass bookkeeping.
 
-`Mirror` (in `sessionstore.mirror.mirror`) builds a `_Pass` per pass. The walk is
-iterative: an explicit stack of `_Frame`s, one per directory level (at most
+`Mirror` (in `sessionstore.mirror.mirror`) builds a `Pass` per pass from a
+`PassConfig`. The walk is
+iterative: an explicit stack of `Frame`s, one per directory level (at most
 `MAX_DEPTH`; deeper subtrees are reported, not followed), each holding the
 source directory's fd and its destination `DestDir`. Source entries are
 opened relative to their directory's fd with `O_NOFOLLOW`, so renaming a
 directory to a symlink mid-pass cannot redirect a read outside the source;
-the destination is touched only through `_mirror_dest.DestTree`, which does
+the destination is touched only through `dest.DestTree`, which does
 the same for every write. Per directory: list the source, map names through
 `redact_name` (collisions are errors), then regular files (each through the
-no-read fast path `unchanged`, else `sync`: the per-file half, `_FileOps`, is
-in `_mirror_files`), subdirectories, and last the record's marker, committed
+no-read fast path `unchanged`, else `sync`: the per-file half, `FileOps`, is
+in `sync`), subdirectories, and last the record's marker, committed
 only when nothing below it is pending.
 
 Sealing: a record whose marker is in the destination is never written again.
@@ -23,12 +24,11 @@ of opening it: `DestTree.verify`) and each file's lstat for the fast path,
 and a record's marker once something in the record needs more than the fast
 path. Directories are listed only after an interrupted pass (the
 in-progress flag `DIRTY_NAME`, which triggers the temp sweep); `--delete`
-works from the change cache (`_mirror_leftovers`), not from listings.
+works from the change cache (`finish`), not from listings.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import functools
 import operator
@@ -38,23 +38,25 @@ from collections.abc import Callable, Collection, Container, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from sessionstore._fs.atomic import TEMP_PREFIX, fsync_dir
-from sessionstore.errors import RedactionUnsafe
-from sessionstore.format.names import CONSTRAINTS, MANIFEST, MARKERS, REPORT, record_number
-from sessionstore.mirror.cache import CACHE_NAME, Cache, Entry
+from sessionstore.format.names import MANIFEST, MARKERS, REPORT, record_number
+from sessionstore.mirror.cache import Cache, Entry
 from sessionstore.mirror.dest import OPEN_DIR, DestDir, DestTree, describe
+from sessionstore.mirror.finish import finish_pass
+from sessionstore.mirror.layout import (
+    DIRTY_NAME,
+    RESERVED_PREFIX,
+    STORE_OWNED,
+    identity,
+    redacted_names,
+    safe_name,
+    special_kind,
+)
 from sessionstore.mirror.report import PassReport
-from sessionstore.mirror.sync import _FileOps
+from sessionstore.mirror.sync import FileOps
 
 if TYPE_CHECKING:
-    from sessionstore.mirror.mirror import Mirror
-    from sessionstore.redact.redactor import Redactor
+    from sessionstore.mirror.config import PassConfig
 
-# Destination entries we own (the cache, the daemon's lock): never mirrored over, never deleted.
-RESERVED_PREFIX = ".sessionstore-"
-# Set while a pass may have temps in flight; its presence makes the next pass sweep.
-DIRTY_NAME = RESERVED_PREFIX + "mirror-dirty"
-# Files at the top of a session that only the store writes.
-STORE_OWNED = frozenset([MANIFEST, CONSTRAINTS, REPORT])
 # Directory levels below the root a pass walks. Two fds per level (source and
 # destination): 256 levels stay well inside the usual 1024-fd limit, and no real
 # workspace nests that deep (a runaway `mkdir -p` does).
@@ -63,7 +65,7 @@ MAX_DEPTH = 256
 Child = tuple[os.DirEntry[str], str, str]  # (source entry, destination name, destination rel)
 
 
-class _Frame(DestDir):
+class Frame(DestDir):
     """One directory being walked: a destination node that also holds the source side.
 
     One object per level (not a frame plus a node), with class-level defaults:
@@ -84,7 +86,7 @@ class _Frame(DestDir):
         src_fd: int,
         src_name: str | None,
         parent_name: str | None,
-        up: _Frame | None,
+        up: Frame | None,
     ) -> None:
         # DestDir.__init__, inline: once per directory of a pass.
         self.parent, self.name, self.rel = dest_parent, dname, rel
@@ -94,20 +96,20 @@ class _Frame(DestDir):
         self.up = up  # the frame of the parent directory (None at the top of a walk)
         # The nearest record at or above (for sealing).
         if parent_name in MARKERS and record_number(src_name or "") is not None:
-            self.record: _Frame | None = self
+            self.record: Frame | None = self
         else:
             self.record = up.record if up else None
 
 
-class _Pass(_FileOps):
+class Pass(FileOps):
     """The state of one pass: its report, the new cache, the destination tree."""
 
-    def __init__(self, mirror: Mirror) -> None:
-        self.m = mirror
+    def __init__(self, config: PassConfig) -> None:
+        self.m = config
         self.report = PassReport()
         # Checked per pass: secrets may be registered on the same Redactor later.
-        self.redactor = mirror.redactor if mirror.redactor else None
-        self.name: Callable[[str], str] = _safe_name(self.redactor) if self.redactor else _identity
+        self.redactor = config.redactor if config.redactor else None
+        self.name: Callable[[str], str] = safe_name(self.redactor) if self.redactor else identity
         self.tree: DestTree
         self.cache: Cache | None = None
         self.entries: dict[str, Entry] = {}
@@ -137,7 +139,7 @@ class _Pass(_FileOps):
             self.error(".", f"source: {describe(exc)}")
             return
         # The destination root is the root frame of a full pass (unlisted otherwise).
-        root = _Frame(None, "", "", root_fd, None, None, None)
+        root = Frame(None, "", "", root_fd, None, None, None)
         self.tree = DestTree(root, self.error, self.touch, m.durable)
         try:
             if self.tree.open_root(str(m.dest_real)):
@@ -149,7 +151,7 @@ class _Pass(_FileOps):
                 else:
                     for parts in subtrees:
                         self.visit_subtree(root_fd, parts)
-                self.finish()
+                finish_pass(self)
         finally:
             self.tree.close_all()
             os.close(root_fd)
@@ -161,7 +163,7 @@ class _Pass(_FileOps):
         self.root_fd = root.fd
         own = os.fstat(root.fd)
         self.dest_id = (own.st_dev, own.st_ino)
-        self.cache = Cache.load(root.fd, self.redactor, self.m._fingerprints)
+        self.cache = Cache.load(root.fd, self.redactor, self.m.fingerprints)
         self.cached = self.cache.entries.get if self.cache.trusted else _no_entry
         self.dirty = self.sweep = tree.lstat(root, DIRTY_NAME) is not None
         self.is_session = tree.lstat(root, MANIFEST) is not None
@@ -187,7 +189,7 @@ class _Pass(_FileOps):
                     dest = DestDir(dest, dname, rel)
                     nodes.append(dest)
             parent_name = parts[-2] if len(parts) > 1 else None
-            frame = _Frame(dest, dname, rel, fds.pop(), parts[-1], parent_name, None)
+            frame = Frame(dest, dname, rel, fds.pop(), parts[-1], parent_name, None)
             self.tops.append(rel)
             if self.enter(frame):
                 self.walk(frame, len(parts))
@@ -203,7 +205,7 @@ class _Pass(_FileOps):
 
     # -- the walk ------------------------------------------------------------
 
-    def walk(self, top: _Frame, depth: int = 0) -> None:
+    def walk(self, top: Frame, depth: int = 0) -> None:
         """Depth-first below an entered frame, with an explicit stack (no recursion limit).
 
         `depth`: how many levels below the destination root `top` is.
@@ -224,7 +226,7 @@ class _Pass(_FileOps):
             for frame in stack:  # only after an exception: release what is still open
                 self.release(frame)
 
-    def enter(self, frame: _Frame) -> bool:
+    def enter(self, frame: Frame) -> bool:
         """List one source directory and handle its files; False (released) if unlistable."""
         try:
             with os.scandir(frame.src_fd) as it:
@@ -251,7 +253,10 @@ class _Pass(_FileOps):
             pairs, pending = zip(entries, names, strict=True), 0
             self.listings[rel] = names
         else:
-            pairs, pending, groups = self.dest_names(entries, rel)
+            pairs, problems, groups = redacted_names(entries, rel, self.name)
+            for drel, problem in problems:
+                self.error(drel, problem)
+            pending = len(problems)
             self.listings[rel] = groups
         subdirs: list[Child] = []
         store_top = self.is_session and src_name is None  # the root of a session
@@ -275,12 +280,12 @@ class _Pass(_FileOps):
             elif e.is_symlink():
                 self.skip(drel, "symlink")
             else:
-                self.skip(drel, _special_kind(e))
+                self.skip(drel, special_kind(e))
         frame.files, frame.pending = files, pending
         frame.subdirs = iter(subdirs)
         return True
 
-    def leave(self, frame: _Frame) -> None:
+    def leave(self, frame: Frame) -> None:
         """After the subdirectories: empty directories, then the marker; pending goes up."""
         # Sealing is looked up only where it decides something: the fast path
         # needs no marker lstat.
@@ -301,7 +306,7 @@ class _Pass(_FileOps):
         if frame.up is not None:
             frame.up.pending += frame.pending
 
-    def release(self, frame: _Frame) -> None:
+    def release(self, frame: Frame) -> None:
         self.tree.close(frame)
         if frame.src_name is not None:
             os.close(frame.src_fd)
@@ -317,30 +322,7 @@ class _Pass(_FileOps):
             for rel, names in self.listings.items()
         }
 
-    def dest_names(
-        self, entries: list[os.DirEntry[str]], rel: str
-    ) -> tuple[list[tuple[os.DirEntry[str], str]], int, dict[str, list[os.DirEntry[str]]]]:
-        """With a redactor: (entry, destination name) pairs, errors for names that collide,
-        and every destination name the source accounts for (for --delete). Our temps are ignored."""
-        groups: dict[str, list[os.DirEntry[str]]] = {}
-        for e in entries:
-            if not e.name.startswith(TEMP_PREFIX):
-                groups.setdefault(self.name(e.name), []).append(e)
-        pending = 0
-        pairs = []
-        for dname, group in groups.items():
-            drel = _join(rel, dname)
-            if len(group) > 1:
-                self.error(drel, f"name collision: {len(group)} source names map to this name")
-                pending += 1
-            elif not dname or "/" in dname or dname in (".", ".."):
-                self.error(drel, "the redacted name is not a valid file name")
-                pending += 1
-            else:
-                pairs.append((group[0], dname))
-        return pairs, pending, groups
-
-    def child(self, frame: _Frame, child: Child, depth: int) -> _Frame | None:
+    def child(self, frame: Frame, child: Child, depth: int) -> Frame | None:
         """Open a source subdirectory and enter it; None (counted in `frame`) if not entered.
 
         `depth`: the subdirectory's level below the destination root.
@@ -375,7 +357,7 @@ class _Pass(_FileOps):
             frame.pending += 1
             self.unstable(drel, "replaced during the pass")
             return None
-        entered = _Frame(frame, dname, drel, fd, e.name, frame.src_name, frame)
+        entered = Frame(frame, dname, drel, fd, e.name, frame.src_name, frame)
         if frame.verified or frame.fd is not None:
             # `DestTree.verify`'s lstat, inline (once per directory): parents first.
             try:
@@ -388,7 +370,7 @@ class _Pass(_FileOps):
         frame.pending += 1
         return None
 
-    def sealed(self, frame: _Frame) -> _Frame | None:
+    def sealed(self, frame: Frame) -> Frame | None:
         """The sealed record `frame` is in (its marker is in the destination), if any."""
         record = frame.record
         while record is not None:
@@ -425,7 +407,7 @@ class _Pass(_FileOps):
     # -- one file --------------------------------------------------------------
 
     def changed(
-        self, frame: _Frame, e: os.DirEntry[str], dname: str, drel: str, marker: bool
+        self, frame: Frame, e: os.DirEntry[str], dname: str, drel: str, marker: bool
     ) -> int:
         """A file `unchanged` did not vouch for: mirror it, or in a sealed record only
         compare it; 1 if it is not in place."""
@@ -435,103 +417,8 @@ class _Pass(_FileOps):
             return 0
         return self.sync(frame, e, dname, drel, marker)
 
-    # -- end of pass -----------------------------------------------------------
-
-    def finish(self) -> None:
-        """--delete, divergence by removal, the new cache, and clearing the in-progress flag."""
-        m, cache = self.m, self.cache
-        assert cache is not None
-        report = self.report
-        if m.delete and self.listing_failed:
-            report.delete_skipped = "the listing had errors; nothing was deleted"
-        elif m.delete and not cache.trusted:
-            report.delete_skipped = (
-                "the change cache is missing or untrusted (torn, or made with other secrets), "
-                "so no file is known to be this mirror's; nothing was deleted"
-            )
-        # Entries this pass did not re-establish stay ours: a file unstable now, outside
-        # the subtrees of a subset pass, or gone from the source was still committed by
-        # this mirror (what --delete relies on).
-        leftovers = (
-            {k: v for k, v in cache.entries.items() if k not in self.entries}
-            if cache.trusted
-            else {}
-        )
-        # Only those under what this pass walked can be proven gone.
-        if "" in self.tops:
-            walked = list(leftovers)
-        else:
-            prefixes = tuple(f"{top}/" for top in self.tops)
-            walked = [k for k in leftovers if k.startswith(prefixes)]
-        entries = self.entries
-        if walked:
-            from sessionstore.mirror.finish import settle_leftovers  # rare: off the no-op path
-
-            delete = m.delete and report.delete_skipped is None
-            dropped = settle_leftovers(self, {k: leftovers[k] for k in walked}, delete)
-            leftovers = {k: v for k, v in leftovers.items() if k not in dropped}
-        if leftovers:
-            entries = {**leftovers, **entries}
-        report.diverged = [
-            {
-                "path": record,
-                "reason": "the source changed after the record was sealed; not applied",
-                "files": sorted(files),
-            }
-            for record, files in sorted(self.diverged.items())
-        ]
-        root = self.tree.root
-        assert root.fd is not None
-        if not (cache.trusted and entries == cache.entries):
-            cache.entries = entries
-            try:
-                if self.tree.check(root):
-                    self.touch()
-                    doc = cache.document(self.redactor, m._fingerprints)
-                    cache.save(root.fd, doc, m.durable)
-            except OSError as exc:
-                self.error(CACHE_NAME, f"cannot write the change cache: {describe(exc)}")
-        if self.dirty and self.tree.check(root):
-            # Every temp of this pass is committed or removed, and this pass swept the
-            # destination if the flag was set before it started.
-            self.tree.flush()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(DIRTY_NAME, dir_fd=root.fd)
-
 
 _NAME = operator.attrgetter("name")
-
-
-def _special_kind(e: os.DirEntry[str]) -> str:
-    """Why a non-regular, non-directory, non-symlink entry is skipped (never opened)."""
-    try:
-        mode = e.stat(follow_symlinks=False).st_mode
-    except OSError:
-        return "special file"
-    if stat.S_ISFIFO(mode):
-        return "special file (fifo)"
-    if stat.S_ISSOCK(mode):
-        return "special file (socket)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "special file (device)"
-    return "special file"
-
-
-def _safe_name(redactor: Redactor) -> Callable[[str], str]:
-    """`redact_name` that answers "" (reported as an invalid name) where it refuses a name."""
-
-    def name(value: str) -> str:
-        try:
-            redacted: str = redactor.redact_name(value)
-        except RedactionUnsafe:
-            return ""
-        return redacted
-
-    return name
-
-
-def _identity(name: str) -> str:
-    return name
 
 
 def _join(rel: str, name: str) -> str:
