@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
 from sessionstore.cli import COMMANDS, cli
 
@@ -44,9 +44,9 @@ def _section(path: tuple[str, ...]) -> str:
 @pytest.mark.parametrize("path", PATHS, ids=" ".join)
 def test_every_command_has_help_with_an_example_and_a_section(path: tuple[str, ...]) -> None:
     args = list(path[1:])
-    result = CliRunner().invoke(cli, [*args, "--help"], terminal_width=SCRIPT["WIDTH"])
+    result = invoke(*args, "--help", terminal_width=SCRIPT["WIDTH"])
     assert result.exit_code == 0, result.output
-    assert CliRunner().invoke(cli, [*args, "-h"]).exit_code == 0
+    assert invoke(*args, "-h").exit_code == 0
     examples = re.search(r"^  Examples?:\n((?:    .*\n)+)", result.stdout, re.M)
     assert examples is not None, f"{' '.join(path)} --help has no Examples block"
     lines = examples.group(1).splitlines()
