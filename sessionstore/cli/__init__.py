@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from sessionstore import __version__
+from sessionstore.cli.common import CONTEXT_SETTINGS
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 
@@ -54,7 +55,7 @@ class LazyGroup(click.Group):
             raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
 @click.version_option(__version__, "--version", prog_name="sessionstore")
 def cli() -> None:
     """Durable records for agent sessions: store, mirror, inspect.

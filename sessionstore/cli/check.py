@@ -9,6 +9,7 @@ import click
 
 from sessionstore._display import escape
 from sessionstore.cli.common import (
+    command,
     emit_json,
     errors_exit,
     json_option,
@@ -27,7 +28,7 @@ class _Indeterminate(click.ClickException):
     exit_code = EXIT_CODES["indeterminate"]
 
 
-@click.command()
+@command()
 @target_options()
 @click.option("--trial", type=record_number_type, help="Judge trials/N.")
 @click.option("--attempt", type=record_number_type, help="Judge service/K.")

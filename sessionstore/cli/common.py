@@ -16,6 +16,17 @@ from sessionstore.format.names import MAX_RECORD
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# On every command, not only the group: click caches a command's help option the first
+# time it is built, so a command once run on its own (as tests do) would otherwise lose
+# `-h` for good in that process.
+CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
+
+
+def command() -> Callable[[Callable[..., Any]], click.Command]:
+    """`click.command()` with the settings every sessionstore command shares (`-h`)."""
+    return click.command(context_settings=CONTEXT_SETTINGS)
+
+
 store_option = click.option(
     "--store",
     "store_dir",
@@ -32,7 +43,7 @@ def target_options(required: bool = True) -> Callable[[F], F]:
     The command receives `target` (a session id or a session directory path,
     None when optional and not given) and `store_dir` (None: the default
     store); `sessionstore.store.target.resolve_target(target, store_dir)`
-    opens the session. Put it right under `@click.command()`: TARGET is
+    opens the session. Put it right under `@command()`: TARGET is
     the first argument and `--store` the first option.
     """
 

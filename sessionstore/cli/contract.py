@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from sessionstore.cli.common import library_errors, target_options
+from sessionstore.cli.common import command, library_errors, target_options
 from sessionstore.store.target import resolve_target
 
 
-@click.command()
+@command()
 @target_options()
 @click.option(
     "--template",

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from sessionstore.cli.common import library_errors, store_option
+from sessionstore.cli.common import command, library_errors, store_option
 from sessionstore.store.target import default_store_root
 
 
-@click.command()
+@command()
 @store_option
 @click.option(
     "--keep-workspace", is_flag=True, help="Keep the fake agent's scratch workspace for a look."

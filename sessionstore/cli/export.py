@@ -8,6 +8,7 @@ import click
 
 from sessionstore._display import escape
 from sessionstore.cli.common import (
+    command,
     emit_json,
     json_option,
     library_errors,
@@ -17,7 +18,7 @@ from sessionstore.cli.common import (
 from sessionstore.store.target import resolve_target
 
 
-@click.command()
+@command()
 @target_options()
 @click.argument("dest", type=click.Path(path_type=Path))
 @click.option("--trial", "n", type=record_number_type, help="The trial to export.")

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from sessionstore.cli.common import emit_json, json_option, library_errors, target_options
+from sessionstore.cli.common import command, emit_json, json_option, library_errors, target_options
 from sessionstore.store.target import resolve_target, store_root
 
 
-@click.command()
+@command()
 @target_options(required=False)
 @json_option
 @click.option(

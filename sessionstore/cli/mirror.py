@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sessionstore._display import escape
-from sessionstore.cli.common import emit_json, json_option, library_errors, store_option
+from sessionstore.cli.common import command, emit_json, json_option, library_errors, store_option
 from sessionstore.errors import SessionNotFound
 from sessionstore.store.target import resolve_destination
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 _LABELS = (("unstable", "unstable"), ("held_back", "held back"), ("skipped", "skipped"))
 
 
-@click.command()
+@command()
 @click.argument("src", type=click.Path(path_type=Path))
 @click.argument("dst")
 @click.option("--once", is_flag=True, help="Run one pass and exit (default: run as a daemon).")

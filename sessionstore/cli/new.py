@@ -9,7 +9,7 @@ import click
 
 from sessionstore._display import escape
 from sessionstore._proc import PID_MAX
-from sessionstore.cli.common import emit_json, json_option, library_errors, store_option
+from sessionstore.cli.common import command, emit_json, json_option, library_errors, store_option
 from sessionstore.errors import InvalidInput, LineageWarning
 from sessionstore.store.target import store_root
 
@@ -31,7 +31,7 @@ def _load_json_option(value: str, option: str) -> object:
         raise InvalidInput(source, f"invalid JSON: {exc}") from None
 
 
-@click.command()
+@command()
 @store_option
 @click.option("--id", "session_id", help="Session id (default: 8 random hex characters).")
 @click.option("--name", help="Human-readable name.")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from sessionstore.cli.common import emit_json
+from sessionstore.cli.common import command, emit_json
 from sessionstore.format.schema import json_schema, schema_names
 
 
-@click.command()
+@command()
 @click.argument("name", required=False, type=click.Choice(schema_names()))
 def schema(name: str | None) -> None:
     """Print the JSON Schema of one file of a session, or of all of them.

@@ -8,6 +8,7 @@ import click
 
 from sessionstore._display import escape
 from sessionstore.cli.common import (
+    command,
     emit_json,
     json_option,
     library_errors,
@@ -26,7 +27,7 @@ class _TimedOut(click.ClickException):
     exit_code = EXIT_TIMED_OUT
 
 
-@click.command()
+@command()
 @target_options()
 @click.option("--trial", type=record_number_type, help="Wait for trials/N/trial.json.")
 @click.option("--attempt", type=record_number_type, help="Wait for service/K/verification.json.")

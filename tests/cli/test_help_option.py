@@ -1,0 +1,19 @@
+"""`-h` works on every command, however it was first run in this process."""
+
+from __future__ import annotations
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from sessionstore.cli import COMMANDS, cli
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_h_survives_the_command_being_run_on_its_own_first(name: str) -> None:
+    # click caches a command's help option when first built: run alone, with no group
+    # context, it must still get `-h` (tests run subcommands on their own).
+    command = cli.get_command(click.Context(cli), name)
+    assert command is not None
+    assert CliRunner().invoke(command, ["-h"]).exit_code == 0
+    assert CliRunner().invoke(cli, [name, "-h"]).exit_code == 0
