@@ -17,9 +17,14 @@ Writes follow the format's atomic recipe (`sessionstore._fs.atomic`): a temp
 file beside the key (`.sstmp-<pid>-<random>`), written, fsynced, then
 published: `put` renames it over the key, `create` hard-links it to the key
 (`link(2)` fails on an existing name, so of two writers exactly one wins,
-across processes and NFS clients) and unlinks the temp in all cases. The
-directory is fsynced before a created object appears (so whatever was put
-in that directory earlier is durable first) and after every publish.
+across processes and NFS clients) and unlinks the temp in all cases.
+
+Directory fsyncs are deferred to where they decide something: `put` leaves
+its directory unsynced (remembered), and `create` first fsyncs every
+directory below its own prefix that a `put` left unsynced, then its own
+directory, then links, then fsyncs again. A marker therefore never reaches
+the disk before the files of its record, at one directory fsync per record
+instead of one per file (a record commit's cost, docs/benchmarks.md).
 Directories a write needs are made with the format's mode, and their parent
 fsynced. Temp entries are never listed.
 """
@@ -29,6 +34,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -54,8 +60,9 @@ class LocalStorage:
     """The objects below the directory `root`, keyed by their relative paths.
 
     `root` is followed if it is a symlink (the user named it) and made, with
-    its missing parents, by the first write. Thread-safe: no state is kept
-    between operations (each opens and closes its own fds).
+    its missing parents, by the first write. Thread-safe: each operation
+    opens and closes its own fds; the one state kept between operations, the
+    directories whose fsync a `put` deferred, is guarded by a lock.
     """
 
     def __init__(
@@ -64,6 +71,9 @@ class LocalStorage:
         self.root = Path(root)
         self.dir_mode = dir_mode
         self.file_mode = file_mode
+        # Directories (as key parts) holding a `put` whose directory fsync is deferred.
+        self._unsynced: set[tuple[str, ...]] = set()
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"LocalStorage({str(self.root)!r})"
@@ -83,7 +93,8 @@ class LocalStorage:
                     os.fsync(out)
                 finally:
                     os.close(out)
-                # What was put in this directory before is durable before this appears.
+                # What was put below this prefix is durable before this appears.
+                self._sync_put(parts[:-1])
                 os.fsync(parent)
                 try:
                     os.link(temp, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)
@@ -99,10 +110,11 @@ class LocalStorage:
         parts = check_key(key).split("/")
         with self._parent(parts, make=True) as parent:
             assert parent is not None
-            with AtomicFile(
-                parts[-1], self.file_mode if mode is None else mode, dir_fd=parent
-            ) as f:
+            mode = self.file_mode if mode is None else mode
+            with AtomicFile(parts[-1], mode, sync_dir=False, dir_fd=parent) as f:
                 f.write(data)
+        with self._lock:
+            self._unsynced.add(tuple(parts[:-1]))
 
     def get(self, key: str, limit: int) -> bytes | None:
         parts = check_key(key).split("/")
@@ -197,13 +209,45 @@ class LocalStorage:
                         raise _Taken from None
                     raise
 
+            staged: list[str] = []
+
+            def fill(_: int, temp: str) -> None:
+                staged.append(temp)
+                build(join(prefix, temp))
+                # Whole before it is renamed into place: build_dir then fsyncs its top.
+                self._sync_put([*parts[:-1], temp])
+
             try:
-                build_dir(
-                    parent, lambda _, temp: build(join(prefix, temp)), publish, mode=self.dir_mode
-                )
+                build_dir(parent, fill, publish, mode=self.dir_mode)
             except _Taken:
                 return False
+            finally:
+                for temp in staged:
+                    self._forget((*parts[:-1], temp))
         return True
+
+    # -- deferred directory fsyncs ---------------------------------------------------
+
+    def _sync_put(self, parts: builtins.list[str]) -> None:
+        """fsync the directories below `parts` that a `put` left unsynced.
+
+        `parts` itself is the caller's to fsync (it does so anyway, next).
+        """
+        top = tuple(parts)
+        with self._lock:
+            self._unsynced.discard(top)
+            due = sorted(d for d in self._unsynced if d[: len(top)] == top)
+        for d in due:
+            with self._dir(builtins.list(d)) as fd:
+                if fd is not None:  # gone: nothing of it can be published any more
+                    os.fsync(fd)
+            with self._lock:
+                self._unsynced.discard(d)
+
+    def _forget(self, parts: tuple[str, ...]) -> None:
+        """Drop the deferred fsyncs at or below `parts` (a staged tree, synced and renamed)."""
+        with self._lock:
+            self._unsynced = {d for d in self._unsynced if d[: len(parts)] != parts}
 
     # -- directory fds -----------------------------------------------------------
 

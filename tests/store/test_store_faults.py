@@ -179,3 +179,40 @@ def test_sweep_removes_temps_of_dead_writers_only(tmp_path: Path) -> None:
     removed = sweep_temps(tmp_path)
     assert sorted(removed) == sorted([dead_temp, dead_dir])
     assert sorted(os.listdir(tmp_path)) == sorted([live_temp.name, "keep.txt"])
+
+
+def test_a_marker_is_linked_only_after_every_directory_its_files_were_put_in_is_fsynced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # put() defers its directory fsync; create() of the marker must do them all first,
+    # subdirectories included, or a crash could leave a marker pointing at lost files.
+    writer = Store(tmp_path).create().trials.begin()
+    events: list[str | int] = []
+    real_fsync, real_link, real_replace = os.fsync, os.link, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append(os.fstat(fd).st_ino)
+        real_fsync(fd)
+
+    def link(*args: Any, **kwargs: Any) -> None:
+        events.append("link")
+        real_link(*args, **kwargs)
+
+    def replace(*args: Any, **kwargs: Any) -> None:
+        events.append("replace")
+        real_replace(*args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "link", link)
+    monkeypatch.setattr(os, "replace", replace)
+    writer.write_text("patches/a.diff", "x\n")
+    writer.write_text("run.log", "PASS\n")
+    writer.complete({"failed": False})
+    monkeypatch.undo()
+    last_put = len(events) - 1 - events[::-1].index("replace")
+    linked = events.index("link")
+    synced = set(events[last_put:linked])
+    assert writer.path.stat().st_ino in synced
+    assert (writer.path / "patches").stat().st_ino in synced
+    # Per file, no directory fsync of its own: one per directory, at the marker.
+    assert events.count("replace") == 2 and events.count(writer.path.stat().st_ino) <= 3
