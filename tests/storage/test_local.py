@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import subprocess
@@ -271,3 +272,20 @@ def test_two_processes_racing_create_exactly_one_wins(tmp_path: Path) -> None:
         winner = results.index("won")
         assert LocalStorage(root).get(key, 100) == f"writer{winner}".encode()
     assert no_temps(root)
+
+
+def test_create_without_hard_links_still_publishes_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # vfat and some FUSE mounts refuse link(2) with EPERM: create falls back to rename.
+    storage = LocalStorage(tmp_path)
+
+    def no_links(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    assert storage.create("a/marker.json", b"{}")
+    assert not storage.create("a/marker.json", b'{"second": true}')
+    monkeypatch.undo()
+    assert storage.get("a/marker.json", 10) == b"{}"
+    assert sorted(item.name for item in storage.list("a")) == ["marker.json"]
