@@ -89,6 +89,14 @@ def open_dir(
         return os.open(name, flags, dir_fd=dir_fd)
     except OSError as exc:
         # O_NOFOLLOW|O_DIRECTORY on a symlink fails with ENOTDIR on Linux, ELOOP elsewhere.
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        _refuse(name, dir_fd, exc, "a directory")
+    # The lstat found a directory, or nothing: the entry was swapped between the
+    # open and the lstat. Once more, so that the answer describes one state.
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             _refuse(name, dir_fd, exc, "a directory")
         raise
