@@ -11,8 +11,8 @@ of the settled source version that was committed and the destination file's
      "files": {"trials/1/log.txt": [size, mtime_ns, ctime_ns, ino, dev,
                                      dest_size, dest_mtime_ns, dest_ino]}}
 
-It is read and written relative to the destination root's fd (never through
-a symlink, never blocking on a fifo). The file is written atomically and is
+It is read and written through the destination `Tree` (never through a
+symlink, never blocking on a fifo). The file is written atomically and is
 safe to lose: without it (or when it is torn, of another version, or made
 with other secrets) every file is read and compared with the destination
 before anything is written, so a lost cache costs reads, never rewrites. Only
@@ -29,15 +29,13 @@ attack away from the secret itself.
 from __future__ import annotations
 
 import os
-import stat
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from sessionstore._fs.atomic import AtomicFile
-
 if TYPE_CHECKING:
     from sessionstore.redact.redactor import Redactor
+    from sessionstore.storage.tree import Tree
 
 CACHE_NAME = ".sessionstore-mirror.json"
 CACHE_VERSION = 1
@@ -104,13 +102,13 @@ class Cache:
 
     @classmethod
     def load(
-        cls, root_fd: int, redactor: Redactor | None, fingerprints: dict[object, str]
+        cls, tree: Tree[Any], redactor: Redactor | None, fingerprints: dict[object, str]
     ) -> Cache:
-        """Read the cache in the directory `root_fd`; anything wrong yields an untrusted, empty one.
+        """Read the cache at the tree's root; anything wrong yields an untrusted, empty one.
 
         `fingerprints` is the memo of `fingerprint`, kept by the Mirror across passes.
         """
-        doc = _read(root_fd)
+        doc = _read(tree)
         if doc is None:
             return cls({}, os.urandom(16), trusted=False)
         stored = doc.get("redactor")
@@ -135,25 +133,19 @@ class Cache:
         files = {_encode_key(k): v for k, v in self.entries.items()}
         return {"version": CACHE_VERSION, "redactor": stored, "files": files}
 
-    def save(self, root_fd: int, doc: dict[str, Any], durable: bool) -> None:
-        """Replace the cache file atomically (the caller fsyncs the root directory)."""
-        with AtomicFile(CACHE_NAME, 0o600, durable=durable, sync_dir=False, dir_fd=root_fd) as f:
-            f.write(orjson.dumps(doc))
+    def save(self, tree: Tree[Any], doc: dict[str, Any]) -> None:
+        """Replace the cache file atomically (the tree's `flush` fsyncs the root directory)."""
+        tree.put_root_file(CACHE_NAME, orjson.dumps(doc), 0o600)
 
 
-def _read(root_fd: int) -> dict[str, Any] | None:
+def _read(tree: Tree[Any]) -> dict[str, Any] | None:
     """The cache document if it is well-formed, else None (never raises for bad content)."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        fd = os.open(CACHE_NAME, flags, dir_fd=root_fd)
-    except OSError:
+    data = tree.read_root_file(CACHE_NAME)  # never a symlink, fifo or device
+    if data is None:
         return None
     try:
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                return None  # a fifo or device planted under our name: never read
-            doc = orjson.loads(f.read())
-    except (OSError, orjson.JSONDecodeError):
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
         return None
     if not isinstance(doc, dict) or doc.get("version") != CACHE_VERSION:
         return None

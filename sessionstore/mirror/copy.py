@@ -173,14 +173,14 @@ class Collect:
 class Compare:
     """Sink that checks the bytes against an existing destination file."""
 
-    def __init__(self, dest_fd: int) -> None:
-        self.fd = dest_fd
+    def __init__(self, read: Callable[[int], bytes]) -> None:
+        self.read = read  # up to n bytes of the destination file (the tree's `read`)
 
     def feed(self, data: bytes) -> bool:
-        return read_exactly(self.fd, len(data)) == data
+        return self.read(len(data)) == data
 
     def at_eof(self) -> bool:
-        return os.read(self.fd, 1) == b""
+        return self.read(1) == b""
 
 
 class Write:

@@ -37,8 +37,8 @@ from sessionstore._display import escape
 from sessionstore._fs.atomic import AtomicFile
 from sessionstore._watch import Change, Watcher
 from sessionstore.errors import InvalidInput, LockHeld
-from sessionstore.mirror.dest import DestDir, DestTree
 from sessionstore.mirror.report import PassReport
+from sessionstore.storage.local_tree import LocalDir, LocalTree
 
 if TYPE_CHECKING:
     from sessionstore.mirror.mirror import Mirror
@@ -148,8 +148,8 @@ def acquire_lock(mirror: Mirror) -> DestLock:
     it, so a symlink in its path or at the lock's name is refused, never followed.
     """
     problems: list[str] = []
-    root = DestDir(None, "", "")
-    tree = DestTree(root, lambda _path, problem: problems.append(problem), _no_change, True)
+    root = LocalDir(None, "", "")
+    tree = LocalTree(root, lambda _path, problem: problems.append(problem), _no_change, True)
     try:
         if not tree.open_root(str(mirror.dest_real)):
             raise InvalidInput(str(mirror.dest), "; ".join(problems))

@@ -23,16 +23,14 @@ order (one fd per level, never a path string):
 
 from __future__ import annotations
 
-import contextlib
-import os
 import stat
 from collections.abc import Container
 from typing import TYPE_CHECKING
 
 from sessionstore.format.names import MARKERS, record_number
 from sessionstore.mirror.cache import CACHE_NAME, Entry
-from sessionstore.mirror.dest import DestDir, DestTree, describe
 from sessionstore.mirror.layout import DIRTY_NAME, STORE_OWNED
+from sessionstore.storage.local_tree import LocalDir, LocalTree, describe
 
 if TYPE_CHECKING:
     from sessionstore.mirror.walk import Pass
@@ -61,7 +59,7 @@ class _Level:
 
     __slots__ = ("dir", "emptied", "sealed")
 
-    def __init__(self, d: DestDir, sealed: str | None) -> None:
+    def __init__(self, d: LocalDir, sealed: str | None) -> None:
         self.dir = d
         self.sealed = sealed  # the sealed record this directory is in, if any
         self.emptied = False  # something below it was deleted
@@ -72,7 +70,7 @@ class _Walker:
 
     def __init__(self, run: Pass, delete: bool) -> None:
         self.run = run
-        self.tree: DestTree = run.tree
+        self.tree: LocalTree = run.tree
         self.delete = delete
         self.stack = [_Level(self.tree.root, None)]
 
@@ -84,8 +82,8 @@ class _Walker:
         for part in parts[len(self.stack) - 1 :]:
             top = self.stack[-1]
             here = f"{top.dir.rel}/{part}" if top.dir.rel else part
-            d = DestDir(top.dir, part, here)
-            if self.tree.fd_of(d, quiet=True) is None:
+            d = LocalDir(top.dir, part, here)
+            if not self.tree.reach(d, quiet=True):
                 return None
             self.stack.append(_Level(d, top.sealed or self._sealed_record(d)))
         return self.stack[-1]
@@ -95,7 +93,7 @@ class _Walker:
         rel = "/".join(parts[:depth])
         return self.stack[-1].dir.rel == rel
 
-    def _sealed_record(self, d: DestDir) -> str | None:
+    def _sealed_record(self, d: LocalDir) -> str | None:
         parent = d.parent
         if parent is None or parent.name not in MARKERS or record_number(d.name) is None:
             return None
@@ -226,12 +224,11 @@ def finish_pass(run: Pass) -> None:
             if run.tree.check(root):
                 run.touch()
                 doc = cache.document(run.redactor, m.fingerprints)
-                cache.save(root.fd, doc, m.durable)
+                cache.save(run.tree, doc)
         except OSError as exc:
             run.error(CACHE_NAME, f"cannot write the change cache: {describe(exc)}")
     if run.dirty and run.tree.check(root):
         # Every temp of this pass is committed or removed, and this pass swept the
         # destination if the flag was set before it started.
         run.tree.flush()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(DIRTY_NAME, dir_fd=root.fd)
+        run.tree.clear_flag(DIRTY_NAME)

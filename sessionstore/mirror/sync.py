@@ -22,8 +22,9 @@ from sessionstore._fs.atomic import AtomicFile
 from sessionstore.errors import RedactionUnsafe
 from sessionstore.mirror import copy as rd
 from sessionstore.mirror.cache import Entry
-from sessionstore.mirror.dest import DestDir, DestTree, describe
 from sessionstore.mirror.report import PassReport
+from sessionstore.storage.local_tree import LocalDir, LocalTree, describe
+from sessionstore.storage.tree import Sealed
 
 if TYPE_CHECKING:
     from sessionstore.mirror.config import PassConfig
@@ -41,14 +42,13 @@ class FileOps:
     # Provided by the pass.
     m: PassConfig
     redactor: Redactor | None
-    tree: DestTree
+    tree: LocalTree
     report: PassReport
     entries: dict[str, Entry]
     diverged: dict[str, list[str]]
     cached: Callable[[str], Entry | None]
-    root_fd: int  # the destination root's fd, open for the whole pass
 
-    def unchanged(self, dest: DestDir, e: os.DirEntry[str], dname: str, drel: str) -> bool:
+    def unchanged(self, dest: LocalDir, e: os.DirEntry[str], dname: str, drel: str) -> bool:
         """The no-read fast path: two stats and a cache lookup.
 
         The source must still be the committed version (ctime first: it moves on
@@ -71,16 +71,8 @@ class FileOps:
             and cached[4] == st.st_dev
         ):
             return False
-        # An open directory is asked by name; else by `drel`, its path from the root's
-        # fd, once the directory is `verify`-ed (an lstat, not an open and a close).
-        try:
-            if dest.fd is not None:
-                dst = os.stat(dname, dir_fd=dest.fd, follow_symlinks=False)
-            elif dest.verified or self.tree.verify(dest):
-                dst = os.stat(drel, dir_fd=self.root_fd, follow_symlinks=False)
-            else:
-                return False
-        except OSError:
+        dst = self.tree.entry(dest, dname, drel)
+        if dst is None:
             return False
         if not (
             cached[6] == dst.st_mtime_ns
@@ -133,6 +125,9 @@ class FileOps:
                 and self.tree.lstat(dest, dname) is not None
             )
             done = self.copy(fd, st, dest, dname, drel, compare, marker)
+        except Sealed:
+            self.hold(drel, "sealed meanwhile in the destination; not overwritten")
+            return 1
         except rd.Unstable as exc:
             return self.not_settled(drel, str(exc), marker)
         except _HeldBack as exc:
@@ -154,7 +149,7 @@ class FileOps:
         self,
         fd: int,
         st: os.stat_result,
-        dest: DestDir,
+        dest: LocalDir,
         dname: str,
         drel: str,
         compare: bool,
@@ -189,7 +184,11 @@ class FileOps:
                 writer = rd.Write(out.write)
                 rd.read_stable(fd, st, writer, self.redactor, m.chunk_size, hook, rewind=compare)
 
-        written = self.tree.commit_file(dest, dname, mode, fill)
+        # A record's marker seals it: create-if-absent, so a record another writer sealed
+        # meanwhile is never overwritten (`Sealed`). report.json at a root is replaced.
+        seal = marker and getattr(dest, "record", None) is dest
+        commit = self.tree.commit_marker if seal else self.tree.commit_file
+        written = commit(dest, dname, mode, fill)
         if written is None:
             return False
         self.entries[drel] = [*rd.signature(st), *_dest_sig(written)]
@@ -200,7 +199,7 @@ class FileOps:
         self,
         fd: int,
         st: os.stat_result,
-        dest: DestDir,
+        dest: LocalDir,
         dname: str,
         data: bytes | None,
         hook: Callable[[], None] | None,
@@ -215,8 +214,8 @@ class FileOps:
         if dfd is None:
             return None
         try:
-            dst = os.fstat(dfd)
-            sink = rd.Compare(dfd)
+            dst = self.tree.fstat(dfd)
+            sink = rd.Compare(functools.partial(self.tree.read, dfd))
             if data is not None:
                 same = sink.feed(data)
             else:
@@ -227,7 +226,7 @@ class FileOps:
                 self.tree.fchmod(dest, dfd, fix_mode)
             return _dest_sig(dst)
         finally:
-            os.close(dfd)
+            self.tree.close_file(dfd)
 
     def check_sealed(
         self, record: str, frame: Frame, e: os.DirEntry[str], dname: str, drel: str

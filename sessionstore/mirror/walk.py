@@ -4,10 +4,10 @@
 `PassConfig`. The walk is
 iterative: an explicit stack of `Frame`s, one per directory level (at most
 `MAX_DEPTH`; deeper subtrees are reported, not followed), each holding the
-source directory's fd and its destination `DestDir`. Source entries are
+source directory's fd and its destination `LocalDir`. Source entries are
 opened relative to their directory's fd with `O_NOFOLLOW`, so renaming a
 directory to a symlink mid-pass cannot redirect a read outside the source;
-the destination is touched only through `dest.DestTree`, which does
+the destination is touched only through `dest.LocalTree`, which does
 the same for every write. Per directory: list the source, map names through
 `redact_name` (collisions are errors), then regular files (each through the
 no-read fast path `unchanged`, else `sync`: the per-file half, `FileOps`, is
@@ -20,7 +20,7 @@ Its files are only compared (`check_sealed`); a difference is reported as
 `session.json`), the store's own files at its top are skipped.
 
 The destination is read only where needed: one lstat per directory (instead
-of opening it: `DestTree.verify`) and each file's lstat for the fast path,
+of opening it: `LocalTree.verify`) and each file's lstat for the fast path,
 and a record's marker once something in the record needs more than the fast
 path. Directories are listed only after an interrupted pass (the
 in-progress flag `DIRTY_NAME`, which triggers the temp sweep); `--delete`
@@ -33,14 +33,12 @@ import errno
 import functools
 import operator
 import os
-import stat
 from collections.abc import Callable, Collection, Container, Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from sessionstore._fs.atomic import TEMP_PREFIX, fsync_dir
+from sessionstore._fs.atomic import TEMP_PREFIX
 from sessionstore.format.names import MANIFEST, MARKERS, REPORT, record_number
 from sessionstore.mirror.cache import Cache, Entry
-from sessionstore.mirror.dest import OPEN_DIR, DestDir, DestTree, describe
 from sessionstore.mirror.finish import finish_pass
 from sessionstore.mirror.layout import (
     DIRTY_NAME,
@@ -53,6 +51,7 @@ from sessionstore.mirror.layout import (
 )
 from sessionstore.mirror.report import PassReport
 from sessionstore.mirror.sync import FileOps
+from sessionstore.storage.local_tree import OPEN_DIR, LocalDir, LocalTree, describe
 
 if TYPE_CHECKING:
     from sessionstore.mirror.config import PassConfig
@@ -65,7 +64,7 @@ MAX_DEPTH = 256
 Child = tuple[os.DirEntry[str], str, str]  # (source entry, destination name, destination rel)
 
 
-class Frame(DestDir):
+class Frame(LocalDir):
     """One directory being walked: a destination node that also holds the source side.
 
     One object per level (not a frame plus a node), with class-level defaults:
@@ -80,7 +79,7 @@ class Frame(DestDir):
 
     def __init__(
         self,
-        dest_parent: DestDir | None,
+        dest_parent: LocalDir | None,
         dname: str,
         rel: str,
         src_fd: int,
@@ -88,7 +87,7 @@ class Frame(DestDir):
         parent_name: str | None,
         up: Frame | None,
     ) -> None:
-        # DestDir.__init__, inline: once per directory of a pass.
+        # LocalDir.__init__, inline: once per directory of a pass.
         self.parent, self.name, self.rel = dest_parent, dname, rel
         self.src_fd = src_fd
         self.src_name = src_name  # None only for the source root, whose fd is the pass's
@@ -110,7 +109,7 @@ class Pass(FileOps):
         # Checked per pass: secrets may be registered on the same Redactor later.
         self.redactor = config.redactor if config.redactor else None
         self.name: Callable[[str], str] = safe_name(self.redactor) if self.redactor else identity
-        self.tree: DestTree
+        self.tree: LocalTree
         self.cache: Cache | None = None
         self.entries: dict[str, Entry] = {}
         # Dest rel of each listed dir -> the destination names the source accounts for:
@@ -140,7 +139,7 @@ class Pass(FileOps):
             return
         # The destination root is the root frame of a full pass (unlisted otherwise).
         root = Frame(None, "", "", root_fd, None, None, None)
-        self.tree = DestTree(root, self.error, self.touch, m.durable)
+        self.tree = LocalTree(root, self.error, self.touch, m.durable)
         try:
             if self.tree.open_root(str(m.dest_real)):
                 self.start()
@@ -160,10 +159,8 @@ class Pass(FileOps):
         """What the pass needs to know about the destination root before the walk."""
         tree, root = self.tree, self.tree.root
         assert root.fd is not None
-        self.root_fd = root.fd
-        own = os.fstat(root.fd)
-        self.dest_id = (own.st_dev, own.st_ino)
-        self.cache = Cache.load(root.fd, self.redactor, self.m.fingerprints)
+        self.dest_id = tree.identity()
+        self.cache = Cache.load(tree, self.redactor, self.m.fingerprints)
         self.cached = self.cache.entries.get if self.cache.trusted else _no_entry
         self.dirty = self.sweep = tree.lstat(root, DIRTY_NAME) is not None
         self.is_session = tree.lstat(root, MANIFEST) is not None
@@ -172,7 +169,7 @@ class Pass(FileOps):
         """Walk down to one source subtree (without visiting what is above it) and visit it."""
         fd, dest, rel = root_fd, self.tree.root, ""
         fds: list[int] = []
-        nodes: list[DestDir] = []
+        nodes: list[LocalDir] = []
         try:
             for part in parts:
                 dname = self.name(part)
@@ -186,7 +183,7 @@ class Pass(FileOps):
                 fds.append(fd)
                 rel = _join(rel, dname)
                 if len(fds) < len(parts):
-                    dest = DestDir(dest, dname, rel)
+                    dest = LocalDir(dest, dname, rel)
                     nodes.append(dest)
             parent_name = parts[-2] if len(parts) > 1 else None
             frame = Frame(dest, dname, rel, fds.pop(), parts[-1], parent_name, None)
@@ -358,13 +355,7 @@ class Pass(FileOps):
             self.unstable(drel, "replaced during the pass")
             return None
         entered = Frame(frame, dname, drel, fd, e.name, frame.src_name, frame)
-        if frame.verified or frame.fd is not None:
-            # `DestTree.verify`'s lstat, inline (once per directory): parents first.
-            try:
-                mode = os.stat(drel, dir_fd=self.root_fd, follow_symlinks=False).st_mode
-            except OSError:
-                mode = 0  # missing or worse: `verify` sorts it out if it is asked
-            entered.verified = stat.S_ISDIR(mode)
+        self.tree.verify_below(frame, entered)  # parents first, before any of its files
         if self.enter(entered):
             return entered
         frame.pending += 1
@@ -394,14 +385,7 @@ class Pass(FileOps):
         """
         if self.dirty:
             return
-        root = self.tree.root
-        assert root.fd is not None
-        if not self.tree.check(root):
-            raise OSError(errno.ESTALE, "the destination was moved or replaced")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-        os.close(os.open(DIRTY_NAME, flags, 0o600, dir_fd=root.fd))
-        if self.m.durable:
-            fsync_dir(".", dir_fd=root.fd)
+        self.tree.set_flag(DIRTY_NAME)
         self.dirty = True
 
     # -- one file --------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mirror_helpers import paths, run, settle, tree, write
@@ -99,7 +100,7 @@ def test_durable_marker_commit_fsyncs_the_record_first(
     write(src / "trials" / "1" / "trial.json", b"{}")
     settle()
     events: list[str] = []
-    real_fsync, real_replace = os.fsync, os.replace
+    real_fsync, real_replace, real_link = os.fsync, os.replace, os.link
 
     def fsync(fd: int) -> None:
         if os.path.isdir(f"/proc/self/fd/{fd}"):
@@ -108,13 +109,19 @@ def test_durable_marker_commit_fsyncs_the_record_first(
 
     def replace(a: str, b: str, **kw: int) -> None:
         where = os.readlink(f"/proc/self/fd/{kw['dst_dir_fd']}")
-        events.append(f"rename {where}/{b}")
+        events.append(f"commit {where}/{b}")
         real_replace(a, b, **kw)
+
+    def link(a: str, b: str, **kw: Any) -> None:  # a marker: committed create-if-absent
+        where = os.readlink(f"/proc/self/fd/{kw['dst_dir_fd']}")
+        events.append(f"commit {where}/{b}")
+        real_link(a, b, **kw)
 
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(os, "link", link)
     run(src, dst, durable=True)
-    marker_at = events.index(f"rename {dst / 'trials' / '1' / 'trial.json'}")
+    marker_at = events.index(f"commit {dst / 'trials' / '1' / 'trial.json'}")
     assert f"fsync {dst / 'trials' / '1' / 'patches'}" in events[:marker_at]
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import hypothesis.strategies as st
@@ -22,6 +24,7 @@ from mirror_helpers import (
     run,
     settle,
     snapshot,
+    temps,
     tree,
     write,
 )
@@ -318,3 +321,36 @@ def test_subset_passes_delete_and_see_removals_under_their_subtrees_only(
     kept = ["other/c.txt", "trials/1/log.txt", "trials/1/trial.json", "work/b.txt"]
     assert sorted(tree(dst)) == kept
     assert mirror.run_once().deleted == ["other/c.txt"]  # the cache still knew it was ours
+
+
+def test_a_record_sealed_by_another_writer_during_the_pass_is_never_overwritten(
+    src: Path, dst: Path
+) -> None:
+    """The marker is committed create-if-absent: another process seals the record in the
+    destination while the pass reads the source's marker; theirs stays, byte for byte."""
+    write(src / "trials" / "1" / "log.txt", b"log")
+    write(src / "trials" / "1" / "trial.json", b'{"from": "the source"}')
+    settle()
+    theirs = dst / "trials" / "1" / "trial.json"
+    sealed: list[str] = []
+
+    def other_writer(drel: str) -> None:
+        if drel == "trials/1/trial.json" and not sealed:
+            code = "import sys, pathlib; pathlib.Path(sys.argv[1]).write_bytes(b'{\"theirs\": 1}')"
+            subprocess.run([sys.executable, "-c", code, str(theirs)], check=True)
+            sealed.append(drel)
+
+    report = run(src, dst, _on_chunk=other_writer)
+    assert sealed, "the hook never ran; the test proves nothing"
+    assert theirs.read_bytes() == b'{"theirs": 1}'
+    assert report.held_back == [
+        {
+            "path": "trials/1/trial.json",
+            "reason": "sealed meanwhile in the destination; not overwritten",
+        }
+    ]
+    assert (dst / "trials" / "1" / "log.txt").read_bytes() == b"log"
+    assert not temps(dst)
+    later = run(src, dst)  # sealed now: compared, never written
+    assert theirs.read_bytes() == b'{"theirs": 1}'
+    assert [d["path"] for d in later.diverged] == ["trials/1"]

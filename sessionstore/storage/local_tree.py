@@ -1,6 +1,9 @@
-"""The mirror's destination: a tree it touches only through directory file descriptors.
+"""A local directory as a `Tree` (storage/tree.py): reached only through directory fds.
 
-Every destination directory is a `DestDir`, opened lazily with
+The mirror's destination backend. Nothing outside this module calls `os.*`
+on a destination path or fd.
+
+Every destination directory is a `LocalDir`, opened lazily with
 `O_NOFOLLOW|O_DIRECTORY` relative to its parent's fd, down from `/` (the
 destination root's own ancestors are nodes too). No path string is resolved
 after the root's path was: a symlink or a non-directory where a directory
@@ -23,12 +26,18 @@ record's marker).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from sessionstore._fs.atomic import AtomicFile, fsync_dir, sweep_temps_at
+from sessionstore.storage.tree import Sealed
+
+if TYPE_CHECKING:
+    from sessionstore.storage.tree import Tree
 
 OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # Destination directories are only ever used as `dir_fd=` anchors (and fstat'ed), which
@@ -63,7 +72,7 @@ def _open_problem(exc: OSError, parent_fd: int, name: str) -> str:
     return f"cannot open directory: {describe(exc)}"
 
 
-class DestDir:
+class LocalDir:
     """One destination directory: its place (parent node + name) and, once opened, its fd.
 
     `rel` is the destination-relative path reported for it ("" for the root,
@@ -81,7 +90,7 @@ class DestDir:
     # then resolve its path from the root without opening it (`verify`).
     verified = False
 
-    def __init__(self, parent: DestDir | None, name: str, rel: str) -> None:
+    def __init__(self, parent: LocalDir | None, name: str, rel: str) -> None:
         self.parent = parent
         self.name = name
         self.rel = rel
@@ -91,7 +100,7 @@ class DestDir:
         return self.rel or "."
 
 
-class DestTree:
+class LocalTree:
     """The destination of one pass: root chain, lazily opened directories, every change.
 
     `error(path, message)` receives one line per unusable directory;
@@ -99,14 +108,14 @@ class DestTree:
     """
 
     def __init__(
-        self, root: DestDir, error: ErrorSink, before_change: Callable[[], None], durable: bool
+        self, root: LocalDir, error: ErrorSink, before_change: Callable[[], None], durable: bool
     ) -> None:
         self.error = error
         self.before_change = before_change
         self.durable = durable
         self.root = root  # placed under its parent by `open_root`
-        self._chain: list[DestDir] = []  # "/" down to the root's parent, open for the pass
-        self._unsynced: set[DestDir] = set()
+        self._chain: list[LocalDir] = []  # "/" down to the root's parent, open for the pass
+        self._unsynced: set[LocalDir] = set()
 
     # -- the root ----------------------------------------------------------------
 
@@ -120,13 +129,13 @@ class DestTree:
         if not parts:
             self.error(".", "destination: the filesystem root is not a mirror destination")
             return False
-        node = DestDir(None, "/", ".")
+        node = LocalDir(None, "/", ".")
         node.fd = os.open("/", _OPEN_PATH)
         node.state = _OPEN
         self._chain.append(node)
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
-            child = self.root if last else DestDir(node, part, ".")
+            child = self.root if last else LocalDir(node, part, ".")
             child.parent, child.name = node, part
             try:
                 child.fd = os.open(part, _OPEN_PATH, dir_fd=node.fd)
@@ -147,7 +156,7 @@ class DestTree:
 
     # -- opening directories ------------------------------------------------------
 
-    def fd_of(self, d: DestDir, *, quiet: bool = False) -> int | None:
+    def fd_of(self, d: LocalDir, *, quiet: bool = False) -> int | None:
         """The directory's fd, opening it (and its ancestors) if needed; None if missing or bad.
 
         A symlink or non-directory is reported once (unless `quiet`); below a bad
@@ -178,7 +187,7 @@ class DestTree:
                 self._open(node, above, quiet)
         return d.fd if d.state == _OPEN else None
 
-    def _open(self, d: DestDir, parent: DestDir, quiet: bool) -> None:
+    def _open(self, d: LocalDir, parent: LocalDir, quiet: bool) -> None:
         try:
             d.fd = os.open(d.name, _OPEN_PATH, dir_fd=parent.fd)
         except OSError as exc:
@@ -186,7 +195,7 @@ class DestTree:
         else:
             d.state = _OPEN
 
-    def _failed(self, d: DestDir, parent: DestDir, exc: OSError, quiet: bool) -> None:
+    def _failed(self, d: LocalDir, parent: LocalDir, exc: OSError, quiet: bool) -> None:
         """`d` could not be opened: missing (quietly), or bad (reported once unless `quiet`)."""
         if isinstance(exc, FileNotFoundError):
             d.state = _MISSING
@@ -196,7 +205,7 @@ class DestTree:
             assert parent.fd is not None
             self.error(d.shown, _open_problem(exc, parent.fd, d.name))
 
-    def ensure(self, d: DestDir) -> int | None:
+    def ensure(self, d: LocalDir) -> int | None:
         """The directory's fd, creating it and missing ancestors (0700); None if it cannot be."""
         fd = self.fd_of(d)
         if fd is not None or d.state == _BAD:
@@ -212,7 +221,7 @@ class DestTree:
                 return None
         return d.fd
 
-    def _make(self, d: DestDir, *, flag: bool = True) -> int | None:
+    def _make(self, d: LocalDir, *, flag: bool = True) -> int | None:
         parent = d.parent
         assert parent is not None and parent.fd is not None
         if not self.check(parent):
@@ -234,7 +243,7 @@ class DestTree:
         d.state = _UNKNOWN
         return self.fd_of(d)
 
-    def check(self, d: DestDir) -> bool:
+    def check(self, d: LocalDir) -> bool:
         """Whether `d` and its ancestors up to the root still sit where they were opened.
 
         Called before every change. The root's own entry in its parent is
@@ -242,7 +251,7 @@ class DestTree:
         directories above it: those are the user's, opened once per pass. A
         mismatch marks that node bad and reports it once; below it, False silently.
         """
-        node: DestDir | None = d
+        node: LocalDir | None = d
         while node is not None and node.parent is not None:
             if node.state != _OPEN:
                 return False
@@ -266,7 +275,7 @@ class DestTree:
 
     # -- reading ------------------------------------------------------------------
 
-    def verify(self, d: DestDir) -> bool:
+    def verify(self, d: LocalDir) -> bool:
         """Whether `d` is a directory that reads may reach by its path from the root's fd.
 
         The no-op pass's way to the destination: one lstat per directory, parents
@@ -281,8 +290,8 @@ class DestTree:
         the walk reached it. Changes never rely on this: they go through fds and
         `check` the chain first.
         """
-        pending: list[DestDir] = []
-        node: DestDir | None = d
+        pending: list[LocalDir] = []
+        node: LocalDir | None = d
         while node is not None and not node.verified and node.state == _UNKNOWN:
             pending.append(node)
             node = node.parent
@@ -303,11 +312,11 @@ class DestTree:
             node.verified = True
         return True
 
-    def present(self, d: DestDir) -> bool:
+    def present(self, d: LocalDir) -> bool:
         """Whether `d` is a directory in the destination, creating it (0700) if missing."""
         return d.fd is not None or d.verified or self.verify(d) or self.ensure(d) is not None
 
-    def lstat(self, d: DestDir, name: str) -> os.stat_result | None:
+    def lstat(self, d: LocalDir, name: str) -> os.stat_result | None:
         """lstat of an entry (None if it, or its directory, is missing or unusable).
 
         Through `d`'s fd when it is open, else by its path from the root (`verify`).
@@ -323,7 +332,7 @@ class DestTree:
         except OSError:
             return None
 
-    def open_file(self, d: DestDir, name: str) -> int | None:
+    def open_file(self, d: LocalDir, name: str) -> int | None:
         """A read fd on a regular file (never a symlink, never blocking on a fifo), else None."""
         fd = self.fd_of(d)
         if fd is None:
@@ -341,10 +350,84 @@ class DestTree:
             return None
         return ffd
 
+    def entry(self, d: LocalDir, name: str, key: str) -> os.stat_result | None:
+        """The no-op fast path's lstat of `name` in `d`; `key` is its path from the root.
+
+        One call per file of a pass: by name through `d`'s fd when it is open,
+        else by `key` from the root's fd once `d` is verified.
+        """
+        try:
+            if d.fd is not None:
+                return os.stat(name, dir_fd=d.fd, follow_symlinks=False)
+            if d.verified or self.verify(d):
+                return os.stat(key, dir_fd=self.root.fd, follow_symlinks=False)
+        except OSError:
+            pass
+        return None
+
+    def verify_below(self, parent: LocalDir, d: LocalDir) -> None:
+        """`verify`'s lstat for a directory the walk just entered under a usable `parent`.
+
+        Once per directory of a pass, so inline: a directory that is not one here
+        (missing, a symlink...) is left for `verify` to sort out if it is asked.
+        """
+        if parent.verified or parent.fd is not None:
+            try:
+                mode = os.stat(d.rel, dir_fd=self.root.fd, follow_symlinks=False).st_mode
+            except OSError:
+                return
+            d.verified = stat.S_ISDIR(mode)
+
+    def identity(self) -> tuple[int, int]:
+        """The (dev, ino) of the open root, so the walk can skip the destination in the source."""
+        assert self.root.fd is not None
+        own = os.fstat(self.root.fd)
+        return own.st_dev, own.st_ino
+
+    def read_root_file(self, name: str) -> bytes | None:
+        """The bytes of a regular file at the root (never a symlink, never a fifo), else None."""
+        fd = self.open_file(self.root, name)
+        if fd is None:
+            return None
+        try:
+            with os.fdopen(fd, "rb") as f:
+                return f.read()
+        except OSError:
+            return None
+
+    def put_root_file(self, name: str, data: bytes, mode: int) -> None:
+        """Replace a file at the root atomically; its bytes are durable, not the rename.
+
+        The root is not fsynced for it (as before the Tree): the one caller, the
+        change cache, is safe to lose (the pass then compares instead of trusting).
+        """
+        assert self.root.fd is not None
+        with AtomicFile(name, mode, durable=self.durable, sync_dir=False, dir_fd=self.root.fd) as f:
+            f.write(data)
+
+    def set_flag(self, name: str) -> None:
+        """Create an empty file at the root if absent (the in-progress flag); durable if asked."""
+        root = self.root
+        assert root.fd is not None
+        if not self.check(root):
+            raise OSError(errno.ESTALE, "the destination was moved or replaced")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        os.close(os.open(name, flags, 0o600, dir_fd=root.fd))
+        if self.durable:
+            fsync_dir(".", dir_fd=root.fd)
+
+    def clear_flag(self, name: str) -> None:
+        """Remove a file at the root if the root is still in place (absent is fine)."""
+        root = self.root
+        assert root.fd is not None
+        if self.check(root):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=root.fd)
+
     # -- changing -------------------------------------------------------------------
 
     def commit_file(
-        self, d: DestDir, name: str, mode: int, fill: Callable[[AtomicFile], None]
+        self, d: LocalDir, name: str, mode: int, fill: Callable[[AtomicFile], None]
     ) -> os.stat_result | None:
         """Write `name` in `d` atomically (`fill` writes the bytes); the new file's fstat.
 
@@ -365,12 +448,66 @@ class DestTree:
         self._touch(d)
         return written
 
-    def fchmod(self, d: DestDir, fd: int, mode: int) -> None:
+    def commit_marker(
+        self, d: LocalDir, name: str, mode: int, fill: Callable[[AtomicFile], None]
+    ) -> os.stat_result | None:
+        """`commit_file`, but only if `name` is absent: a record's marker (sealing it).
+
+        The temp is linked to `name` (link(2) fails where a name exists) instead of
+        renamed over it, so a record sealed by another writer meanwhile is never
+        overwritten: `Sealed` is raised and nothing is left behind.
+        """
+        fd = self.ensure(d)
+        if fd is None or not self.check(d):
+            return None
+        self.before_change()
+        with AtomicFile(name, mode, durable=self.durable, sync_dir=False, dir_fd=fd) as out:
+            fill(out)
+            written = out.stat()
+            if self.durable:
+                out.sync()
+            if not self.check(d):
+                out.discard()
+                return None
+            temp = os.path.basename(out.temp)
+            try:
+                os.link(temp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+            except FileExistsError:
+                out.discard()
+                raise Sealed(name) from None
+            out.discard()  # the temp name goes; the file stays under `name`
+        self._touch(d)
+        return written
+
+    def reach(self, d: LocalDir, *, quiet: bool = False) -> bool:
+        """Whether `d` can be used (opened); a bad one is reported once unless `quiet`."""
+        return self.fd_of(d, quiet=quiet) is not None
+
+    def read(self, fd: int, n: int) -> bytes:
+        """Up to `n` bytes from a file `open_file` opened (fewer only at its end)."""
+        chunks, left = [], n
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def fstat(self, fd: int) -> os.stat_result:
+        """The fstat of a file `open_file` opened."""
+        return os.fstat(fd)
+
+    def close_file(self, fd: int) -> None:
+        """Close a file `open_file` opened."""
+        os.close(fd)
+
+    def fchmod(self, d: LocalDir, fd: int, mode: int) -> None:
         if self.check(d):
             self.before_change()
             os.fchmod(fd, mode)
 
-    def unlink(self, d: DestDir, name: str) -> bool:
+    def unlink(self, d: LocalDir, name: str) -> bool:
         """Remove a file entry; False if `d` failed its check (reported) or it was gone."""
         fd = self.fd_of(d)
         if fd is None or not self.check(d):
@@ -383,7 +520,7 @@ class DestTree:
         self._touch(d)
         return True
 
-    def rmdir(self, d: DestDir, name: str) -> bool:
+    def rmdir(self, d: LocalDir, name: str) -> bool:
         """Remove an empty directory entry; False when it is not empty (or anything else)."""
         fd = self.fd_of(d)
         if fd is None or not self.check(d):
@@ -396,7 +533,7 @@ class DestTree:
         self._touch(d)
         return True
 
-    def sweep(self, d: DestDir) -> None:
+    def sweep(self, d: LocalDir) -> None:
         """Remove dead temps in `d` (after an interrupted pass)."""
         fd = self.fd_of(d)
         if fd is None or not self.check(d):
@@ -409,12 +546,12 @@ class DestTree:
 
     # -- fsync and closing ------------------------------------------------------------
 
-    def _touch(self, d: DestDir) -> None:
+    def _touch(self, d: LocalDir) -> None:
         if self.durable and not d.touched:
             d.touched = True
             self._unsynced.add(d)
 
-    def _sync(self, d: DestDir) -> None:
+    def _sync(self, d: LocalDir) -> None:
         self._unsynced.discard(d)
         d.touched = False
         if d.fd is None:
@@ -429,7 +566,7 @@ class DestTree:
         for d in list(self._unsynced):
             self._sync(d)
 
-    def close(self, d: DestDir) -> None:
+    def close(self, d: LocalDir) -> None:
         """The walk left `d`: fsync it if it changed, close its fd (the root stays open)."""
         if d.touched:
             self._sync(d)
@@ -440,7 +577,7 @@ class DestTree:
             os.close(fd)
 
     @staticmethod
-    def _close(d: DestDir) -> None:
+    def _close(d: LocalDir) -> None:
         fd = d.fd
         if fd is not None:
             d.fd = None
@@ -452,3 +589,7 @@ class DestTree:
         self.flush()
         for d in [self.root, *reversed(self._chain)]:
             self._close(d)
+
+
+if TYPE_CHECKING:  # LocalTree is a Tree: checked by mypy, costs nothing at run time
+    _check: type[Tree[LocalDir]] = LocalTree
