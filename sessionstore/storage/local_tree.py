@@ -48,6 +48,8 @@ _OPEN_PATH = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW
 _OPEN_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 _UNKNOWN, _OPEN, _MISSING, _BAD = range(4)
+# link(2) refused by the filesystem itself, not by the name (as in storage/local.py).
+_NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EMLINK}
 
 ErrorSink = Callable[[str, str], None]
 
@@ -475,7 +477,21 @@ class LocalTree:
             except FileExistsError:
                 out.discard()
                 raise Sealed(name) from None
-            out.discard()  # the temp name goes; the file stays under `name`
+            except OSError as exc:
+                # No hard links on this filesystem (vfat, exFAT, some FUSE): check, then
+                # rename, as storage/local.py's `create` does; a writer sealing within
+                # that window is replaced.
+                if exc.errno not in _NO_LINKS:
+                    raise
+                try:
+                    os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    out.commit()
+                else:
+                    out.discard()
+                    raise Sealed(name) from None
+            else:
+                out.discard()  # the temp name goes; the file stays under `name`
         self._touch(d)
         return written
 
