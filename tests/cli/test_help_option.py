@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
 from sessionstore.cli import COMMANDS, cli
 
@@ -15,5 +15,5 @@ def test_h_survives_the_command_being_run_on_its_own_first(name: str) -> None:
     # context, it must still get `-h` (tests run subcommands on their own).
     command = cli.get_command(click.Context(cli), name)
     assert command is not None
-    assert CliRunner().invoke(command, ["-h"]).exit_code == 0
-    assert CliRunner().invoke(cli, [name, "-h"]).exit_code == 0
+    assert invoke("-h", command=command).exit_code == 0
+    assert invoke(name, "-h").exit_code == 0
