@@ -278,3 +278,32 @@ def sweep_temps_at(dir_fd: int, older_than: float = 3600.0) -> list[str]:
             if exc.errno != errno.ENOENT:
                 raise
     return removed
+
+
+# link(2) refused by the filesystem itself (vfat, exFAT, some FUSE mounts), not by the name.
+_NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EMLINK}
+
+
+def publish_once(temp: str, name: str, parent: int) -> bool:
+    """Give the temp file `temp` in `parent` the name `name` unless taken; False if it was.
+
+    link(2) makes this exclusive: of two writers exactly one wins. Where the
+    filesystem has no hard links, a lexists check then rename(2) keeps the
+    object whole for readers, but two writers racing within that window may
+    both succeed, the later one replacing the first (docs/format.md). `temp` is left
+    for the caller to unlink.
+    """
+    try:
+        os.link(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno not in _NO_LINKS:
+            raise
+        try:
+            os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except FileNotFoundError:
+            os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+        else:
+            return False
+    return True

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import errno
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -46,6 +45,7 @@ from sessionstore._fs.atomic import (
     AtomicFile,
     build_dir,
     is_temp_name,
+    publish_once,
     temp_name,
 )
 from sessionstore._fs.tree import remove_tree_at
@@ -97,7 +97,7 @@ class LocalStorage:
                 # What was put below this prefix is durable before this appears.
                 self._sync_put(parts[:-1])
                 os.fsync(parent)
-                if not _publish_once(temp, parts[-1], parent):
+                if not publish_once(temp, parts[-1], parent):
                     return False
                 os.fsync(parent)
                 return True
@@ -332,31 +332,6 @@ def _open_or_make(parent: int, name: str, mkdir: Callable[[int, str], None] | No
     with contextlib.suppress(FileExistsError):  # made by another writer meanwhile
         mkdir(parent, name)
     return fsread.open_dir(name, parent)
-
-
-# link(2) refused by the filesystem itself (vfat, exFAT, some FUSE mounts), not by the name.
-_NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EMLINK}
-
-
-def _publish_once(temp: str, name: str, parent: int) -> bool:
-    """Give the temp file `temp` the name `name` unless taken; False if it was.
-
-    link(2) makes this exclusive: of two writers exactly one wins. Where the
-    filesystem has no hard links, a lexists check then rename(2) keeps the
-    object whole for readers, but two writers racing within that window may
-    both succeed, the later one replacing the first (docs/format.md).
-    """
-    try:
-        os.link(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
-    except FileExistsError:
-        return False
-    except OSError as exc:
-        if exc.errno not in _NO_LINKS:
-            raise
-        if _lexists(name, parent):
-            return False
-        os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
-    return True
 
 
 def _write_all(fd: int, data: bytes) -> None:

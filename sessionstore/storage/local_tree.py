@@ -33,7 +33,7 @@ import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sessionstore._fs.atomic import AtomicFile, fsync_dir, sweep_temps_at
+from sessionstore._fs.atomic import AtomicFile, fsync_dir, publish_once, sweep_temps_at
 from sessionstore.storage.tree import Sealed
 
 if TYPE_CHECKING:
@@ -48,8 +48,6 @@ _OPEN_PATH = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW
 _OPEN_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 _UNKNOWN, _OPEN, _MISSING, _BAD = range(4)
-# link(2) refused by the filesystem itself, not by the name (as in storage/local.py).
-_NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EMLINK}
 
 ErrorSink = Callable[[str, str], None]
 
@@ -471,27 +469,12 @@ class LocalTree:
             if not self.check(d):
                 out.discard()
                 return None
-            temp = os.path.basename(out.temp)
-            try:
-                os.link(temp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
-            except FileExistsError:
-                out.discard()
-                raise Sealed(name) from None
-            except OSError as exc:
-                # No hard links on this filesystem (vfat, exFAT, some FUSE): check, then
-                # rename, as storage/local.py's `create` does; a writer sealing within
-                # that window is replaced.
-                if exc.errno not in _NO_LINKS:
-                    raise
-                try:
-                    os.stat(name, dir_fd=fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    out.commit()
-                else:
-                    out.discard()
-                    raise Sealed(name) from None
-            else:
-                out.discard()  # the temp name goes; the file stays under `name`
+            # A temp linked to `name` (or, without hard links, renamed): `discard` then
+            # only closes it and removes a temp name that is left.
+            published = publish_once(os.path.basename(out.temp), name, fd)
+            out.discard()
+            if not published:
+                raise Sealed(name)
         self._touch(d)
         return written
 
