@@ -27,7 +27,7 @@ from mirror_helpers import (
     write,
 )
 
-from sessionstore.mirror.daemon import LOCK_NAME, acquire_lock
+from sessionstore.mirror.lock import LOCK_NAME, acquire_lock
 from sessionstore.mirror.mirror import CACHE_NAME, DIRTY_NAME, Mirror
 
 pytestmark = pytest.mark.timeout(120)
