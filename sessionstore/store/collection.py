@@ -136,8 +136,7 @@ class Collection:
         driven with a 1 s re-check; `timeout` None waits forever, else
         `WaitTimedOut` is raised. Rules in `sessionstore.store.wait`.
         """
-        # Imported on use: waiting starts threads and imports watchdog. (wait.py also
-        # imports store.session, which imports this module: see the lead's note.)
+        # Imported on use, to keep start-up light: waiting imports watchdog.
         from sessionstore.store.wait import wait_record
 
         return wait_record(self.path / str(n), self.marker, n, timeout)

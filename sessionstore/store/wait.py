@@ -26,11 +26,15 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sessionstore._watch import READ_ONLY_KINDS, Change, Watcher
 from sessionstore.errors import InvalidInput, WaitTimedOut
 from sessionstore.format.names import REPORT
-from sessionstore.store.session import Record, RecordState, Session, read_record
+from sessionstore.store.records import Record, RecordState, read_record
+
+if TYPE_CHECKING:
+    from sessionstore.store.session import Session
 
 __all__ = ["wait_record", "wait_report"]
 
@@ -140,21 +144,14 @@ def wait_record(
     uses its own observer. Raises `InvalidInput` (a ValueError) for a negative
     `timeout` or a record number that does not fit `marker`.
     """
-    if timeout is not None and timeout < 0:
-        raise InvalidInput("wait", "timeout must be >= 0 or None")
-    if n < 0 or (n == 0) != (marker == REPORT):
-        raise InvalidInput("wait", f"record numbers start at 1 (n=0 is the report only), not {n}")
+    _check_arguments(n, marker, timeout)
     record_dir = os.path.abspath(path)
     marker_path = os.path.join(record_dir, marker)
-    if n == 0:
-        chain = [record_dir]  # the report: `path` is the session directory itself
-    else:
-        collection = os.path.dirname(record_dir)
-        chain = [os.path.dirname(collection), collection, record_dir]
+    chain = _watch_chain(record_dir, n)
     deadline = None if timeout is None else time.monotonic() + timeout
     handler = _Wakeup({marker_path, *chain})
     watches = _Watches(chain, handler)
-    torn_seen: tuple[tuple[int, int] | None, float] | None = None
+    torn = _TornClock(marker_path, settle)
     try:
         while True:
             # Arm before reading: whatever happened before a watch existed is seen
@@ -168,15 +165,12 @@ def wait_record(
             if record.state is RecordState.COMPLETED:
                 return record
             if record.state is RecordState.TORN:
-                signature = _marker_signature(marker_path)
-                if torn_seen is None or torn_seen[0] != signature:
-                    torn_seen = (signature, now)
-                age = time.time() - signature[1] / 1e9 if signature else settle
-                if expired or age >= settle or now - torn_seen[1] >= settle:
+                left = torn.left(now)
+                if expired or left <= 0:
                     return record
-                sleep = min(sleep, settle - (now - torn_seen[1]))
+                sleep = min(sleep, left)
             else:
-                torn_seen = None
+                torn.reset()
             if expired:
                 assert timeout is not None
                 raise WaitTimedOut(Path(record_dir), timeout)
@@ -185,6 +179,46 @@ def wait_record(
             handler.event.wait(max(sleep, 0.0))
     finally:
         watches.close()
+
+
+def _check_arguments(n: int, marker: str, timeout: float | None) -> None:
+    if timeout is not None and timeout < 0:
+        raise InvalidInput("wait", "timeout must be >= 0 or None")
+    if n < 0 or (n == 0) != (marker == REPORT):
+        raise InvalidInput("wait", f"record numbers start at 1 (n=0 is the report only), not {n}")
+
+
+def _watch_chain(record_dir: str, n: int) -> list[str]:
+    """The directories to watch, top down: session, collection, record (or the session)."""
+    if n == 0:
+        return [record_dir]  # the report: `record_dir` is the session directory itself
+    collection = os.path.dirname(record_dir)
+    return [os.path.dirname(collection), collection, record_dir]
+
+
+class _TornClock:
+    """How long a torn marker still has to settle (the module docstring's rule).
+
+    A torn marker is returned once its mtime is `settle` old, or once it has
+    looked the same (size, mtime) for `settle` seconds of this wait.
+    """
+
+    def __init__(self, marker_path: str, settle: float) -> None:
+        self.marker_path = marker_path
+        self.settle = settle
+        self.seen: tuple[tuple[int, int] | None, float] | None = None
+
+    def reset(self) -> None:
+        self.seen = None
+
+    def left(self, now: float) -> float:
+        signature = _marker_signature(self.marker_path)
+        if self.seen is None or self.seen[0] != signature:
+            self.seen = (signature, now)
+        age = time.time() - signature[1] / 1e9 if signature else self.settle
+        if age >= self.settle:
+            return 0.0
+        return self.settle - (now - self.seen[1])
 
 
 def wait_report(
