@@ -152,16 +152,15 @@ def _read(tree: Tree[Any]) -> dict[str, Any] | None:
     files = doc.get("files")
     if not isinstance(files, dict):
         return None
-    # Read on every pass, the no-op one too: plain loops (no generator, no call per
-    # entry), and keys rebuilt only when some are encoded (non-UTF-8 names are rare).
-    for value in files.values():
-        if type(value) is not list or len(value) != ENTRY_LEN:
+    # Read on every pass, the no-op one too: C-level loops (map over the values, one
+    # join of the keys), and keys rebuilt only when some are encoded (non-UTF-8 names
+    # are rare; NUL never occurs in a real name, only as an encoded key's prefix).
+    values = files.values()
+    if files and ({*map(type, values)} != {list} or {*map(len, values)} != {ENTRY_LEN}):
+        return None
+    if "\0" in "".join(files):
+        try:
+            doc["files"] = {_decode_key(k): v for k, v in files.items()}
+        except ValueError:
             return None
-    for key in files:
-        if key.startswith("\0"):
-            try:
-                doc["files"] = {_decode_key(k): v for k, v in files.items()}
-            except ValueError:
-                return None
-            break
     return doc

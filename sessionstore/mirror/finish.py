@@ -190,9 +190,12 @@ def finish_pass(run: Pass) -> None:
     # Entries this pass did not re-establish stay ours: a file unstable now, outside
     # the subtrees of a subset pass, or gone from the source was still committed by
     # this mirror (what --delete relies on).
-    leftovers = (
-        {k: v for k, v in cache.entries.items() if k not in run.entries} if cache.trusted else {}
-    )
+    # A no-op pass re-establishes every key: a C-level superset check, no dict walk.
+    cached = cache.entries
+    if not cache.trusted or run.entries.keys() >= cached.keys():
+        leftovers: dict[str, Entry] = {}
+    else:
+        leftovers = {k: v for k, v in cached.items() if k not in run.entries}
     # Only those under what this pass walked can be proven gone.
     if "" in run.tops:
         walked = list(leftovers)

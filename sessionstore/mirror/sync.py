@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 # A marker over this is torn (format.md, "Reading"); the value is jsonio.MAX_MARKER_BYTES,
 # checked by a test: importing jsonio here would cost the no-op pass its import.
 MAX_MARKER_BYTES = 64 * 1024 * 1024
+_S_ISREG = stat.S_ISREG
 
 
 class FileOps:
@@ -47,6 +48,7 @@ class FileOps:
     entries: dict[str, Entry]
     diverged: dict[str, list[str]]
     cached: Callable[[str], Entry | None]
+    dest_entry: Callable[[LocalDir, str, str], os.stat_result | None]  # tree.entry, bound once
 
     def unchanged(self, dest: LocalDir, e: os.DirEntry[str], dname: str, drel: str) -> bool:
         """The no-read fast path: two stats and a cache lookup.
@@ -54,7 +56,8 @@ class FileOps:
         The source must still be the committed version (ctime first: it moves on
         every change) and the destination must still hold the file this mirror
         committed (size, mtime, inode). One call per file in a no-op pass, so
-        the checks are inline.
+        the checks are inline, and the caller counts it in `report.unchanged`
+        (once per directory, not once per file).
         """
         cached = self.cached(drel)
         if cached is None:
@@ -71,18 +74,17 @@ class FileOps:
             and cached[4] == st.st_dev
         ):
             return False
-        dst = self.tree.entry(dest, dname, drel)
+        dst = self.dest_entry(dest, dname, drel)
         if dst is None:
             return False
         if not (
             cached[6] == dst.st_mtime_ns
             and cached[5] == dst.st_size
             and cached[7] == dst.st_ino
-            and stat.S_ISREG(dst.st_mode)
+            and _S_ISREG(dst.st_mode)
         ):
             return False
         self.entries[drel] = cached
-        self.report.unchanged += 1
         return True
 
     def open_settled(

@@ -51,7 +51,7 @@ from sessionstore.mirror.layout import (
 )
 from sessionstore.mirror.report import PassReport
 from sessionstore.mirror.sync import FileOps
-from sessionstore.storage.local_tree import OPEN_DIR, LocalDir, LocalTree, describe
+from sessionstore.storage.local_tree import OPEN_DIR, UNKNOWN, LocalDir, LocalTree, describe
 
 if TYPE_CHECKING:
     from sessionstore.mirror.config import PassConfig
@@ -67,15 +67,23 @@ Child = tuple[os.DirEntry[str], str, str]  # (source entry, destination name, de
 class Frame(LocalDir):
     """One directory being walked: a destination node that also holds the source side.
 
-    One object per level (not a frame plus a node), with class-level defaults:
-    the no-op pass creates one per directory, and their cost showed in its time.
+    One object per level (not a frame plus a node), with slots all set in
+    `__init__`: the no-op pass creates one per directory, and reading a
+    class-level default (as it did) takes the interpreter's slow path.
     """
 
-    held: Child | None = None  # the marker, kept for last
-    files = 0
-    pending = 0
-    sealed: bool | None = None  # record frames: is the marker in the destination?
-    subdirs: Iterator[Child] = iter(())
+    __slots__ = (
+        "files",
+        "held",
+        "parent_name",
+        "pending",
+        "record",
+        "sealed",
+        "src_fd",
+        "src_name",
+        "subdirs",
+        "up",
+    )
 
     def __init__(
         self,
@@ -89,6 +97,14 @@ class Frame(LocalDir):
     ) -> None:
         # LocalDir.__init__, inline: once per directory of a pass.
         self.parent, self.name, self.rel = dest_parent, dname, rel
+        self.fd: int | None = None
+        self.state = UNKNOWN
+        self.ident: tuple[int, int] | None = None
+        self.created = self.touched = self.verified = False
+        self.held: Child | None = None  # the marker, kept for last
+        self.files = self.pending = 0
+        self.sealed: bool | None = None  # record frames: is the marker in the destination?
+        self.subdirs: Iterator[Child] = _NO_CHILDREN
         self.src_fd = src_fd
         self.src_name = src_name  # None only for the source root, whose fd is the pass's
         self.parent_name = parent_name
@@ -162,6 +178,7 @@ class Pass(FileOps):
         self.dest_id = tree.identity()
         self.cache = Cache.load(tree, self.redactor, self.m.fingerprints)
         self.cached = self.cache.entries.get if self.cache.trusted else _no_entry
+        self.dest_entry = tree.entry
         self.dirty = self.sweep = tree.lstat(root, DIRTY_NAME) is not None
         self.is_session = tree.lstat(root, MANIFEST) is not None
 
@@ -257,7 +274,7 @@ class Pass(FileOps):
             self.listings[rel] = groups
         subdirs: list[Child] = []
         store_top = self.is_session and src_name is None  # the root of a session
-        files = 0
+        files = same = 0
         # The no-op pass's inner loop: locals, and the fast path called directly.
         for e, dname in pairs:
             drel = f"{rel}/{dname}" if rel else dname
@@ -270,7 +287,9 @@ class Pass(FileOps):
                 files += 1
                 if e.name == marker:
                     frame.held = (e, dname, drel)
-                elif not self.unchanged(frame, e, dname, drel):
+                elif self.unchanged(frame, e, dname, drel):
+                    same += 1
+                else:
                     pending += self.changed(frame, e, dname, drel, False)
             elif e.is_dir(follow_symlinks=False):
                 subdirs.append((e, dname, drel))
@@ -279,6 +298,7 @@ class Pass(FileOps):
             else:
                 self.skip(drel, special_kind(e))
         frame.files, frame.pending = files, pending
+        self.report.unchanged += same
         frame.subdirs = iter(subdirs)
         return True
 
@@ -294,7 +314,9 @@ class Pass(FileOps):
                 noun = "file" if frame.pending == 1 else "files"
                 self.hold(drel, f"waiting for {frame.pending} {noun}")
                 frame.pending += 1
-            elif not self.unchanged(frame, e, dname, drel):
+            elif self.unchanged(frame, e, dname, drel):
+                self.report.unchanged += 1
+            else:
                 frame.pending += self.changed(frame, e, dname, drel, True)
         if frame.fd is not None or frame.touched:  # `release`, inline: once per directory
             self.tree.close(frame)
@@ -403,6 +425,7 @@ class Pass(FileOps):
 
 
 _NAME = operator.attrgetter("name")
+_NO_CHILDREN: Iterator[Child] = iter(())  # exhausted: shared by every frame until `enter`
 
 
 def _join(rel: str, name: str) -> str:

@@ -48,6 +48,7 @@ _OPEN_PATH = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW
 _OPEN_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 _UNKNOWN, _OPEN, _MISSING, _BAD = range(4)
+UNKNOWN = _UNKNOWN  # a node not yet opened nor found missing (Frame sets it inline)
 
 ErrorSink = Callable[[str, str], None]
 
@@ -79,21 +80,23 @@ class LocalDir:
     "." for the root's ancestors).
     """
 
-    # Class-level defaults, not __slots__: one node per directory per pass, and an
-    # instance then stores only the three fields set below (the no-op pass's cost).
-    fd: int | None = None
-    state = _UNKNOWN
-    ident: tuple[int, int] | None = None  # the fd's (dev, ino), taken at first check
-    created = False  # by this pass: holds nothing we did not write
-    touched = False  # changed since its last fsync
-    # lstat'ed as a directory (parents first) relative to the root's fd: reads may
-    # then resolve its path from the root without opening it (`verify`).
-    verified = False
+    # Slots, every one set in __init__ (no class-level defaults): one node per
+    # directory per pass, and a read of a class default misses the interpreter's
+    # attribute cache (the no-op pass's cost). `Frame` (mirror/walk.py) sets them inline.
+    __slots__ = ("created", "fd", "ident", "name", "parent", "rel", "state", "touched", "verified")
 
     def __init__(self, parent: LocalDir | None, name: str, rel: str) -> None:
         self.parent = parent
         self.name = name
         self.rel = rel
+        self.fd: int | None = None
+        self.state = _UNKNOWN
+        self.ident: tuple[int, int] | None = None  # the fd's (dev, ino), taken at first check
+        self.created = False  # by this pass: holds nothing we did not write
+        self.touched = False  # changed since its last fsync
+        # lstat'ed as a directory (parents first) relative to the root's fd: reads may
+        # then resolve its path from the root without opening it (`verify`).
+        self.verified = False
 
     @property
     def shown(self) -> str:
