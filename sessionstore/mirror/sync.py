@@ -28,7 +28,7 @@ from sessionstore.storage.tree import Sealed
 
 if TYPE_CHECKING:
     from sessionstore.mirror.config import PassConfig
-    from sessionstore.mirror.walk import Frame
+    from sessionstore.mirror.frame import Frame
     from sessionstore.redact.redactor import Redactor
 
 # A marker over this is torn (format.md, "Reading"); the value is jsonio.MAX_MARKER_BYTES,

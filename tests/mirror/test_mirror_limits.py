@@ -24,7 +24,7 @@ from mirror_helpers import (
     write,
 )
 
-from sessionstore.mirror.walk import MAX_DEPTH
+from sessionstore.mirror.frame import MAX_DEPTH
 
 pytestmark = pytest.mark.timeout(180)
 
