@@ -22,11 +22,12 @@ across processes and NFS clients) and unlinks the temp in all cases.
 Directory fsyncs are deferred to where they decide something: `put` leaves
 its directory unsynced (remembered), and `create` first fsyncs every
 directory below its own prefix that a `put` left unsynced, then its own
-directory, then links, then fsyncs again. A marker therefore never reaches
-the disk before the files of its record, at one directory fsync per record
-instead of one per file (a record commit's cost, docs/benchmarks.md).
-Directories a write needs are made with the format's mode, and their parent
-fsynced. Temp entries are never listed.
+directory, then links, then fsyncs again, then the directories above that a
+`claim` left unsynced (the record's own entry). A marker therefore never
+reaches the disk before the files of its record, at one directory fsync per
+record instead of one per file and per claim (a record commit's cost,
+docs/benchmarks.md). Directories a write needs are made with the format's
+mode, and their parent fsynced. Temp entries are never listed.
 """
 
 from __future__ import annotations
@@ -99,11 +100,17 @@ class LocalStorage:
                 os.fsync(parent)
                 if not publish_once(temp, parts[-1], parent):
                     return False
+                # The temp name goes before the fsync, so one journal commit covers both.
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp, dir_fd=parent)
                 os.fsync(parent)
-                return True
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(temp, dir_fd=parent)
+        # The directories above that a `claim` made (the record's own entry) last: losing
+        # them in a crash loses the whole record, marker included, never a part of it.
+        self._sync_above(parts[:-1])
+        return True
 
     def put(self, key: str, data: bytes, *, mode: int | None = None) -> None:
         parts = check_key(key).split("/")
@@ -166,17 +173,21 @@ class LocalStorage:
         """Make the prefix `prefix` if nothing is there: True for the one caller that made it.
 
         `mkdir(2)`, atomic across processes and NFS clients: this is how the
-        format allocates a record number. Its parent is fsynced.
+        format allocates a record number. Its parent's fsync is deferred to the
+        `create` of the record's marker (the new prefix holds nothing durable
+        before then), which saves a journal commit per record.
         """
         parts = check_key(prefix, "storage prefix").split("/")
         with self._parent(parts, make=True) as parent:
             assert parent is not None
             try:
-                self._mkdir(parent, parts[-1])
+                self._mkdir(parent, parts[-1], sync=False)
             except FileExistsError:
                 return False
             except OSError as exc:
                 raise _error(prefix, exc) from exc
+        with self._lock:
+            self._unsynced.add(tuple(parts[:-1]))
         return True
 
     # -- local only ---------------------------------------------------------------
@@ -243,6 +254,18 @@ class LocalStorage:
             with self._lock:
                 self._unsynced.discard(d)
 
+    def _sync_above(self, parts: builtins.list[str]) -> None:
+        """fsync the directories above `parts` that a `claim` left unsynced."""
+        top = tuple(parts)
+        with self._lock:
+            due = sorted(d for d in self._unsynced if d != top and top[: len(d)] == d)
+        for d in due:
+            with self._dir(builtins.list(d)) as fd:
+                if fd is not None:
+                    os.fsync(fd)
+            with self._lock:
+                self._unsynced.discard(d)
+
     def _forget(self, parts: tuple[str, ...]) -> None:
         """Drop the deferred fsyncs at or below `parts` (a staged tree, synced and renamed)."""
         with self._lock:
@@ -295,7 +318,7 @@ class LocalStorage:
     ) -> contextlib.AbstractContextManager[int | None]:
         return self._dir(parts[:-1], make)
 
-    def _mkdir(self, parent: int, name: str) -> None:
+    def _mkdir(self, parent: int, name: str, *, sync: bool = True) -> None:
         os.mkdir(name, self.dir_mode, dir_fd=parent)
         try:
             fd = fsread.open_dir(name, parent)
@@ -303,7 +326,8 @@ class LocalStorage:
                 os.fchmod(fd, self.dir_mode)  # mkdir honours the umask; the mode is the format's
             finally:
                 os.close(fd)
-            os.fsync(parent)
+            if sync:
+                os.fsync(parent)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.rmdir(name, dir_fd=parent)

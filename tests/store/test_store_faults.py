@@ -186,7 +186,7 @@ def test_a_marker_is_linked_only_after_every_directory_its_files_were_put_in_is_
 ) -> None:
     # put() defers its directory fsync; create() of the marker must do them all first,
     # subdirectories included, or a crash could leave a marker pointing at lost files.
-    writer = Store(tmp_path).create().trials.begin()
+    session = Store(tmp_path).create()
     events: list[str | int] = []
     real_fsync, real_link, real_replace = os.fsync, os.link, os.replace
 
@@ -205,6 +205,8 @@ def test_a_marker_is_linked_only_after_every_directory_its_files_were_put_in_is_
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "link", link)
     monkeypatch.setattr(os, "replace", replace)
+    writer = session.trials.begin()
+    assert session.trials.path.stat().st_ino not in events, "begin() fsynced at once"
     writer.write_text("patches/a.diff", "x\n")
     writer.write_text("run.log", "PASS\n")
     writer.complete({"failed": False})
@@ -214,5 +216,7 @@ def test_a_marker_is_linked_only_after_every_directory_its_files_were_put_in_is_
     synced = set(events[last_put:linked])
     assert writer.path.stat().st_ino in synced
     assert (writer.path / "patches").stat().st_ino in synced
+    # The collection's entry for the record (begin's mkdir) is durable with the marker.
+    assert writer.path.parent.stat().st_ino in events[linked:]
     # Per file, no directory fsync of its own: one per directory, at the marker.
     assert events.count("replace") == 2 and events.count(writer.path.stat().st_ino) <= 3
