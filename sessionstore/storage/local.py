@@ -32,10 +32,8 @@ mode, and their parent fsynced. Temp entries are never listed.
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import os
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -50,32 +48,30 @@ from sessionstore._fs.atomic import (
     temp_name,
 )
 from sessionstore._fs.tree import remove_tree_at
-from sessionstore.errors import StorageError, TooLarge
+from sessionstore.errors import TooLarge
 from sessionstore.storage.base import Listed, check_key, check_prefix, join
+from sessionstore.storage.local_dirs import LocalDirs
+from sessionstore.storage.local_dirs import error as _error
 
 __all__ = ["LocalStorage"]
 
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class LocalStorage:
+class LocalStorage(LocalDirs):
     """The objects below the directory `root`, keyed by their relative paths.
 
     `root` is followed if it is a symlink (the user named it) and made, with
-    its missing parents, by the first write. Thread-safe: each operation
-    opens and closes its own fds; the one state kept between operations, the
-    directories whose fsync a `put` deferred, is guarded by a lock.
+    its missing parents, by the first write. Thread-safe; the state kept
+    between operations (deferred fsyncs, cached directory fds for reads) is
+    in `LocalDirs`, behind locks.
     """
 
     def __init__(
         self, root: str | os.PathLike[str], *, dir_mode: int = DIR_MODE, file_mode: int = FILE_MODE
     ) -> None:
-        self.root = Path(root)
-        self.dir_mode = dir_mode
+        super().__init__(Path(root), dir_mode)
         self.file_mode = file_mode
-        # Directories (as key parts) holding a `put` whose directory fsync is deferred.
-        self._unsynced: set[tuple[str, ...]] = set()
-        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"LocalStorage({str(self.root)!r})"
@@ -124,7 +120,7 @@ class LocalStorage:
 
     def get(self, key: str, limit: int) -> bytes | None:
         parts = check_key(key).split("/")
-        with self._parent(parts, make=False) as parent:
+        with self._read_dir(parts[:-1]) as parent:
             if parent is None:
                 return None
             try:
@@ -145,7 +141,7 @@ class LocalStorage:
 
     def list(self, prefix: str) -> Iterator[Listed]:
         parts = check_prefix(prefix).split("/") if prefix else []
-        with self._dir(parts) as fd:
+        with self._read_dir(parts) as fd:
             if fd is None:
                 return iter(())
             try:
@@ -236,103 +232,6 @@ class LocalStorage:
                     self._forget((*parts[:-1], temp))
         return True
 
-    # -- deferred directory fsyncs ---------------------------------------------------
-
-    def _sync_put(self, parts: builtins.list[str]) -> None:
-        """fsync the directories below `parts` that a `put` left unsynced.
-
-        `parts` itself is the caller's to fsync (it does so anyway, next).
-        """
-        top = tuple(parts)
-        with self._lock:
-            self._unsynced.discard(top)
-            due = sorted(d for d in self._unsynced if d[: len(top)] == top)
-        for d in due:
-            with self._dir(builtins.list(d)) as fd:
-                if fd is not None:  # gone: nothing of it can be published any more
-                    os.fsync(fd)
-            with self._lock:
-                self._unsynced.discard(d)
-
-    def _sync_above(self, parts: builtins.list[str]) -> None:
-        """fsync the directories above `parts` that a `claim` left unsynced."""
-        top = tuple(parts)
-        with self._lock:
-            due = sorted(d for d in self._unsynced if d != top and top[: len(d)] == d)
-        for d in due:
-            with self._dir(builtins.list(d)) as fd:
-                if fd is not None:
-                    os.fsync(fd)
-            with self._lock:
-                self._unsynced.discard(d)
-
-    def _forget(self, parts: tuple[str, ...]) -> None:
-        """Drop the deferred fsyncs at or below `parts` (a staged tree, synced and renamed)."""
-        with self._lock:
-            self._unsynced = {d for d in self._unsynced if d[: len(parts)] != parts}
-
-    # -- directory fds -----------------------------------------------------------
-
-    def _open_root(self, make: bool) -> int | None:
-        try:
-            return os.open(self.root, fsread.DIR_FLAGS & ~os.O_NOFOLLOW)
-        except FileNotFoundError:
-            if not make:
-                return None
-        except OSError as exc:
-            raise StorageError("", f"root {self.root}: {fsread.problem(exc)}") from exc
-        try:
-            os.makedirs(self.root, self.dir_mode, exist_ok=True)
-            return os.open(self.root, fsread.DIR_FLAGS & ~os.O_NOFOLLOW)
-        except OSError as exc:
-            raise StorageError("", f"root {self.root}: {fsread.problem(exc)}") from exc
-
-    @contextlib.contextmanager
-    def _dir(self, parts: builtins.list[str], make: bool = False) -> Iterator[int | None]:
-        """The fd of the directory `parts` below the root (None: absent and not `make`).
-
-        Each component is opened `O_NOFOLLOW|O_DIRECTORY` relative to the one
-        before; with `make`, a missing one is made (and its parent fsynced).
-        """
-        fd = self._open_root(make)
-        if fd is None:
-            yield None
-            return
-        try:
-            for i, part in enumerate(parts):
-                try:
-                    step = _open_or_make(fd, part, self._mkdir if make else None)
-                except OSError as exc:
-                    raise _error("/".join(parts[: i + 1]), exc) from exc
-                os.close(fd)
-                fd = step
-                if fd is None:
-                    break
-            yield fd
-        finally:
-            if fd is not None:
-                os.close(fd)
-
-    def _parent(
-        self, parts: builtins.list[str], make: bool
-    ) -> contextlib.AbstractContextManager[int | None]:
-        return self._dir(parts[:-1], make)
-
-    def _mkdir(self, parent: int, name: str, *, sync: bool = True) -> None:
-        os.mkdir(name, self.dir_mode, dir_fd=parent)
-        try:
-            fd = fsread.open_dir(name, parent)
-            try:
-                os.fchmod(fd, self.dir_mode)  # mkdir honours the umask; the mode is the format's
-            finally:
-                os.close(fd)
-            if sync:
-                os.fsync(parent)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.rmdir(name, dir_fd=parent)
-            raise
-
 
 class _Taken(Exception):
     """`publish_dir`: something is at the key already."""
@@ -346,26 +245,7 @@ def _lexists(name: str, dir_fd: int) -> bool:
     return True
 
 
-def _open_or_make(parent: int, name: str, mkdir: Callable[[int, str], None] | None) -> int | None:
-    """`fsread.open_dir(name, parent)`; a missing `name` is made by `mkdir` if given, else None."""
-    try:
-        return fsread.open_dir(name, parent)
-    except FileNotFoundError:
-        if mkdir is None:
-            return None
-    with contextlib.suppress(FileExistsError):  # made by another writer meanwhile
-        mkdir(parent, name)
-    return fsread.open_dir(name, parent)
-
-
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-
-
-def _error(key: str, exc: OSError) -> StorageError:
-    """A `StorageError` naming `key` (the key at fault) with the readers' one-line reason."""
-    if isinstance(exc, StorageError):
-        return exc
-    return StorageError(key, fsread.problem(exc))

@@ -289,3 +289,23 @@ def test_create_without_hard_links_still_publishes_once(
     monkeypatch.undo()
     assert storage.get("a/marker.json", 10) == b"{}"
     assert sorted(item.name for item in storage.list("a")) == ["marker.json"]
+
+
+def test_a_cached_directory_swapped_for_a_symlink_is_never_read_through(tmp_path: Path) -> None:
+    # Reads keep ancestor fds open; one swapped for a symlink after it was cached must
+    # be noticed (the path no longer names it) and refused, not read through.
+    outside = tmp_path / "outside"
+    (outside / "3").mkdir(parents=True)
+    (outside / "3" / "trial.json").write_text('{"secret": 1}')
+    storage = LocalStorage(tmp_path / "root")
+    storage.put("s/trials/3/trial.json", b"{}")
+    assert storage.get("s/trials/3/trial.json", 100) == b"{}"  # caches s/ and s/trials/
+    trials = tmp_path / "root" / "s" / "trials"
+    trials.rename(tmp_path / "moved")
+    trials.symlink_to(outside)
+    with pytest.raises(StorageError) as info:
+        storage.get("s/trials/3/trial.json", 100)
+    assert info.value.key == "s/trials"
+    assert [item.name for item in storage.list("s")] == ["trials"]
+    with pytest.raises(StorageError):
+        list(storage.list("s/trials"))
