@@ -14,7 +14,6 @@ import contextlib
 import os
 import stat
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,10 +34,7 @@ class LocalDirs:
         # Directories (as key parts) holding a `put` whose directory fsync is deferred.
         self._unsynced: set[tuple[str, ...]] = set()
         self._lock = threading.Lock()
-        # Reads: directory fds kept open, each as (fd, dev, ino), most recent last.
-        self._read_fds: OrderedDict[tuple[str, ...], tuple[int, int, int]] = OrderedDict()
-        self._read_lock = threading.Lock()
-        weakref.finalize(self, _close_all, self._read_fds)
+        self._root_key = os.fspath(root)
 
     # -- deferred directory fsyncs ---------------------------------------------------
 
@@ -88,10 +84,10 @@ class LocalDirs:
         when it was cached; a component swapped for a symlink since resolves
         elsewhere, the inode differs, and the components are opened again,
         which refuses it). Below it each component is opened `O_NOFOLLOW` as
-        in `_dir`. Writes never use the cache. Its fds are closed on eviction
-        and when the storage is collected.
+        in `_dir`. Writes never use the cache. Its fds (at most 16, process-wide) are
+        closed on eviction.
         """
-        with self._read_lock:
+        with _READ_LOCK:
             depth, fd = self._cached_ancestor(parts)
             opened: builtins.list[int] = []
             try:
@@ -122,31 +118,31 @@ class LocalDirs:
     def _cached_ancestor(self, parts: builtins.list[str]) -> tuple[int, int | None]:
         """(depth, fd) of the deepest cached directory at or above `parts` still in place."""
         for depth in range(len(parts), -1, -1):
-            key = tuple(parts[:depth])
-            cached = self._read_fds.get(key)
+            key = (self._root_key, *parts[:depth])
+            cached = _READ_FDS.get(key)
             if cached is None:
                 continue
             fd, dev, ino = cached
             try:
-                st = os.stat(os.path.join(self.root, *key), follow_symlinks=False)
+                st = os.stat(os.path.join(*key), follow_symlinks=False)
                 same = (st.st_dev, st.st_ino) == (dev, ino) and stat.S_ISDIR(st.st_mode)
             except OSError:
                 same = False
             if same:
-                self._read_fds.move_to_end(key)
+                _READ_FDS.move_to_end(key)
                 return depth, fd
-            del self._read_fds[key]
+            del _READ_FDS[key]
             os.close(fd)
         return 0, None
 
     def _remember(self, parts: builtins.list[str], fd: int) -> None:
-        key = tuple(parts)
-        if key in self._read_fds:
+        key = (self._root_key, *parts)
+        if key in _READ_FDS:
             return
         st = os.fstat(fd)
-        self._read_fds[key] = (os.dup(fd), st.st_dev, st.st_ino)
-        if len(self._read_fds) > _READ_FDS:
-            os.close(self._read_fds.popitem(last=False)[1][0])
+        _READ_FDS[key] = (os.dup(fd), st.st_dev, st.st_ino)
+        if len(_READ_FDS) > _READ_FDS_MAX:
+            os.close(_READ_FDS.popitem(last=False)[1][0])
 
     def _open_root(self, make: bool) -> int | None:
         try:
@@ -221,14 +217,20 @@ def _open_or_make(parent: int, name: str, mkdir: Callable[[int, str], None] | No
     return fsread.open_dir(name, parent)
 
 
-_READ_FDS = 16  # directory fds a storage keeps open for reads
+# Reads: directory fds kept open, process-wide so that many storages (one per
+# `Session.open(path)`) cannot hold more than this many: key (root, *parts) ->
+# (fd, dev, ino), most recent last.
+_READ_FDS: OrderedDict[tuple[str, ...], tuple[int, int, int]] = OrderedDict()
+_READ_FDS_MAX = 16
+_READ_LOCK = threading.Lock()
 
 
-def _close_all(fds: OrderedDict[tuple[str, ...], tuple[int, int, int]]) -> None:
-    for fd, _, _ in fds.values():
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    fds.clear()
+def _reset_lock() -> None:
+    global _READ_LOCK
+    _READ_LOCK = threading.Lock()  # a child forked while another thread held it
+
+
+os.register_at_fork(after_in_child=_reset_lock)
 
 
 def error(key: str, exc: OSError) -> StorageError:
