@@ -191,3 +191,15 @@ def problem(exc: OSError) -> str:
     if exc.errno == errno.ENOTDIR:
         return "is not a directory"
     return f"unreadable: {exc.strerror or exc}"
+
+
+def read_exactly(fd: int, n: int) -> bytes:
+    """Read `n` bytes unless EOF comes first (regular files may return short reads)."""
+    parts = []
+    while n > 0:
+        part = os.read(fd, n)
+        if not part:
+            break
+        parts.append(part)
+        n -= len(part)
+    return b"".join(parts)

@@ -192,15 +192,3 @@ class Write:
     def feed(self, data: bytes) -> bool:
         self.target(data)
         return True
-
-
-def read_exactly(fd: int, n: int) -> bytes:
-    """Read `n` bytes unless EOF comes first (regular files may return short reads)."""
-    parts = []
-    while n > 0:
-        part = os.read(fd, n)
-        if not part:
-            break
-        parts.append(part)
-        n -= len(part)
-    return b"".join(parts)

@@ -16,6 +16,7 @@ import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from sessionstore._fs import read as fsread
 from sessionstore._fs.atomic import AtomicFile, fsync_dir, publish_once, sweep_temps_at
 from sessionstore.storage.local_tree_dirs import (
     _OPEN_READ,
@@ -205,14 +206,7 @@ class LocalTree(LocalDirs):
 
     def read(self, fd: int, n: int) -> bytes:
         """Up to `n` bytes from a file `open_file` opened (fewer only at its end)."""
-        chunks, left = [], n
-        while left > 0:
-            chunk = os.read(fd, left)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+        return fsread.read_exactly(fd, n)
 
     def fstat(self, fd: int) -> os.stat_result:
         """The fstat of a file `open_file` opened."""
