@@ -14,6 +14,7 @@ __version__ = "0.2.0"
 
 if TYPE_CHECKING:
     from sessionstore.errors import (
+        AmbiguousTarget,
         CollectionFull,
         CorruptFile,
         InvalidId,
@@ -27,7 +28,9 @@ if TYPE_CHECKING:
         RecordNotFound,
         RedactionUnsafe,
         SecretRefused,
+        SessionBusy,
         SessionExists,
+        SessionFinished,
         SessionNotFound,
         SessionStoreError,
         StorageError,
@@ -52,6 +55,7 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS = {
+    "AmbiguousTarget": "sessionstore.errors",
     "Best": "sessionstore.inspect.best",
     "Collection": "sessionstore.store.session",
     "CollectionFull": "sessionstore.errors",
@@ -77,7 +81,9 @@ _EXPORTS = {
     "Redactor": "sessionstore.redact.redactor",
     "SecretRefused": "sessionstore.errors",
     "Session": "sessionstore.store.session",
+    "SessionBusy": "sessionstore.errors",
     "SessionExists": "sessionstore.errors",
+    "SessionFinished": "sessionstore.errors",
     "SessionNotFound": "sessionstore.errors",
     "SessionStoreError": "sessionstore.errors",
     "StorageError": "sessionstore.errors",
@@ -96,6 +102,7 @@ _EXPORTS = {
 
 # Literal, so type checkers see the re-exports; a test checks it matches _EXPORTS.
 __all__ = [
+    "AmbiguousTarget",
     "Best",
     "Collection",
     "CollectionFull",
@@ -121,7 +128,9 @@ __all__ = [
     "Redactor",
     "SecretRefused",
     "Session",
+    "SessionBusy",
     "SessionExists",
+    "SessionFinished",
     "SessionNotFound",
     "SessionStoreError",
     "StorageError",

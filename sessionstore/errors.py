@@ -15,10 +15,13 @@ never contain a secret value: they name where a value came from instead.
     ├── StorageError           (OSError)           a storage backend failed on a key
     │   └── TooLarge                               an object exceeds the reader's limit
     ├── SessionNotFound        (LookupError)       no session with that id or path
+    ├── AmbiguousTarget        (LookupError)       an id prefix names several sessions
     ├── RecordNotFound         (LookupError)       no record with that number
     ├── NoBestTrial            (LookupError)       no trial of the session can be ranked
     ├── SessionExists          (FileExistsError)   the id is taken
     ├── RecordCompleted        (PermissionError)   a completed record is immutable
+    │   └── SessionFinished                        the report is written once
+    ├── SessionBusy            (PermissionError)   the session's writer is alive
     ├── CollectionFull         (OverflowError)     no record number is left to allocate
     ├── PreviousRunning        (RuntimeError)      lineage asks for a running session
     │   └── PreviousUnknown                        ... or one whose status is unknown
@@ -173,6 +176,29 @@ class SessionNotFound(SessionStoreError, LookupError):
         super().__init__(f"no session {target!r}{where}; {what_next}")
 
 
+class AmbiguousTarget(SessionStoreError, LookupError):
+    """A session id prefix matches more than one session of the store; give more of it.
+
+    `candidates` are the matching ids, sorted.
+    """
+
+    def __init__(self, target: str, store: Path, candidates: list[str]) -> None:
+        self.target = target
+        self.store = store
+        self.candidates = candidates
+        shown = ", ".join(candidates[:_CANDIDATES_SHOWN])
+        more = len(candidates) - _CANDIDATES_SHOWN
+        if more > 0:
+            shown += f" and {more} more"
+        super().__init__(
+            f"session prefix {target!r} is ambiguous in store {store}: it matches {shown}; "
+            "give more characters of the id"
+        )
+
+
+_CANDIDATES_SHOWN = 10
+
+
 class RecordNotFound(SessionStoreError, LookupError):
     """No record with this number exists in the collection."""
 
@@ -206,6 +232,37 @@ class RecordCompleted(SessionStoreError, PermissionError):
     def __init__(self, path: Path) -> None:
         self.path = path
         super().__init__(f"{path}: record is completed and immutable; begin a new record")
+
+
+class SessionFinished(RecordCompleted):
+    """The session has its report already: `report.json` is written once.
+
+    A `RecordCompleted`, so callers that catch that catch this too. `path`
+    is the report's path.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.args = (
+            f"{path}: the session is finished already (its report is written once); "
+            "start a new session to record more",
+        )
+
+
+class SessionBusy(SessionStoreError, PermissionError):
+    """The session's writer (`pid`) is alive: it may still write; stop it, or force.
+
+    `writer` says which one: the harness recorded in `session.json`, or a mirror daemon.
+    """
+
+    def __init__(self, path: Path, writer: str, pid: int | None) -> None:
+        self.path = path
+        self.writer = writer
+        self.pid = pid
+        holder = f"{writer} (pid {pid})" if pid is not None else writer
+        super().__init__(
+            f"{path}: its {holder} is alive and may still write; stop it first, or use --force"
+        )
 
 
 class CollectionFull(SessionStoreError, OverflowError):

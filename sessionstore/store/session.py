@@ -33,8 +33,8 @@ from sessionstore._proc import process_start_time
 from sessionstore.errors import (
     CorruptFile,
     InvalidInput,
-    RecordCompleted,
     SessionExists,
+    SessionFinished,
     SessionNotFound,
     StorageError,
 )
@@ -172,8 +172,9 @@ class Session:
         """Write `report.json`, ending the session, then record the status in the manifest.
 
         The status is `status`, else the report's own `status` field, else
-        "done". Raises `RecordCompleted` if the session already has a report
-        (written exactly once: of two racing writers one wins, `Storage.create`).
+        "done". Raises `SessionFinished` (a `RecordCompleted`) if the session
+        already has a report (written exactly once: of two racing writers one
+        wins, `Storage.create`).
         """
         obj = jsonio.to_object(report, str(self.path / REPORT))
         final = status or obj.get("status") or "done"
@@ -183,7 +184,7 @@ class Session:
             )
         obj["status"] = final
         if not self.storage.create(f"{self.key}/{REPORT}", jsonio.dumps(obj)):
-            raise RecordCompleted(self.path / REPORT)
+            raise SessionFinished(self.path / REPORT)
         # The report is what ends the session; the manifest status follows it, so
         # a crash between the two still reads as ended (readers trust report.json).
         if self.manifest is not None:

@@ -2,8 +2,11 @@
 
 The CLI's TARGET argument and `--store` option mean what these functions
 say. A name that is a valid session id and names a session in the store is
-that session; anything else is read as a path. The store is `--store`, else
-`$SESSIONSTORE_HOME`, else `~/.sessionstore`.
+that session; else an existing directory path is that directory; else a name
+that is the start of exactly one session id of the store (git-style, any
+length) is that session, and the start of several is `AmbiguousTarget`
+listing them. The store is `--store`, else `$SESSIONSTORE_HOME`, else
+`~/.sessionstore`.
 
 Kept import-light on purpose: `sessionstore mirror` resolves its DST here
 on every no-op pass, so the store engine is imported only by the functions
@@ -16,13 +19,20 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sessionstore.errors import InvalidId, SessionNotFound
+from sessionstore.errors import AmbiguousTarget, InvalidId, SessionNotFound
 from sessionstore.format.names import validate_id
 
 if TYPE_CHECKING:
     from sessionstore.store.session import Session
 
-__all__ = ["STORE_ENV", "default_store_root", "resolve_destination", "resolve_target", "store_root"]
+__all__ = [
+    "STORE_ENV",
+    "default_store_root",
+    "prefix_matches",
+    "resolve_destination",
+    "resolve_target",
+    "store_root",
+]
 
 STORE_ENV = "SESSIONSTORE_HOME"
 
@@ -47,11 +57,50 @@ def _store_id(target: str, root: Path) -> bool:
     return (root / target).is_dir()
 
 
+def prefix_matches(prefix: str, root: Path) -> list[str]:
+    """The ids of the store at `root` that start with `prefix`, sorted.
+
+    Only entries that are sessions count: directories (not symlinks) whose
+    name is a valid id. A `prefix` that cannot start an id, or a store that
+    cannot be listed, matches nothing.
+    """
+    try:
+        validate_id(prefix)
+    except InvalidId:
+        return []
+    try:
+        with os.scandir(root) as entries:
+            names = [
+                e.name
+                for e in entries
+                if e.name.startswith(prefix) and e.is_dir(follow_symlinks=False)
+            ]
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        try:
+            found.append(validate_id(name))
+        except InvalidId:
+            continue
+    return sorted(found)
+
+
+def _unique_prefix(prefix: str, root: Path) -> str | None:
+    """The one id of the store starting with `prefix`; None if none; `AmbiguousTarget` if many."""
+    found = prefix_matches(prefix, root)
+    if len(found) > 1:
+        raise AmbiguousTarget(prefix, root, found)
+    return found[0] if found else None
+
+
 def resolve_target(target: str, store: str | os.PathLike[str] | None = None) -> Session:
-    """The session `target` names: an id of a session in `store` first, else a directory path.
+    """The session `target` names: an id of a session in `store` first, else a
+    directory path, else the start of exactly one id of `store`.
 
     `store` None is the default store (`default_store_root`). Raises
-    `SessionNotFound` naming `target` and the store when it names neither.
+    `SessionNotFound` naming `target` and the store when it names none of
+    them, `AmbiguousTarget` listing the ids when it starts several.
     A directory without `session.json` (a raw workspace) is a session too,
     as `Session.open` reads it.
     """
@@ -64,6 +113,9 @@ def resolve_target(target: str, store: str | os.PathLike[str] | None = None) -> 
         return Store(root).open(target)
     if Path(target).is_dir():
         return Session.open(target)
+    match = _unique_prefix(target, root)
+    if match is not None:
+        return Store(root).open(match)
     raise SessionNotFound(target, root)
 
 
@@ -73,8 +125,10 @@ def resolve_destination(dst: str, store: str | os.PathLike[str] | None = None) -
     A valid session id that names no session in the store and no existing
     path is most likely a mistyped id, and mirroring would create a stray
     directory named like a session: it raises `SessionNotFound` with a hint
-    to spell a new directory as a path (`./NAME`). Anything else (a path,
-    whether it exists or not) is returned as it is.
+    to spell a new directory as a path (`./NAME`), unless it is the start
+    of exactly one id of the store: then it is that session (several:
+    `AmbiguousTarget`). Anything else (a path, whether it exists or not) is
+    returned as it is.
     """
     try:
         validate_id(dst)
@@ -84,6 +138,9 @@ def resolve_destination(dst: str, store: str | os.PathLike[str] | None = None) -
     if (root / dst).is_dir():
         return root / dst
     if not Path(dst).exists():
+        match = _unique_prefix(dst, root)
+        if match is not None:
+            return root / match
         raise SessionNotFound(
             dst, root, hint=f"to mirror into a new directory of that name, write ./{dst}"
         )
