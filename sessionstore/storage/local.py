@@ -32,9 +32,10 @@ mode, and their parent fsynced. Temp entries are never listed.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from sessionstore._fs import read as fsread
@@ -48,7 +49,7 @@ from sessionstore._fs.atomic import (
     temp_name,
 )
 from sessionstore._fs.tree import remove_tree_at
-from sessionstore.errors import TooLarge
+from sessionstore.errors import StorageError, TooLarge
 from sessionstore.storage.base import Listed, check_key, check_prefix, join
 from sessionstore.storage.local_dirs import LocalDirs
 from sessionstore.storage.local_dirs import error as _error
@@ -121,23 +122,53 @@ class LocalStorage(LocalDirs):
     def get(self, key: str, limit: int) -> bytes | None:
         parts = check_key(key).split("/")
         with self._read_dir(parts[:-1]) as parent:
-            if parent is None:
-                return None
-            try:
-                fd, st = fsread.open_file(parts[-1], parent)
-            except FileNotFoundError:
-                return None
-            except OSError as exc:
-                raise _error(key, exc) from exc
-            try:
-                data = None if st.st_size > limit else fsread.read_capped(fd, limit)
-            except OSError as exc:
-                raise _error(key, exc) from exc
-            finally:
-                os.close(fd)
-        if data is None:
-            raise TooLarge(key, limit)
-        return data
+            return None if parent is None else _read_in(parent, parts[-1], key, limit)
+
+    def get_many(self, keys: Sequence[str], limit: int) -> list[bytes | StorageError | None]:
+        """`get` of each key; keys sharing the directory two levels up open it once.
+
+        A collection's markers (`s/trials/<n>/trial.json`): the collection is
+        reached once (`_read_dir`), then per key only the record directory is
+        opened, `O_NOFOLLOW`, relative to it; before this, each marker's read
+        cost a cache check and key handling that made `inspect` 1.3x slower.
+        """
+        split = [check_key(key).split("/") for key in keys]
+        answers: list[bytes | StorageError | None] = []
+        shared: tuple[str, ...] | None = None
+        top: int | StorageError | None = None  # the shared directory's fd, or why there is none
+        try:
+            for key, parts in zip(keys, split, strict=True):
+                if len(parts) < 3:
+                    answers.append(self._answer(key, limit))
+                    continue
+                if tuple(parts[:-2]) != shared:
+                    if isinstance(top, int):
+                        os.close(top)
+                        top = None  # closed: the finally must not close it again
+                    shared = tuple(parts[:-2])
+                    top = self._dup_dir(parts[:-2])
+                if isinstance(top, int):
+                    answers.append(_read_below(top, parts, key, limit))
+                else:  # the shared directory is absent (None) or unusable (its error)
+                    answers.append(top)
+        finally:
+            if isinstance(top, int):
+                os.close(top)
+        return answers
+
+    def _answer(self, key: str, limit: int) -> bytes | StorageError | None:
+        try:
+            return self.get(key, limit)
+        except StorageError as exc:
+            return exc
+
+    def _dup_dir(self, parts: builtins.list[str]) -> int | StorageError | None:
+        """A fd of the directory `parts` of its own (the read cache keeps its lock while in use)."""
+        try:
+            with self._read_dir(parts) as fd:
+                return None if fd is None else os.dup(fd)
+        except StorageError as exc:
+            return exc
 
     def list(self, prefix: str) -> Iterator[Listed]:
         parts = check_prefix(prefix).split("/") if prefix else []
@@ -243,6 +274,47 @@ def _lexists(name: str, dir_fd: int) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+def _read_below(
+    top: int, parts: builtins.list[str], key: str, limit: int
+) -> bytes | StorageError | None:
+    """`get_many`'s read of `<record>/<name>` (the last two `parts`) below the directory `top`."""
+    try:
+        record = fsread.open_dir(parts[-2], top)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return _error("/".join(parts[:-1]), exc)
+    try:
+        return _read_in(record, parts[-1], key, limit)
+    except StorageError as exc:
+        return exc
+    finally:
+        os.close(record)
+
+
+def _read_in(parent: int, name: str, key: str, limit: int) -> bytes | None:
+    """The bytes of the regular file `name` in `parent`: None if absent, else at most `limit`.
+
+    Raises `TooLarge` past `limit` (nothing read), `StorageError` for anything
+    that stops the read (a symlink, a FIFO, an I/O error).
+    """
+    try:
+        fd, st = fsread.open_file(name, parent)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _error(key, exc) from exc
+    try:
+        data = None if st.st_size > limit else fsread.read_capped(fd, limit)
+    except OSError as exc:
+        raise _error(key, exc) from exc
+    finally:
+        os.close(fd)
+    if data is None:
+        raise TooLarge(key, limit)
+    return data
 
 
 def _write_all(fd: int, data: bytes) -> None:

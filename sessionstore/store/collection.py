@@ -1,9 +1,10 @@
 """A numbered collection of one session (`trials/` or `service/`), through the storage seam.
 
 Records are listed by `Storage.list` (a record is a prefix whose name is a
-record number; anything else is foreign), read by `read_record`, and
-numbers are allocated by `Storage.claim`: `mkdir(2)` locally, atomic across
-processes and NFS clients, so numbers are unique and gap-free without a lock.
+record number; anything else is foreign), read by `read_records` (one
+`Storage.get_many` of their markers), and numbers are allocated by
+`Storage.claim`: `mkdir(2)` locally, atomic across processes and NFS
+clients, so numbers are unique and gap-free without a lock.
 A collection that cannot be listed (missing, a symlink, not a directory)
 holds no records: one session's odd collection must not break a listing.
 """
@@ -16,7 +17,7 @@ from sessionstore.errors import CollectionFull, RecordNotFound, StorageError
 from sessionstore.format.names import MARKERS, MAX_RECORD, record_number
 from sessionstore.storage.base import Storage
 from sessionstore.store.files import locate
-from sessionstore.store.records import Record, RecordWriter, read_record
+from sessionstore.store.records import Record, RecordWriter, read_record, read_records
 
 __all__ = ["Collection"]
 
@@ -80,7 +81,7 @@ class Collection:
         """Every record in numeric order with its derived state, and the foreign names,
         from one listing of the collection."""
         numbers, foreign = self._entries()
-        return [self._read(n) for n in numbers], foreign
+        return read_records(numbers, self.path, self.marker, self.storage, self.key), foreign
 
     def records(self) -> list[Record]:
         """Every record in numeric order, each with its derived state."""

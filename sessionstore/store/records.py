@@ -19,7 +19,7 @@ local: it walks the record directory by fd.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
@@ -30,7 +30,7 @@ from sessionstore._fs import read as fsread
 from sessionstore._fs.atomic import FILE_MODE, is_temp_name
 from sessionstore.errors import InvalidInput, RecordCompleted, StorageError
 from sessionstore.storage.base import Storage
-from sessionstore.store.files import exists, locate, read_object
+from sessionstore.store.files import exists, locate, read_object, read_objects
 
 __all__ = [
     "MAX_RECORD_DEPTH",
@@ -38,6 +38,7 @@ __all__ = [
     "RecordState",
     "RecordWriter",
     "read_record",
+    "read_records",
     "record_dir_fd",
     "record_relpath",
 ]
@@ -151,8 +152,24 @@ def read_record(
     """
     if storage is None or key is None:
         storage, key = locate(path, 1 if n == 0 else 3)
-    found, data, error = read_object(storage, f"{key}/{marker}")
-    if not found:
+    return _record(n, path, marker, read_object(storage, f"{key}/{marker}"))
+
+
+def read_records(
+    numbers: Sequence[int], path: Path, marker: str, storage: Storage, key: str
+) -> list[Record]:
+    """`read_record` of each record `n` of the collection at `path` (`key` in `storage`),
+    all markers read by one `Storage.get_many`."""
+    found = read_objects(storage, [f"{key}/{n}/{marker}" for n in numbers])
+    return [_record(n, path / str(n), marker, got) for n, got in zip(numbers, found, strict=True)]
+
+
+def _record(
+    n: int, path: Path, marker: str, found: tuple[bool, dict[str, Any] | None, str | None]
+) -> Record:
+    """The record a marker read (`files.read_object`'s answer) derives."""
+    there, data, error = found
+    if not there:
         return Record(n, path, RecordState.IN_FLIGHT, None, None)
     if error is not None:
         return Record(n, path, RecordState.TORN, None, f"{marker}: {error}")

@@ -309,3 +309,68 @@ def test_a_cached_directory_swapped_for_a_symlink_is_never_read_through(tmp_path
     assert [item.name for item in storage.list("s")] == ["trials"]
     with pytest.raises(StorageError):
         list(storage.list("s/trials"))
+
+
+def _get_or_error(storage: LocalStorage, key: str, limit: int) -> bytes | StorageError | None:
+    try:
+        return storage.get(key, limit)
+    except StorageError as exc:
+        return exc
+
+
+def _same(a: bytes | StorageError | None, b: bytes | StorageError | None) -> bool:
+    if isinstance(a, StorageError) or isinstance(b, StorageError):
+        return type(a) is type(b) and (a.key, a.problem) == (b.key, b.problem)  # type: ignore[union-attr]
+    return a == b
+
+
+@pytest.mark.timeout(10)
+def test_get_many_answers_each_key_as_get_does(storage: LocalStorage, tmp_path: Path) -> None:
+    # One unusable object never stops the others, and each answer is get's (or its error).
+    outside = tmp_path / "outside"
+    (outside / "9").mkdir(parents=True)
+    (outside / "9" / "trial.json").write_bytes(b"SECRET")
+    storage.put("s/trials/1/trial.json", b"one")
+    storage.put("s/trials/2/trial.json", b"x" * 50)  # too large for the limit
+    storage.claim("s/trials/3")  # in flight: no marker
+    os.mkfifo(storage.root / "s/trials/3/trial.json.fifo")
+    storage.claim("s/trials/4")
+    os.mkfifo(storage.root / "s/trials/4/trial.json")
+    (storage.root / "s/trials/5").symlink_to(outside / "9", target_is_directory=True)
+    storage.put("s/service/1/verification.json", b"v")
+    storage.put("t/session.json", b"m")
+    (storage.root / "u").mkdir()
+    (storage.root / "u/trials").symlink_to(outside, target_is_directory=True)
+    keys = [
+        "s/trials/1/trial.json",
+        "s/trials/2/trial.json",
+        "s/trials/3/trial.json",
+        "s/trials/4/trial.json",
+        "s/trials/5/trial.json",
+        "s/trials/6/trial.json",
+        "s/service/1/verification.json",
+        "t/session.json",  # fewer components than a marker
+        "s/trials/1/trial.json",  # back to a directory seen before
+        "u/trials/9/trial.json",  # the shared directory is a symlink
+        "absent/trials/1/trial.json",
+    ]
+    storage.get_many(keys, 10)  # the read cache keeps its (at most 16) ancestor fds
+    before = len(os.listdir("/proc/self/fd"))
+    answers = storage.get_many(keys, 10)
+    assert len(os.listdir("/proc/self/fd")) == before  # nothing else left open
+    expected = [_get_or_error(storage, key, 10) for key in keys]
+    assert all(_same(a, b) for a, b in zip(answers, expected, strict=True)), (answers, expected)
+    assert answers[0] == b"one" and answers[2] is None and answers[5] is None
+    assert isinstance(answers[1], TooLarge)
+    assert isinstance(answers[3], StorageError) and "FIFO" in answers[3].problem
+    assert isinstance(answers[4], StorageError) and answers[4].key == "s/trials/5"
+    assert isinstance(answers[9], StorageError) and answers[9].key == "u/trials"
+    assert answers[10] is None
+    assert not any(a == b"SECRET" for a in answers)
+
+
+def test_get_many_refuses_an_invalid_key_before_any_io(storage: LocalStorage) -> None:
+    with pytest.raises(InvalidInput):
+        storage.get_many(["s/trials/1/trial.json", "s/../x/trial.json"], 10)
+    assert not storage.root.exists()
+    assert storage.get_many([], 10) == []
