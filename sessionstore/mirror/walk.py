@@ -112,6 +112,10 @@ class Pass(FileOps):
         finally:
             self.tree.close_all()
             os.close(root_fd)
+            # The tree holds bound methods of the pass (`error`, `touch`): without this the
+            # pass, its cache and its listings would wait for the collector.
+            self.__dict__.pop("dest_entry", None)
+            del self.tree
 
     def start(self) -> None:
         """What the pass needs to know about the destination root before the walk."""
@@ -270,11 +274,15 @@ class Pass(FileOps):
             os.close(frame.src_fd)
         if frame.up is not None:
             frame.up.pending += frame.pending
+        # A record frame is its own `record`: a cycle that only the collector would free,
+        # which `mirror --once` runs without (and then pays for all of them at exit).
+        frame.record = None
 
     def release(self, frame: Frame) -> None:
         self.tree.close(frame)
         if frame.src_name is not None:
             os.close(frame.src_fd)
+        frame.record = None  # see `leave`
 
     @functools.cached_property
     def listed(self) -> dict[str, Container[str]]:
