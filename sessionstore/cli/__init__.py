@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "schema": "sessionstore.cli.schema:schema",
     "demo": "sessionstore.cli.demo:demo",
     "export": "sessionstore.cli.export:export",
+    "scan": "sessionstore.cli.scan:scan",
 }
 
 

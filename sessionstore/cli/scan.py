@@ -1,0 +1,156 @@
+"""`sessionstore scan`: audit a store, a session or any directory for leaked secrets.
+
+Renders `sessionstore.redact.scan_tree.scan_path`: one line per finding on
+stdout (`path:offset kind source`), skipped entries, errors and the counts
+on stderr; `--json` streams the events as one JSON array instead. No value
+is ever printed: a finding names its source, and every name below the root
+is shown redacted.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from sessionstore._display import escape
+from sessionstore.cli.common import command, json_option, library_errors, store_option
+from sessionstore.errors import InvalidInput, SessionNotFound
+from sessionstore.store.target import resolve_destination, store_root
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from sessionstore.redact.scan_tree import Event, ScanTotals
+
+
+@command()
+@click.argument("target", metavar="PATH|TARGET")
+@click.option(
+    "--secret-env", multiple=True, metavar="VAR", help="Look for the value of $VAR (repeatable)."
+)
+@click.option(
+    "--secrets-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="F",
+    help="Look for every secret of F (its lines, or KEY=VALUE values).",
+)
+@click.option("--patterns", is_flag=True, help="Look for well-known token shapes too.")
+@store_option
+@json_option
+@library_errors
+def scan(
+    target: str,
+    secret_env: tuple[str, ...],
+    secrets_file: Path | None,
+    patterns: bool,
+    store_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """Look for leaked secrets in a store, a session, any directory or a file.
+
+    PATH is a directory or a file; TARGET a session id of the store (see
+    --store), or a unique prefix of one. Every spelling the mirror's redactor removes is looked for (raw,
+    hex, base64, base64url, URL, JSON and XML escapes, each line of a
+    multi-line secret), in file contents, in names and in symlink targets;
+    --patterns adds well-known token shapes (AWS, GitHub, Hugging Face,
+    Slack, private keys). Symlinks, FIFOs, sockets and devices are never
+    followed or opened: they are reported skipped.
+
+    Each finding is one line, `path:offset kind source`: the byte offset
+    (`name` when the secret is in the entry's name, `link-target` in a
+    symlink's target), the spelling found,
+    and where the secret came from (the variable's name, FILE:LINE of the
+    secrets file, or `patterns`), never its value. Names shown below the
+    root have their secrets redacted. With --json, one JSON array of
+    objects: findings (type "finding": path, offset, in, kind, source),
+    skipped entries (type "skipped": path, reason) and errors (type "error").
+
+    Exit status: 0 when nothing was found, 1 on any finding or error
+    (unreadable files, an unset variable), 2 for bad usage.
+
+    \b
+    Examples:
+      sessionstore scan ~/.sessionstore --secret-env HF_TOKEN
+      sessionstore scan 1a2b3c4d --secrets-file .env --patterns
+      sessionstore scan ./workspace --patterns --json
+    """
+    # Imported when the command runs: the redactor and its automaton are not start-up.
+    from sessionstore.redact.scan import Scanner
+    from sessionstore.redact.scan_tree import ScanTotals, scan_path
+
+    if not (secret_env or secrets_file or patterns):
+        raise click.UsageError(
+            "nothing to look for: give --secret-env, --secrets-file or --patterns"
+        )
+    scanner = Scanner.from_sources(secret_env, secrets_file, patterns=patterns)
+    root, follow = _root(target, store_dir)
+    totals = ScanTotals()
+    events = scan_path(root, scanner, follow=follow, totals=totals)
+    try:
+        if as_json:
+            _render_json(events)
+        else:
+            _render_lines(events)
+    except BrokenPipeError:
+        sys.stderr.write("scan: output closed early; scan stopped\n")
+        sys.exit(1)
+    _summary(totals)
+    if totals.findings or totals.errors:
+        sys.exit(1)
+
+
+def _root(target: str, store_dir: Path | None) -> tuple[Path, bool]:
+    """What TARGET names, and whether a symlink there is followed (a path the user gave)."""
+    try:
+        path = resolve_destination(target, store_dir)
+    except SessionNotFound:
+        where = store_root(store_dir)
+        raise InvalidInput(
+            target, f"no such file or directory, nor a session of the store {where}"
+        ) from None
+    return path, str(path) == target
+
+
+def _render_lines(events: Iterator[Event]) -> None:
+    """Findings on stdout, one line each; skipped entries and errors on stderr."""
+    from sessionstore.redact.scan_tree import Finding, Skipped
+
+    for event in events:
+        if isinstance(event, Finding):
+            at = event.offset if event.where == "content" else event.where.replace(" ", "-")
+            line = f"{escape(event.path)}:{at} {event.kind} {escape(event.source)}\n"
+            sys.stdout.write(line)
+        elif isinstance(event, Skipped):
+            sys.stderr.write(f"scan: skipped {escape(event.path)} ({event.reason})\n")
+        else:
+            sys.stderr.write(f"scan: {escape(event.path)}: {escape(event.error)}\n")
+    sys.stdout.flush()
+
+
+def _render_json(events: Iterator[Event]) -> None:
+    """One JSON array, written an element at a time (a big scan is never held whole)."""
+    import orjson  # --json only
+
+    from sessionstore._json import utf8_safe
+
+    out = sys.stdout.buffer
+    sep = b"[\n"
+    for event in events:
+        item = event.to_dict()
+        try:
+            data = orjson.dumps(item)
+        except TypeError:  # a name that is not UTF-8: its bytes as \xNN
+            data = orjson.dumps(utf8_safe(item))
+        out.write(sep + b"  " + data)
+        sep = b",\n"
+    out.write(b"[]\n" if sep == b"[\n" else b"\n]\n")
+    out.flush()
+
+
+def _summary(totals: ScanTotals) -> None:
+    counts = f"{totals.findings} findings in {totals.files} files"
+    extra = [f"{totals.skipped} skipped"] + ([f"{totals.errors} errors"] if totals.errors else [])
+    sys.stderr.write(f"scan: {counts} ({', '.join(extra)})\n")

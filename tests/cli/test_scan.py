@@ -1,0 +1,146 @@
+"""`sessionstore scan` end to end, as real processes: findings, JSON, exit codes, bad input.
+
+Secrets here are obviously fake and live in the child's environment or in
+files under tmp_path only; no output may ever hold one.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from pathlib import Path
+
+from cli_runner import environ, run
+
+from sessionstore import Store
+
+FAKE = "fake-hf-token-for-scan-tests"
+ENV = environ(FAKE_SCAN_TOKEN=FAKE)
+
+
+def assert_no_secret(*outputs: str) -> None:
+    for out in outputs:
+        assert FAKE not in out
+        assert base64.b64encode(FAKE.encode()).decode()[:20] not in out
+
+
+def test_findings_one_line_each_and_exit_1(tmp_path: Path) -> None:
+    tree = tmp_path / "ws"
+    (tree / "trials" / "1").mkdir(parents=True)
+    (tree / "trials" / "1" / "run.log").write_text(f"login {FAKE}\n")
+    (tree / "config.b64").write_bytes(base64.b64encode(f"token: {FAKE}".encode()))
+    (tree / f"dump-{FAKE}.txt").write_text("x")
+    (tree / "clean.txt").write_text("nothing")
+    done = run("scan", tree, "--secret-env", "FAKE_SCAN_TOKEN", env=ENV)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines() == [
+        f"{tree}/config.b64:10 base64 FAKE_SCAN_TOKEN",
+        f"{tree}/dump-REDACTED.txt:name raw FAKE_SCAN_TOKEN",
+        f"{tree}/trials/1/run.log:6 raw FAKE_SCAN_TOKEN",
+    ]
+    assert done.stderr == "scan: 3 findings in 4 files (0 skipped)\n"
+    assert_no_secret(done.stdout, done.stderr)
+
+
+def test_clean_exits_0(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("nothing to see")
+    done = run("scan", tmp_path, "--secret-env", "FAKE_SCAN_TOKEN", "--patterns", env=ENV)
+    assert (done.returncode, done.stdout) == (0, "")
+    assert done.stderr == "scan: 0 findings in 1 files (0 skipped)\n"
+
+
+def test_json_lists_findings_and_skipped_entries(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text(FAKE)
+    (tmp_path / "gh.txt").write_text("ghp_" + "Q" * 36)
+    (tmp_path / "link").symlink_to(tmp_path / "a.txt")
+    os.mkfifo(tmp_path / "fifo")
+    done = run("scan", tmp_path, "--secret-env", "FAKE_SCAN_TOKEN", "--patterns", "--json", env=ENV)
+    assert done.returncode == 1
+    assert json.loads(done.stdout) == [
+        {
+            "type": "finding",
+            "path": f"{tmp_path}/a.txt",
+            "offset": 0,
+            "in": "content",
+            "kind": "raw",
+            "source": "FAKE_SCAN_TOKEN",
+        },
+        {"type": "skipped", "path": f"{tmp_path}/fifo", "reason": "fifo"},
+        {
+            "type": "finding",
+            "path": f"{tmp_path}/gh.txt",
+            "offset": 0,
+            "in": "content",
+            "kind": "github-token",
+            "source": "patterns",
+        },
+        {"type": "skipped", "path": f"{tmp_path}/link", "reason": "symlink"},
+    ]
+    assert_no_secret(done.stdout, done.stderr)
+
+
+def test_json_of_a_clean_tree_is_an_empty_list(tmp_path: Path) -> None:
+    done = run("scan", tmp_path, "--patterns", "--json")
+    assert (done.returncode, json.loads(done.stdout)) == (0, [])
+
+
+def test_a_secret_across_the_read_chunk_boundary(tmp_path: Path) -> None:
+    chunk = 1 << 20
+    (tmp_path / "big.log").write_bytes(b"." * (chunk - 5) + FAKE.encode() + b"." * 100)
+    done = run("scan", tmp_path, "--secret-env", "FAKE_SCAN_TOKEN", env=ENV)
+    assert done.stdout == f"{tmp_path}/big.log:{chunk - 5} raw FAKE_SCAN_TOKEN\n"
+
+
+def test_secrets_file_sources_are_file_and_line(tmp_path: Path) -> None:
+    secrets = tmp_path / "secrets.env"
+    secrets.write_text(f"# fake\nHF_TOKEN={FAKE}\n")
+    tree = tmp_path / "ws"
+    tree.mkdir()
+    (tree / "f").write_text(f"..{FAKE}")
+    done = run("scan", tree, "--secrets-file", secrets)
+    assert done.stdout == f"{tree}/f:2 raw {secrets}:2\n"
+
+
+def test_a_session_named_by_id(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    session = store.create(name="scan-me", pid=None)
+    trial = session.trials.begin()
+    trial.write_text("run.log", f"oops {FAKE}\n")
+    done = run(
+        "scan", session.id or "", "--store", store.root, "--secret-env", "FAKE_SCAN_TOKEN", env=ENV
+    )
+    assert done.stdout == f"{session.path}/trials/1/run.log:5 raw FAKE_SCAN_TOKEN\n"
+    assert done.returncode == 1
+
+
+def test_control_characters_in_names_are_escaped(tmp_path: Path) -> None:
+    (tmp_path / "evil\x1b]0;x\x07\nname").write_text(FAKE)
+    done = run("scan", tmp_path, "--secret-env", "FAKE_SCAN_TOKEN", env=ENV)
+    assert done.stdout == f"{tmp_path}/evil\\x1b]0;x\\x07\\nname:0 raw FAKE_SCAN_TOKEN\n"
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    env = {k: v for k, v in ENV.items() if k != "FAKE_UNSET_TOKEN"}
+    env["FAKE_SHORT_TOKEN"] = "fake7ch"
+    cases: list[tuple[list[str | Path], int, str]] = [
+        (["scan", tmp_path / "missing", "--patterns"], 1, "no such file or directory"),
+        (["scan", tmp_path, "--secret-env", "FAKE_UNSET_TOKEN"], 1, "FAKE_UNSET_TOKEN: is not set"),
+        (["scan", tmp_path, "--secret-env", "FAKE_SHORT_TOKEN"], 1, "shorter than 8 bytes"),
+        (["scan", tmp_path, "--secrets-file", tmp_path / "no.env"], 1, "cannot read secrets file"),
+        (["scan", "abcd1234", "--store", tmp_path, "--patterns"], 1, "nor a session of the store"),
+        (["scan", tmp_path], 2, "nothing to look for"),
+    ]
+    for args, code, message in cases:
+        done = run(*args, env=env)
+        assert done.returncode == code, (args, done.stderr)
+        assert message in done.stderr
+        assert "Traceback" not in done.stderr
+        assert "fake7ch" not in done.stderr
+        if code == 1:
+            assert done.stderr.count("\n") == 1, done.stderr
+
+
+def test_help_has_examples() -> None:
+    done = run("scan", "--help")
+    assert "Examples:" in done.stdout and done.returncode == 0
