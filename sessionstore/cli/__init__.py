@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "demo": "sessionstore.cli.demo:demo",
     "export": "sessionstore.cli.export:export",
     "scan": "sessionstore.cli.scan:scan",
+    "doctor": "sessionstore.cli.doctor:doctor",
 }
 
 

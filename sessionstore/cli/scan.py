@@ -52,21 +52,22 @@ def scan(
     """Look for leaked secrets in a store, a session, any directory or a file.
 
     PATH is a directory or a file; TARGET a session id of the store (see
-    --store), or a unique prefix of one. Every spelling the mirror's redactor removes is looked for (raw,
-    hex, base64, base64url, URL, JSON and XML escapes, each line of a
-    multi-line secret), in file contents, in names and in symlink targets;
-    --patterns adds well-known token shapes (AWS, GitHub, Hugging Face,
-    Slack, private keys). Symlinks, FIFOs, sockets and devices are never
-    followed or opened: they are reported skipped.
+    --store), or a unique prefix of one. Every spelling the mirror's
+    redactor removes is looked for (raw, hex, base64, base64url, URL, JSON
+    and XML escapes, each line of a multi-line secret) in file contents,
+    names and symlink targets; --patterns adds well-known token shapes
+    (AWS, GitHub, Hugging Face, Slack, private keys). Symlinks, FIFOs,
+    sockets and devices are never followed or opened: they are reported
+    skipped.
 
     Each finding is one line, `path:offset kind source`: the byte offset
     (`name` when the secret is in the entry's name, `link-target` in a
-    symlink's target), the spelling found,
-    and where the secret came from (the variable's name, FILE:LINE of the
-    secrets file, or `patterns`), never its value. Names shown below the
-    root have their secrets redacted. With --json, one JSON array of
-    objects: findings (type "finding": path, offset, in, kind, source),
-    skipped entries (type "skipped": path, reason) and errors (type "error").
+    symlink's target), the spelling found, and where the secret came from
+    (the variable's name, FILE:LINE of the secrets file, or `patterns`),
+    never its value. Names shown below the root have their secrets
+    redacted. With --json, one JSON array of objects: findings (type
+    "finding": path, offset, in, kind, source), skipped entries (type
+    "skipped": path, reason) and errors (type "error": path, error).
 
     Exit status: 0 when nothing was found, 1 on any finding or error
     (unreadable files, an unset variable), 2 for bad usage.

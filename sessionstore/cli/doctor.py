@@ -1,0 +1,71 @@
+"""`sessionstore doctor`: check a session against the format; sweep provably garbage temps.
+
+Renders `sessionstore.store.doctor.doctor`: one line per problem on
+stdout, the verdict on stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from sessionstore._display import escape
+from sessionstore.cli.common import command, library_errors, target_options
+from sessionstore.store.target import resolve_target
+
+
+@command()
+@target_options()
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Remove leftover temp files whose writer is provably dead (nothing else).",
+)
+@library_errors
+def doctor(target: str, store_dir: Path | None, repair: bool) -> None:
+    """Check session TARGET: one line per problem, `path: kind: detail`.
+
+    Looked for: a manifest that is missing, does not parse or has fields of
+    the wrong type; torn constraints.json or report.json; missing or
+    symlinked collections; torn markers; foreign entries in trials/ and
+    service/; leftover temp files (.sstmp-*); modes other than the
+    format's (0700 directories, 0644 store files). Temps of live writers
+    are writes in progress, not problems.
+
+    --repair removes only what is provably garbage: temp files whose writer
+    is dead (no process has the pid in the temp's name, or the process that
+    has it started after the temp was last changed), and temps that name no
+    writer once unchanged for an hour while no writer of the session is
+    alive. Nothing else is ever removed, and nothing is followed.
+
+    Exit status: 0 when the session is healthy (or every problem found was
+    repaired), 1 when a problem remains or TARGET cannot be read, 2 for bad
+    usage.
+
+    \b
+    Examples:
+      sessionstore doctor 1a2b3c4d
+      sessionstore doctor 1a2b3c4d --repair
+      sessionstore doctor ~/.sessionstore/1a2b3c4d
+    """
+    # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
+    from sessionstore.store.doctor import doctor as check
+
+    session = resolve_target(target, store_dir)
+    checkup = check(session, repair=repair)
+    for problem in checkup.problems:
+        click.echo(escape(str(problem)))
+    left = sum(1 for p in checkup.problems if not p.repaired)
+    repaired = len(checkup.problems) - left
+    if not checkup.problems:
+        verdict = "healthy"
+    else:
+        verdict = f"{left} problem{'s' if left != 1 else ''}"
+        if repaired:
+            verdict += f" left, {repaired} repaired"
+    busy = f" ({len(checkup.in_progress)} writes in progress)" if checkup.in_progress else ""
+    click.echo(escape(f"doctor: {session.path}: {verdict}{busy}"), err=True)
+    if not checkup.healthy:
+        sys.exit(1)

@@ -1,0 +1,321 @@
+"""Checking one session against the format, and sweeping what is provably garbage.
+
+`doctor(session)` reports, one `Problem` each: a manifest that is missing,
+does not parse or has fields of the wrong type (or an id that is not the
+directory's name); torn `constraints.json` or `report.json`; a collection
+that is missing, a symlink or not a directory; each torn marker; each
+foreign entry of a collection; each leftover temp entry (`.sstmp-*`,
+anywhere in the session); the modes of what the format defines (the
+session, its collections and records `0700`, the store's files `0644`, a
+marker the owner cannot read or others may write); what cannot be read.
+
+With `repair`, temp entries that are provably garbage are removed, and
+nothing else ever is. A temp's name is `.sstmp-<pid>-<random>`: its
+writer is dead when no process has that pid (or a zombie has it), or when
+the process that has it now started after the temp was last changed (its
+ctime, which no writer can set back), so the pid was recycled. A temp of
+a live pid is a write in progress: not a problem, and kept. A temp whose
+name gives no pid is garbage only once unchanged (ctime) for longer than
+`SAFE_AGE` while no writer of the session is alive (the recorded harness,
+by pid and start time, or a mirror daemon holding the session's lock);
+else it is reported and kept. Everything is done by directory fd,
+nothing followed: a temp that is a symlink is removed as a link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sessionstore._fs import read as fsread
+from sessionstore._fs.atomic import DIR_MODE, FILE_MODE, TEMP_PREFIX, is_temp_name
+from sessionstore._fs.tree import remove_tree_at
+from sessionstore._fs.walk import Entry, walk
+from sessionstore._proc import PID_MAX, process_alive, process_start_time
+from sessionstore.format.names import CONSTRAINTS, MANIFEST, MARKERS, REPORT, record_number
+from sessionstore.store.records import RecordState
+from sessionstore.store.status import manifest_problem, read_constraints
+
+if TYPE_CHECKING:
+    from sessionstore.store.session import Session
+
+__all__ = ["SAFE_AGE", "Checkup", "Problem", "doctor", "temp_verdict"]
+
+# How long a temp that names no writer must be unchanged before it can be garbage;
+# the format's own age for debris (docs/format.md, "Temp entries").
+SAFE_AGE = 3600.0
+# /proc start times are rounded to the boot time's whole second plus a clock tick.
+_START_SLACK_S = 2.0
+# The mirror daemon's lock at a session's top (`sessionstore.mirror.lock`, a layer
+# this one may not import): an flock held on it is a daemon writing into the session.
+_MIRROR_LOCK = ".sessionstore-mirror.lock"
+_STORE_FILES = (MANIFEST, CONSTRAINTS, REPORT)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the session at `path`. `kind`: manifest, constraints, report,
+    collection, torn, foreign, temp, mode or unreadable; `repaired`: removed by `--repair`."""
+
+    path: Path
+    kind: str
+    detail: str
+    repaired: bool = False
+
+    def __str__(self) -> str:
+        done = " (removed)" if self.repaired else ""
+        return f"{self.path}: {self.kind}: {self.detail}{done}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "kind": self.kind,
+            "detail": self.detail,
+            "repaired": self.repaired,
+        }
+
+
+@dataclass(frozen=True)
+class Checkup:
+    """What `doctor` found in the session at `path`; `in_progress`: temps of live writers."""
+
+    path: Path
+    problems: tuple[Problem, ...]
+    in_progress: tuple[Path, ...] = ()
+
+    @property
+    def healthy(self) -> bool:
+        """No problem is left (every one found was repaired, or there was none)."""
+        return all(p.repaired for p in self.problems)
+
+
+def doctor(session: Session, *, repair: bool = False, now: float | None = None) -> Checkup:
+    """Check `session` (rules in the module docstring); with `repair`, remove garbage temps.
+
+    Never raises because of what the session holds; an `OSError` only if the
+    session directory itself cannot be opened.
+    """
+    problems = _files(session) + _collections(session)
+    walked, in_progress = _walk(session, repair, time.time() if now is None else now)
+    problems += walked
+    problems.sort(key=lambda p: str(p.path))  # stable: one path's problems keep their order
+    return Checkup(session.path, tuple(problems), tuple(in_progress))
+
+
+def _files(session: Session) -> list[Problem]:
+    """The manifest, constraints and report: present where they must be, and parsing."""
+    found: list[Problem] = []
+    top = session.path
+    if session.manifest_error is not None:
+        found.append(Problem(top / MANIFEST, "manifest", _strip(session.manifest_error, MANIFEST)))
+    elif session.manifest is None:
+        detail = "missing: this directory was not made by sessionstore, or lost its manifest"
+        found.append(Problem(top / MANIFEST, "manifest", detail))
+    else:
+        problem = manifest_problem(session.manifest)
+        if problem is not None:
+            found.append(Problem(top / MANIFEST, "manifest", _strip(problem, MANIFEST)))
+        if session.id is not None and session.id != top.name:
+            detail = f"id {session.id!r} is not the directory's name {top.name!r}"
+            found.append(Problem(top / MANIFEST, "manifest", detail))
+    _, error = read_constraints(session)
+    if error is not None:
+        found.append(Problem(top / CONSTRAINTS, "constraints", _strip(error, CONSTRAINTS)))
+    report = session.report()
+    if report.state is RecordState.TORN:
+        found.append(Problem(top / REPORT, "report", _strip(report.error or "torn", REPORT)))
+    return found
+
+
+def _strip(reason: str, name: str) -> str:
+    return reason.removeprefix(f"{name}: ")
+
+
+def _collections(session: Session) -> list[Problem]:
+    """Each collection: a directory; each torn marker; each foreign entry."""
+    found: list[Problem] = []
+    for collection in (session.trials, session.service):
+        where = collection.path
+        try:
+            st: os.stat_result | None = os.stat(where, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        except OSError as exc:
+            found.append(Problem(where, "unreadable", fsread.problem(exc)))
+            continue
+        if st is None:
+            if session.manifest is not None:
+                detail = "missing: every session made by sessionstore has it"
+                found.append(Problem(where, "collection", detail))
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            what = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a directory"
+            detail = f"is {what}, so it holds no records (nothing is read through it)"
+            found.append(Problem(where, "collection", detail))
+            continue
+        records, foreign = collection.scan()
+        for record in records:
+            if record.state is RecordState.TORN:
+                marker = record.path / collection.marker
+                detail = _strip(record.error or "torn", collection.marker)
+                found.append(Problem(marker, "torn", f"marker {detail}"))
+        for name in foreign:
+            detail = f"not a record of {where.name}/ (ignored by every reader)"
+            found.append(Problem(where / name, "foreign", detail))
+    return found
+
+
+def _walk(session: Session, repair: bool, now: float) -> tuple[list[Problem], list[Path]]:
+    """Modes and temps, over the whole session tree by fd (temps never entered)."""
+    found: list[Problem] = []
+    in_progress: list[Path] = []
+    writers = _WritersAlive(session)
+    top = fsread.open_dir(session.path)
+    try:
+        mode = stat.S_IMODE(os.fstat(top).st_mode)
+        if mode != DIR_MODE:
+            found.append(Problem(session.path, "mode", f"{mode:04o}, expected {DIR_MODE:04o}"))
+        for entry in walk(top, descend=lambda e: not is_temp_name(e.name)):
+            path = session.path.joinpath(*entry.parts())
+            if entry.kind == "error":
+                found.append(Problem(path, "unreadable", entry.error or "unreadable"))
+            elif is_temp_name(entry.name):
+                problem = _temp(entry, path, repair, writers, now)
+                if problem is None:
+                    in_progress.append(path)
+                else:
+                    found.append(problem)
+            else:
+                found.extend(_mode(entry, path))
+    finally:
+        os.close(top)
+    return found, in_progress
+
+
+def _temp(
+    entry: Entry, path: Path, repair: bool, writers: Callable[[], bool], now: float
+) -> Problem | None:
+    """A leftover temp as a problem (removed if `repair` and garbage); None: in progress."""
+    assert entry.st is not None
+    garbage, why = temp_verdict(entry.name, entry.st, writers, now)
+    if garbage is None:
+        return None
+    if not garbage:
+        return Problem(path, "temp", f"{why}; kept (not provably garbage)")
+    detail = f"leftover of a dead writer: {why}"
+    if not repair:
+        return Problem(path, "temp", detail)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            remove_tree_at(entry.dir_fd, entry.name)
+    except OSError as exc:
+        return Problem(path, "temp", f"{detail}; not removed: {fsread.problem(exc)}")
+    return Problem(path, "temp", detail, repaired=True)
+
+
+def temp_verdict(
+    name: str, st: os.stat_result, writers_alive: Callable[[], bool], now: float
+) -> tuple[bool | None, str]:
+    """Whether the temp entry `name` (lstat `st`) is garbage: True (provably), False (kept,
+    maybe garbage), None (its writer is alive: a write in progress); and why."""
+    pid_text = name[len(TEMP_PREFIX) :].partition("-")[0]
+    if pid_text.isdigit() and 0 < int(pid_text) <= PID_MAX:
+        pid = int(pid_text)
+        if pid == os.getpid():
+            return None, "written by this process"
+        if not process_alive(pid, None):
+            return True, f"no process has its pid {pid}"
+        started = process_start_time(pid)
+        if started is not None and started > st.st_ctime + _START_SLACK_S:
+            return True, f"pid {pid} is a process started after the temp was last changed"
+        return None, f"its writer (pid {pid}) is alive"
+    age = now - st.st_ctime
+    if age <= SAFE_AGE:
+        return False, f"its name gives no writer and it changed {age:.0f} s ago"
+    if writers_alive():
+        return False, "its name gives no writer and a writer of the session is alive"
+    hours = SAFE_AGE / 3600
+    return True, f"its name gives no writer, unchanged for over {hours:g} h, no writer alive"
+
+
+class _WritersAlive:
+    """Whether a writer of the session is alive, asked once, when a temp first needs it."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.answer: bool | None = None
+
+    def __call__(self) -> bool:
+        if self.answer is None:
+            self.answer = _recorded_writer_alive(self.session) or _mirror_alive(self.session)
+        return self.answer
+
+
+def _recorded_writer_alive(session: Session) -> bool:
+    """The harness `session.json` records, by pid and start time; unknown counts as alive."""
+    if session.manifest is None:
+        return session.manifest_error is not None  # unreadable: cannot tell
+    pid = session.manifest.get("pid")
+    started = session.manifest.get("pid_started_at")
+    if pid is None:
+        return False
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid <= PID_MAX:
+        return True
+    if not isinstance(started, int | float) or isinstance(started, bool):
+        started = None
+    return process_alive(pid, None if started is None else float(started))
+
+
+def _mirror_alive(session: Session) -> bool:
+    """A mirror daemon holds the session's lock (an flock that a shared lock would wait for)."""
+    try:
+        top = fsread.open_dir(session.path)
+    except OSError:
+        return True
+    try:
+        fd, _ = fsread.open_file(_MIRROR_LOCK, top)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(top)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # drops the shared lock taken just now
+    return False
+
+
+def _mode(entry: Entry, path: Path) -> list[Problem]:
+    """The mode the format gives this entry, if it gives one, against the entry's."""
+    assert entry.st is not None
+    parts = entry.parts()
+    mode = stat.S_IMODE(entry.st.st_mode)
+    in_collection = parts[0] in MARKERS and len(parts) >= 2 and record_number(parts[1]) is not None
+    marker = MARKERS.get(parts[0])
+    if entry.kind == "directory" and (
+        (len(parts) == 1 and parts[0] in MARKERS) or (len(parts) == 2 and in_collection)
+    ):
+        expected: int | None = DIR_MODE
+    elif entry.kind == "file" and len(parts) == 1 and parts[0] in _STORE_FILES:
+        expected = FILE_MODE
+    elif entry.kind == "file" and len(parts) == 3 and in_collection and parts[2] == marker:
+        if mode & stat.S_IRUSR and not mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return []
+        detail = f"{mode:04o}: a marker must be readable by its owner and writable by no one else"
+        return [Problem(path, "mode", detail)]
+    else:
+        return []
+    if mode == expected:
+        return []
+    return [Problem(path, "mode", f"{mode:04o}, expected {expected:04o}")]

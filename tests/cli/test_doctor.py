@@ -1,0 +1,92 @@
+"""`sessionstore doctor` end to end, as real processes: healthy, problems, --repair, bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from cli_runner import run
+
+from sessionstore import Session, Store
+
+
+def make_session(tmp_path: Path) -> Session:
+    session = Store(tmp_path / "store").create(name="doctor-cli", pid=None)
+    session.trials.begin().complete({"failed": False})
+    return session
+
+
+def doctor(session: Session, *args: str) -> subprocess.CompletedProcess[str]:
+    return run("doctor", session.id or "", "--store", session.path.parent, *args)
+
+
+def test_healthy_exits_0(tmp_path: Path) -> None:
+    session = make_session(tmp_path)
+    done = doctor(session)
+    assert (done.returncode, done.stdout) == (0, "")
+    assert done.stderr == f"doctor: {session.path}: healthy\n"
+
+
+def test_problems_one_line_each_exit_1(tmp_path: Path) -> None:
+    session = make_session(tmp_path)
+    (session.path / "trials" / "1" / "trial.json").chmod(0o666)
+    (session.path / "trials" / "evil\x1b[31m\nname").write_text("x")
+    (session.path / "trials" / ".sstmp-999999999-00").write_text("x")
+    done = doctor(session)
+    assert done.returncode == 1
+    trials = session.path / "trials"
+    assert done.stdout.splitlines() == [
+        f"{trials}/.sstmp-999999999-00: temp: leftover of a dead writer: "
+        "no process has its pid 999999999",
+        f"{trials}/1/trial.json: mode: 0666: a marker must be readable by its owner and "
+        "writable by no one else",
+        f"{trials}/evil\\x1b[31m\\nname: foreign: not a record of trials/ (ignored by every "
+        "reader)",
+    ]
+    assert done.stderr == f"doctor: {session.path}: 3 problems\n"
+
+
+def test_repair_keeps_a_live_writers_temp(tmp_path: Path) -> None:
+    session = make_session(tmp_path)
+    record = session.path / "trials" / "1"
+    (record / ".sstmp-999999999-01").write_text("debris")
+    code = textwrap.dedent(
+        f"""
+        import os, sys
+        from sessionstore._fs.atomic import AtomicFile
+        f = AtomicFile({str(record / "log.txt")!r})
+        print(os.path.basename(f.temp), flush=True)
+        sys.stdin.read()
+        f.discard()
+        """
+    )
+    live = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert live.stdout is not None
+        live_temp = record / live.stdout.readline().strip()
+        done = doctor(session, "--repair")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.endswith("(removed)\n") and done.stdout.count("\n") == 1
+        assert done.stderr == (
+            f"doctor: {session.path}: 0 problems left, 1 repaired (1 writes in progress)\n"
+        )
+        assert live_temp.exists() and not (record / ".sstmp-999999999-01").exists()
+    finally:
+        live.communicate(timeout=30)
+
+
+def test_bad_target_is_one_line(tmp_path: Path) -> None:
+    done = run("doctor", "nosuch", "--store", tmp_path)
+    assert done.returncode == 1
+    assert "no session 'nosuch'" in done.stderr and done.stderr.count("\n") == 1
+    assert "Traceback" not in done.stderr
+    assert run("doctor").returncode == 2
+
+
+def test_help_has_examples() -> None:
+    done = run("doctor", "--help")
+    assert "Examples:" in done.stdout and done.returncode == 0
