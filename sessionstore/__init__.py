@@ -45,6 +45,9 @@ if TYPE_CHECKING:
     from sessionstore.mirror.daemon import Daemon, WatchConfig
     from sessionstore.mirror.mirror import Mirror, PassReport
     from sessionstore.redact.redactor import Redactor
+    from sessionstore.redact.scan import Scanner
+    from sessionstore.redact.scan_tree import scan_path
+    from sessionstore.store.doctor import doctor
     from sessionstore.store.session import (
         Collection,
         Record,
@@ -79,6 +82,7 @@ _EXPORTS = {
     "RecordWriter": "sessionstore.store.session",
     "RedactionUnsafe": "sessionstore.errors",
     "Redactor": "sessionstore.redact.redactor",
+    "Scanner": "sessionstore.redact.scan",
     "SecretRefused": "sessionstore.errors",
     "Session": "sessionstore.store.session",
     "SessionBusy": "sessionstore.errors",
@@ -95,9 +99,11 @@ _EXPORTS = {
     "WaitTimedOut": "sessionstore.errors",
     "WatchConfig": "sessionstore.mirror.daemon",
     "best_trial": "sessionstore.inspect.best",
+    "doctor": "sessionstore.store.doctor",
     "evaluate_output_contract": "sessionstore.harness.verdict",
     "render": "sessionstore.format.template",
     "report_fields": "sessionstore.inspect.best",
+    "scan_path": "sessionstore.redact.scan_tree",
 }
 
 # Literal, so type checkers see the re-exports; a test checks it matches _EXPORTS.
@@ -126,6 +132,7 @@ __all__ = [
     "RecordWriter",
     "RedactionUnsafe",
     "Redactor",
+    "Scanner",
     "SecretRefused",
     "Session",
     "SessionBusy",
@@ -143,9 +150,11 @@ __all__ = [
     "WatchConfig",
     "__version__",
     "best_trial",
+    "doctor",
     "evaluate_output_contract",
     "render",
     "report_fields",
+    "scan_path",
 ]
 
 

@@ -65,7 +65,8 @@ def doctor(target: str, store_dir: Path | None, repair: bool) -> None:
         verdict = f"{left} problem{'s' if left != 1 else ''}"
         if repaired:
             verdict += f" left, {repaired} repaired"
-    busy = f" ({len(checkup.in_progress)} writes in progress)" if checkup.in_progress else ""
+    writes = len(checkup.in_progress)
+    busy = f" ({writes} write{'s' if writes != 1 else ''} in progress)" if writes else ""
     click.echo(escape(f"doctor: {session.path}: {verdict}{busy}"), err=True)
     if not checkup.healthy:
         sys.exit(1)

@@ -152,6 +152,10 @@ def _render_json(events: Iterator[Event]) -> None:
 
 
 def _summary(totals: ScanTotals) -> None:
-    counts = f"{totals.findings} findings in {totals.files} files"
-    extra = [f"{totals.skipped} skipped"] + ([f"{totals.errors} errors"] if totals.errors else [])
+    counts = f"{_n(totals.findings, 'finding')} in {_n(totals.files, 'file')}"
+    extra = [f"{totals.skipped} skipped"] + ([_n(totals.errors, "error")] if totals.errors else [])
     sys.stderr.write(f"scan: {counts} ({', '.join(extra)})\n")
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

@@ -148,7 +148,7 @@ def _collections(session: Session) -> list[Problem]:
         except FileNotFoundError:
             st = None
         except OSError as exc:
-            found.append(Problem(where, "unreadable", fsread.problem(exc)))
+            found.append(Problem(where, "unreadable", _strip(fsread.problem(exc), "unreadable")))
             continue
         if st is None:
             if session.manifest is not None:
@@ -185,7 +185,7 @@ def _walk(session: Session, repair: bool, now: float) -> tuple[list[Problem], li
         for entry in walk(top, descend=lambda e: not is_temp_name(e.name)):
             path = session.path.joinpath(*entry.parts())
             if entry.kind == "error":
-                found.append(Problem(path, "unreadable", entry.error or "unreadable"))
+                found.append(Problem(path, "unreadable", _strip(entry.error or "", "unreadable")))
             elif is_temp_name(entry.name):
                 problem = _temp(entry, path, repair, writers, now)
                 if problem is None:

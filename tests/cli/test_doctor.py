@@ -72,7 +72,7 @@ def test_repair_keeps_a_live_writers_temp(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stdout + done.stderr
         assert done.stdout.endswith("(removed)\n") and done.stdout.count("\n") == 1
         assert done.stderr == (
-            f"doctor: {session.path}: 0 problems left, 1 repaired (1 writes in progress)\n"
+            f"doctor: {session.path}: 0 problems left, 1 repaired (1 write in progress)\n"
         )
         assert live_temp.exists() and not (record / ".sstmp-999999999-01").exists()
     finally:

@@ -47,7 +47,7 @@ def test_clean_exits_0(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("nothing to see")
     done = run("scan", tmp_path, "--secret-env", "FAKE_SCAN_TOKEN", "--patterns", env=ENV)
     assert (done.returncode, done.stdout) == (0, "")
-    assert done.stderr == "scan: 0 findings in 1 files (0 skipped)\n"
+    assert done.stderr == "scan: 0 findings in 1 file (0 skipped)\n"
 
 
 def test_json_lists_findings_and_skipped_entries(tmp_path: Path) -> None:
