@@ -103,8 +103,9 @@ def scan(
         sys.exit(1)
 
 
-def _root(target: str, store_dir: Path | None) -> tuple[Path, bool]:
-    """What TARGET names, and whether a symlink there is followed (a path the user gave)."""
+def _root(target: str, store_dir: Path | None) -> tuple[str, bool]:
+    """What TARGET names, as it is shown, and whether a symlink there is followed (a path
+    the user gave, shown as given; a session of the store is its directory, not followed)."""
     try:
         path = resolve_destination(target, store_dir)
     except SessionNotFound:
@@ -112,7 +113,9 @@ def _root(target: str, store_dir: Path | None) -> tuple[Path, bool]:
         raise InvalidInput(
             target, f"no such file or directory, nor a session of the store {where}"
         ) from None
-    return path, str(path) == target
+    if path == Path(target):
+        return target, True
+    return str(path), False
 
 
 def _render_lines(events: Iterator[Event]) -> None:

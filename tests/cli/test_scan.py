@@ -114,6 +114,20 @@ def test_a_session_named_by_id(tmp_path: Path) -> None:
     assert done.returncode == 1
 
 
+def test_a_root_symlink_the_user_names_is_followed(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "f").write_text(FAKE)
+    (tmp_path / "link").symlink_to("real")
+    done = run("scan", "./link/", "--secret-env", "FAKE_SCAN_TOKEN", env=ENV, cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (1, "./link/f:0 raw FAKE_SCAN_TOKEN\n")
+
+
+def test_a_name_that_is_not_utf8_in_json(tmp_path: Path) -> None:
+    (tmp_path / os.fsdecode(b"bad-\xff")).write_text(FAKE)
+    done = run("scan", tmp_path, "--secret-env", "FAKE_SCAN_TOKEN", "--json", env=ENV)
+    assert [item["path"] for item in json.loads(done.stdout)] == [f"{tmp_path}/bad-\\xff"]
+
+
 def test_control_characters_in_names_are_escaped(tmp_path: Path) -> None:
     (tmp_path / "evil\x1b]0;x\x07\nname").write_text(FAKE)
     done = run("scan", tmp_path, "--secret-env", "FAKE_SCAN_TOKEN", env=ENV)
