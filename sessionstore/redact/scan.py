@@ -25,6 +25,7 @@ starts where those starts end.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import os
 from collections.abc import Iterable, Iterator
@@ -60,6 +61,19 @@ PATTERN_NAMES = (
 )
 PATTERN_SOURCE = "patterns"
 _MARKER = "REDACTED"
+# Markers for shown names when a secret contains the first (the redactor refuses a
+# marker and a secret that contain one another); the scan has no marker option.
+_MARKERS = (_MARKER, "SECRET_REMOVED", "XXXXXXXX", "scrubbed_0")
+
+
+def _marker_for(needles: Iterable[bytes]) -> str:
+    """The first marker that no needle contains and that contains no needle."""
+    found = list(needles)
+    for marker in _MARKERS:
+        word = marker.encode()
+        if not any(word in n or n.strip(b"\r\n") in word for n in found):
+            return marker
+    raise InvalidInput("scan", "every marker for shown names collides with a secret")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -122,27 +136,30 @@ class Scanner:
     """
 
     def __init__(self, secrets: Iterable[tuple[bytes, str]], *, patterns: bool = False) -> None:
-        self.redactor = Redactor(_MARKER, patterns=patterns)
         self.patterns = patterns
         self._labels: dict[bytes, list[tuple[str, str]]] = {}
         self.sources: list[str] = []
-        for value, source in secrets:
+        entries = list(secrets)
+        for value, source in entries:
             if 0 < significant_len(value) < MIN_SECRET_LEN:
                 raise SecretRefused(
                     source,
                     f"value is shorter than {MIN_SECRET_LEN} bytes: too short to look for "
                     "without matching unrelated text",
                 )
-            self.redactor.add(value, origin=source)
             if not value.strip():
                 continue
             self.sources.append(source)
             for needle, kind in labelled_needles(value).items():
                 self._labels.setdefault(needle, []).append((kind, source))
+        marker = _marker_for(self._labels)
+        self.redactor = Redactor(marker, patterns=patterns)
+        for value, source in entries:
+            self.redactor.add(value, origin=source)
         # The same needles the redactor holds, by construction; said here so a change
         # to either side that breaks it fails loudly instead of scanning for less.
         assert frozenset(self._labels) == self.redactor.needles()
-        self._compiled: Compiled = build(_MARKER.encode(), set(self._labels), set(), patterns)
+        self._compiled: Compiled = build(marker.encode(), set(self._labels), set(), patterns)
         self.width = max(self._compiled.needle_max, MAX_MATCH_LEN if patterns else 0, 1)
 
     @classmethod
@@ -161,8 +178,10 @@ class Scanner:
         """
         entries: list[tuple[bytes, str]] = []
         for name in env:
-            # The redactor's own refusal of an unset or empty variable (length: __init__).
-            Redactor(_MARKER).add_env(name, allow_short=True)
+            # The redactor's own refusal of an unset or empty variable (length: __init__;
+            # a clash with the marker: __init__ picks another).
+            with contextlib.suppress(InvalidInput):
+                Redactor(_MARKER).add_env(name, allow_short=True)
             entries.append((os.fsencode(os.environ[name]), name))
         if secrets_file is not None:
             where = os.fspath(secrets_file)

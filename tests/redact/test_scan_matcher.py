@@ -195,3 +195,10 @@ def test_from_sources_refuses_bad_input(tmp_path: Path, monkeypatch: pytest.Monk
 def test_display_name_redacts() -> None:
     s = scanner((b"fake-secret-in-a-name", SOURCE))
     assert s.display_name("a-fake-secret-in-a-name.txt") == "a-REDACTED.txt"
+
+
+def test_a_secret_holding_the_marker_is_still_looked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_MARKER_SECRET", "fake-REDACTED-secret")
+    s = Scanner.from_sources(["FAKE_MARKER_SECRET"])
+    assert [h.offset for h in s.scan_bytes(b"..fake-REDACTED-secret")] == [2]
+    assert s.display_name("a-fake-REDACTED-secret") == "a-SECRET_REMOVED"
