@@ -28,8 +28,8 @@ def doctor(target: str, store_dir: Path | None, repair: bool) -> None:
     """Check session TARGET: one line per problem, `path: kind: detail`.
 
     Looked for: a manifest that is missing, does not parse or has fields of
-    the wrong type; torn constraints.json or report.json; missing or
-    symlinked collections; torn markers; foreign entries in trials/ and
+    the wrong type; a missing or torn constraints.json; a torn report.json;
+    missing or symlinked collections; torn markers; foreign entries in trials/ and
     service/; leftover temp files (.sstmp-*); modes other than the
     format's (0700 directories, 0644 store files). Temps of live writers
     are writes in progress, not problems.

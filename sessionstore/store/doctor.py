@@ -2,9 +2,9 @@
 
 `doctor(session)` reports, one `Problem` each: a manifest that is missing,
 does not parse or has fields of the wrong type (or an id that is not the
-directory's name); torn `constraints.json` or `report.json`; a collection
-that is missing, a symlink or not a directory; each torn marker; each
-foreign entry of a collection; each leftover temp entry (`.sstmp-*`,
+directory's name); a missing or torn `constraints.json`, a torn
+`report.json`; a collection that is missing, a symlink or not a
+directory; each torn marker; each foreign entry of a collection; each leftover temp entry (`.sstmp-*`,
 anywhere in the session); the modes of what the format defines (the
 session, its collections and records `0700`, the store's files `0644`, a
 marker the owner cannot read or others may write); what cannot be read.
@@ -128,6 +128,9 @@ def _files(session: Session) -> list[Problem]:
     _, error = read_constraints(session)
     if error is not None:
         found.append(Problem(top / CONSTRAINTS, "constraints", _strip(error, CONSTRAINTS)))
+    elif session.manifest is not None and not os.path.lexists(top / CONSTRAINTS):
+        detail = "missing: every session made by sessionstore has it ({} when none)"
+        found.append(Problem(top / CONSTRAINTS, "constraints", detail))
     report = session.report()
     if report.state is RecordState.TORN:
         found.append(Problem(top / REPORT, "report", _strip(report.error or "torn", REPORT)))

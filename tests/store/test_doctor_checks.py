@@ -54,6 +54,11 @@ def test_each_file_problem(session: Session) -> None:
     ]
 
 
+def test_missing_constraints(session: Session) -> None:
+    (session.path / "constraints.json").unlink()
+    assert kinds(doctor(session)) == [("constraints.json", "constraints")]
+
+
 def test_manifest_fields_and_id(session: Session) -> None:
     (session.path / "session.json").write_text('{"id": "other", "pid": "x", "format": 1}')
     problems = doctor(reopen(session)).problems
