@@ -4,10 +4,11 @@
 does not parse or has fields of the wrong type (or an id that is not the
 directory's name); a missing or torn `constraints.json`, a torn
 `report.json`; a collection that is missing, a symlink or not a
-directory; each torn marker; each foreign entry of a collection; each leftover temp entry (`.sstmp-*`,
-anywhere in the session); the modes of what the format defines (the
-session, its collections and records `0700`, the store's files `0644`, a
-marker the owner cannot read or others may write); what cannot be read.
+directory; each torn marker; each foreign entry of a collection; each
+leftover temp entry (`.sstmp-*`, anywhere in the session); the modes of
+what the format defines (the session, its collections and records
+`0700`, the store's files `0644`, a marker the owner cannot read or
+others may write); what cannot be read.
 
 With `repair`, temp entries that are provably garbage are removed, and
 nothing else ever is. A temp's name is `.sstmp-<pid>-<random>`: its
