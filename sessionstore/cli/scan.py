@@ -70,7 +70,8 @@ def scan(
     "skipped": path, reason) and errors (type "error": path, error).
 
     Exit status: 0 when nothing was found, 1 on any finding or error
-    (unreadable files, an unset variable), 2 for bad usage.
+    (unreadable files, an unset variable, nothing to look for), 2 for bad
+    usage.
 
     \b
     Examples:
@@ -83,8 +84,10 @@ def scan(
     from sessionstore.redact.scan_tree import ScanTotals, scan_path
 
     if not (secret_env or secrets_file or patterns):
-        raise click.UsageError(
-            "nothing to look for: give --secret-env, --secrets-file or --patterns"
+        # Bad input like an unset variable (one line, exit 1): an audit that looks for
+        # nothing must never pass as clean.
+        raise InvalidInput(
+            "scan", "nothing to look for: give --secret-env, --secrets-file or --patterns"
         )
     scanner = Scanner.from_sources(secret_env, secrets_file, patterns=patterns)
     root, follow = _root(target, store_dir)

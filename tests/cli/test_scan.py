@@ -143,7 +143,7 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
         (["scan", tmp_path, "--secret-env", "FAKE_SHORT_TOKEN"], 1, "shorter than 8 bytes"),
         (["scan", tmp_path, "--secrets-file", tmp_path / "no.env"], 1, "cannot read secrets file"),
         (["scan", "abcd1234", "--store", tmp_path, "--patterns"], 1, "nor a session of the store"),
-        (["scan", tmp_path], 2, "nothing to look for"),
+        (["scan", tmp_path], 1, "nothing to look for"),
     ]
     for args, code, message in cases:
         done = run(*args, env=env)
