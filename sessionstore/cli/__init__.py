@@ -28,6 +28,12 @@ COMMANDS: dict[str, str] = {
     "schema": "sessionstore.cli.schema:schema",
     "demo": "sessionstore.cli.demo:demo",
     "export": "sessionstore.cli.export:export",
+    "finish": "sessionstore.cli.finish:finish",
+    "begin": "sessionstore.cli.begin:begin",
+    "complete": "sessionstore.cli.complete:complete",
+    "rm": "sessionstore.cli.rm:rm",
+    "prune": "sessionstore.cli.prune:prune",
+    "resume": "sessionstore.cli.resume:resume",
     "scan": "sessionstore.cli.scan:scan",
     "doctor": "sessionstore.cli.doctor:doctor",
 }

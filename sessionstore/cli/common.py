@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from sessionstore._display import escape
-from sessionstore.errors import SessionStoreError
+from sessionstore.errors import InvalidInput, SessionStoreError
 from sessionstore.format.names import MAX_RECORD
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -37,24 +37,76 @@ store_option = click.option(
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 
-def target_options(required: bool = True) -> Callable[[F], F]:
+def target_options(required: bool = True, *, many: bool = False) -> Callable[[F], F]:
     """The TARGET argument and the `--store` option, as every command that takes a session has.
 
-    The command receives `target` (a session id or a session directory path,
-    None when optional and not given) and `store_dir` (None: the default
-    store); `sessionstore.store.target.resolve_target(target, store_dir)`
-    opens the session. Put it right under `@command()`: TARGET is
-    the first argument and `--store` the first option.
+    The command receives `target` (a session id, a unique prefix of one, or
+    a session directory path; None when optional and not given; with `many`,
+    a tuple of one or more) and `store_dir` (None: the default store);
+    `sessionstore.store.target.resolve_target(target, store_dir)` opens the
+    session. Put it right under `@command()`: TARGET is the first argument
+    and `--store` the first option.
     """
 
     def decorate(func: F) -> F:
         with_store: F = store_option(func)
+        if many:
+            return click.argument("targets", metavar="TARGET...", nargs=-1, required=True)(
+                with_store
+            )
         return click.argument("target", required=required)(with_store)
 
     return decorate
 
 
 record_number_type = click.IntRange(min=1, max=MAX_RECORD)
+
+
+def read_json_value(value: str, option: str) -> object:
+    """The JSON document an option gives: a literal, `@FILE` for a file holding one,
+    or `@-` for standard input. `InvalidInput` names the file (or the option) and why."""
+    import orjson  # only when a JSON option is given: start-up
+
+    source = option
+    data: str | bytes = value
+    if value == "@-":
+        source = f"{option} @- (standard input)"
+        data = sys.stdin.buffer.read()
+    elif value.startswith("@"):
+        source = value[1:]
+        try:
+            data = Path(source).read_bytes()
+        except OSError as exc:
+            raise InvalidInput(source, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput(source, f"invalid JSON: {exc}") from None
+
+
+def read_json_object(value: str, option: str) -> dict[str, Any]:
+    """`read_json_value`, which must be a JSON object (`InvalidInput` otherwise)."""
+    parsed = read_json_value(value, option)
+    if not isinstance(parsed, dict):
+        source = option
+        if value == "@-":
+            source = f"{option} @- (standard input)"
+        elif value.startswith("@"):
+            source = value[1:]
+        raise InvalidInput(source, f"must be a JSON object, not {_json_kind(parsed)}")
+    return parsed
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "null"
 
 
 def library_errors(func: F) -> F:

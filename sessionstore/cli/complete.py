@@ -1,0 +1,66 @@
+"""`sessionstore complete`: write a record's marker, last and atomically."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from sessionstore._display import escape
+from sessionstore.cli.common import (
+    command,
+    library_errors,
+    read_json_object,
+    record_number_type,
+    target_options,
+)
+from sessionstore.store.target import resolve_target
+
+
+@command()
+@target_options()
+@click.option("--trial", type=record_number_type, help="Complete trials/N/ (trial.json).")
+@click.option("--attempt", type=record_number_type, help="Complete service/K/ (verification.json).")
+@click.option(
+    "--marker",
+    required=True,
+    metavar="JSON|@FILE|@-",
+    help="The marker: a JSON object, @FILE, or @- for standard input.",
+)
+@library_errors
+def complete(
+    target: str,
+    store_dir: Path | None,
+    trial: int | None,
+    attempt: int | None,
+    marker: str,
+) -> None:
+    """Complete a record of session TARGET by writing its marker, last and atomically.
+
+    The record's files are fsynced first, then the marker is published exactly
+    once: a record that has its marker (completed, or torn) is refused, and so
+    is one that does not exist (`sessionstore begin` makes it). Exit 1 for
+    either, and for a marker that is not a JSON object.
+
+    \b
+    Examples:
+      sessionstore complete 1a2b3c4d --trial 1 --marker '{"failed": false}'
+      sessionstore complete 1a2b --attempt 2 --marker @verification.json
+      sessionstore complete 1a2b3c4d --trial 3 --marker @- < trial.json
+    """
+    # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
+    from sessionstore.format.names import SERVICE, TRIALS
+    from sessionstore.store.lifecycle import complete_record
+
+    if (trial is None) == (attempt is None):
+        raise click.UsageError("give exactly one of --trial N and --attempt K")
+    obj = read_json_object(marker, "--marker")
+    session = resolve_target(target, store_dir)
+    if trial is not None:
+        record = complete_record(session, TRIALS, trial, obj)
+        what = "trial"
+    else:
+        assert attempt is not None
+        record = complete_record(session, SERVICE, attempt, obj)
+        what = "attempt"
+    click.echo(escape(f"completed {what} {record.n}: {record.path}"))

@@ -1,0 +1,46 @@
+"""`sessionstore finish`: write the session's report, ending it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from sessionstore._display import escape
+from sessionstore.cli.common import (
+    command,
+    library_errors,
+    read_json_object,
+    target_options,
+)
+from sessionstore.store.target import resolve_target
+
+
+@command()
+@target_options()
+@click.option(
+    "--report",
+    "report",
+    metavar="JSON|@FILE|@-",
+    help="The report: a JSON object, @FILE, or @- for standard input (default: {}).",
+)
+@click.option("--failed", is_flag=True, help="End the session as failed (default: done).")
+@library_errors
+def finish(target: str, store_dir: Path | None, report: str | None, failed: bool) -> None:
+    """Write report.json for session TARGET, ending it as done (or --failed).
+
+    The report is written once: finishing a finished session is refused
+    (exit 1). Without --failed the status is the report's own "status"
+    field if it has one, else done. The manifest's status follows the report.
+
+    \b
+    Examples:
+      sessionstore finish 1a2b3c4d --report '{"best_trial": 2}'
+      sessionstore finish 1a2b --failed --report @report.json
+      sessionstore finish 1a2b3c4d --report @- < report.json
+    """
+    obj = read_json_object(report, "--report") if report is not None else {}
+    session = resolve_target(target, store_dir)
+    session.finish(obj, "failed" if failed else None)
+    final = "failed" if failed else obj.get("status") or "done"
+    click.echo(escape(f"finished {session.id or session.path}: {final}"))

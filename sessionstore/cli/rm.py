@@ -1,0 +1,55 @@
+"""`sessionstore rm`: remove sessions whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from sessionstore._display import escape
+from sessionstore.cli.common import command, library_errors, os_error_message, target_options
+from sessionstore.errors import SessionStoreError
+from sessionstore.store.target import resolve_target, store_root
+
+
+@command()
+@target_options(many=True)
+@click.option("--force", is_flag=True, help="Remove even a session whose writer is alive.")
+@library_errors
+def rm(targets: tuple[str, ...], store_dir: Path | None, force: bool) -> None:
+    """Remove each session TARGET, whole.
+
+    A session is renamed away inside its store first, then deleted: no reader
+    ever sees half a session, and a removal that is killed leaves nothing
+    visible (the next rm or prune sweeps what it left). A session whose writer
+    is alive (the --pid recorded at `new`, or a mirror daemon) is refused
+    unless --force. Every TARGET is tried; exit 1 if any was not removed.
+
+    \b
+    Examples:
+      sessionstore rm 1a2b3c4d
+      sessionstore rm 1a2b 5e6f --force
+    """
+    # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
+    from sessionstore.store.lifecycle_remove import remove_session, sweep_removed
+
+    failed = False
+    swept = {store_root(store_dir)}
+    for target in targets:
+        try:
+            path = remove_session(resolve_target(target, store_dir), force=force)
+        except SessionStoreError as exc:
+            click.echo(f"Error: {escape(str(exc))}", err=True)
+            failed = True
+            continue
+        except OSError as exc:
+            click.echo(f"Error: {os_error_message(exc)}", err=True)
+            failed = True
+            continue
+        swept.add(path.parent)
+        click.echo(escape(f"removed {path}"))
+    for directory in sorted(swept):
+        for problem in sweep_removed(directory)[1]:
+            click.echo(escape(f"warning: not swept: {problem}"), err=True)
+    if failed:
+        raise click.exceptions.Exit(1)

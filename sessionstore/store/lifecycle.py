@@ -1,0 +1,226 @@
+"""A session's lifecycle from outside the harness process: begin and complete a record,
+and who may still be writing (the harness recorded in `session.json`, a mirror daemon).
+
+`begin_record` and `complete_record` are what a harness that is not Python
+(a shell script, a job runner) calls through `sessionstore begin` and
+`sessionstore complete`: the engine's own `Collection.begin` and
+`RecordWriter.complete`, plus the refusals a person expects (no record
+begun in a finished session, no marker for a record that does not exist or
+already has one). Removal, pruning and the resume plan are in
+`lifecycle_remove` and `lifecycle_resume`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import stat
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sessionstore import _json as jsonio
+from sessionstore._fs import read as fsread
+from sessionstore._proc import PID_MAX, process_alive
+from sessionstore.errors import InvalidInput, RecordCompleted, SessionFinished
+from sessionstore.format.names import REPORT, SERVICE, TRIALS
+from sessionstore.store.records import MAX_RECORD_DEPTH, Record, RecordState, RecordWriter
+
+if TYPE_CHECKING:
+    from sessionstore.store.collection import Collection
+    from sessionstore.store.session import Session
+
+__all__ = [
+    "Writer",
+    "begin_record",
+    "collection_of",
+    "complete_record",
+    "live_writer",
+    "recorded_writer",
+]
+
+# The mirror daemon's lock and pid files at a session's top (`sessionstore.mirror.lock`,
+# which this layer may not import): an flock held on the first is a daemon mirroring in.
+MIRROR_LOCK = ".sessionstore-mirror.lock"
+MIRROR_PID = ".sessionstore-mirror.pid"
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class Writer:
+    """A process that may write into a session: `kind` is "writer" (the harness recorded
+    in `session.json`) or "mirror daemon"; `alive` None when it cannot be told."""
+
+    kind: str
+    pid: int | None
+    alive: bool | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "pid": self.pid, "alive": self.alive}
+
+
+def collection_of(session: Session, name: str) -> Collection:
+    """The session's `trials` or `service` collection; `InvalidInput` for another name."""
+    if name == TRIALS:
+        return session.trials
+    if name == SERVICE:
+        return session.service
+    raise InvalidInput("collection", f"must be {TRIALS} or {SERVICE}, not {name!r}")
+
+
+def recorded_writer(session: Session) -> Writer | None:
+    """The writer `session.json` records (pid and start time), alive or not; None if none.
+
+    A pid of the wrong type or range is no writer that can be checked: alive None.
+    """
+    manifest = session.manifest or {}
+    pid = manifest.get("pid")
+    if pid is None:
+        return None
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 1 <= pid <= PID_MAX:
+        return Writer("writer", None, None)
+    started = manifest.get("pid_started_at")
+    if not isinstance(started, int | float) or isinstance(started, bool):
+        started = None
+    return Writer("writer", pid, process_alive(pid, None if started is None else float(started)))
+
+
+def mirror_daemon(session: Session) -> Writer | None:
+    """A mirror daemon holding the session's lock, or None when none does.
+
+    The lock file is opened relative to the session directory's fd, nothing
+    followed; a shared `flock` that would block means a daemon holds it.
+    """
+    try:
+        top = fsread.open_dir(session.path)
+    except OSError:
+        return None
+    try:
+        try:
+            fd = os.open(MIRROR_LOCK, _READ_FLAGS, dir_fd=top)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return Writer("mirror daemon", _mirror_pid(top), True)
+            return None
+        finally:
+            os.close(fd)  # drops the shared lock taken just now
+    finally:
+        os.close(top)
+
+
+def _mirror_pid(top: int) -> int | None:
+    try:
+        fd, _ = fsread.open_file(MIRROR_PID, top)
+    except OSError:
+        return None
+    try:
+        return int(os.read(fd, 32).strip())
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def live_writer(session: Session) -> Writer | None:
+    """A process known to be alive that may write into the session (the recorded writer,
+    else a mirror daemon), or None: none is known to be."""
+    writer = recorded_writer(session)
+    if writer is not None and writer.alive:
+        return writer
+    return mirror_daemon(session)
+
+
+def begin_record(session: Session, collection: str) -> RecordWriter:
+    """Allocate the next record of `collection` (`trials` or `service`); it stays in flight.
+
+    Refuses (`SessionFinished`) a session that has its report: nothing is
+    recorded after a session ended. Numbers come from `Collection.begin`
+    (atomic `mkdir`, so two harnesses never get the same one).
+    """
+    report = session.report()
+    if report.state is not RecordState.IN_FLIGHT:
+        raise SessionFinished(session.path / REPORT)
+    return collection_of(session, collection).begin()
+
+
+def complete_record(session: Session, collection: str, n: int, marker: dict[str, Any]) -> Record:
+    """Write record `n`'s marker last, atomically and exactly once, after its files are durable.
+
+    Raises `RecordNotFound` if the record does not exist (it is begun
+    first), `RecordCompleted` if it has its marker, `InvalidInput` if its
+    marker is there but torn (it is written once, so it cannot be mended)
+    or `marker` is not a JSON object. Files written into the record by
+    other programs (a shell's `echo >`) are fsynced first, so after a crash
+    the marker never names a file that was lost.
+    """
+    coll = collection_of(session, collection)
+    record = coll.get(n)
+    obj = jsonio.to_object(marker, str(record.path / coll.marker))
+    if record.state is RecordState.COMPLETED:
+        raise RecordCompleted(record.path)
+    if record.state is RecordState.TORN:
+        raise InvalidInput(
+            str(record.path),
+            f"its marker is there but torn ({record.error}); a marker is written once, "
+            "so begin a new record",
+        )
+    sync_record(record)
+    writer = RecordWriter(n, record.path, coll.marker, storage=coll.storage, key=f"{coll.key}/{n}")
+    return writer.complete(obj)
+
+
+def sync_record(record: Record) -> None:
+    """fsync every regular file and directory of an in-flight record, by directory fd.
+
+    Nothing is followed (each level opened `O_NOFOLLOW`), nothing is read;
+    levels deeper than `MAX_RECORD_DEPTH` are left alone, so at most that
+    many directory fds are open at once.
+    """
+    # Frames: a directory's fd and its entries still to visit; a directory is fsynced
+    # when its last entry was, on the way back up.
+    stack: list[tuple[int, list[os.DirEntry[str]]]] = []
+    top = fsread.open_record_dir(record.path)
+    try:
+        stack.append((top, _entries(top)))
+        while stack:
+            fd, entries = stack[-1]
+            if not entries:
+                os.fsync(fd)
+                os.close(stack.pop()[0])
+                continue
+            sub = _sync_entry(fd, entries.pop(), len(stack))
+            if sub is not None:
+                try:
+                    stack.append((sub, _entries(sub)))
+                except BaseException:
+                    os.close(sub)
+                    raise
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+
+
+def _entries(fd: int) -> list[os.DirEntry[str]]:
+    with os.scandir(fd) as it:
+        return list(it)
+
+
+def _sync_entry(fd: int, entry: os.DirEntry[str], depth: int) -> int | None:
+    """fsync one regular file of a record; for a directory to enter, return its fd."""
+    try:
+        if entry.is_dir(follow_symlinks=False):
+            return fsread.open_dir(entry.name, fd) if depth <= MAX_RECORD_DEPTH else None
+        if entry.is_file(follow_symlinks=False):
+            file_fd, _ = fsread.open_file(entry.name, fd)
+            try:
+                os.fsync(file_fd)
+            finally:
+                os.close(file_fd)
+    except (FileNotFoundError, fsread.WrongKind):
+        pass  # removed, or swapped for a symlink or a FIFO since the listing: not a file
+    return None

@@ -1,0 +1,262 @@
+"""Removing sessions whole: `rm` of named sessions, `prune` of ended ones.
+
+A session is removed in two steps, both relative to its parent's
+directory fd: `rename(2)` of the session directory to a temp entry name
+(`.sstmp-<pid>-<random>`, which no reader lists), fsynced, then removal of
+that tree by `remove_tree_at` (nothing followed). A reader therefore sees
+the whole session or none of it, and a removal killed half-way leaves only
+a temp entry of a dead process, which the next `rm` or `prune` of the store
+sweeps (`sweep_removed`; docs/format.md, "Temp entries").
+
+Only sessions are removed: a directory whose name is a session id and that
+holds a `session.json`, never a symlink (a symlink in the store is no
+session, and one swapped in at the last moment is put back, not followed).
+A session whose writer is alive (the harness recorded in `session.json`, or
+a mirror daemon) is refused unless forced; `prune` never removes a running
+session, forced or not.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sessionstore._fs import read as fsread
+from sessionstore._fs.atomic import TEMP_PREFIX, is_temp_name, temp_name
+from sessionstore._fs.tree import remove_tree_at
+from sessionstore._proc import process_alive
+from sessionstore.errors import (
+    InvalidId,
+    InvalidInput,
+    SessionBusy,
+    SessionNotFound,
+    SessionStoreError,
+    StorageError,
+)
+from sessionstore.format.names import validate_id
+from sessionstore.store.lifecycle import live_writer
+from sessionstore.store.status import session_status
+
+if TYPE_CHECKING:
+    from sessionstore.store.session import Session, Store
+
+__all__ = ["PRUNABLE", "Prunable", "prunable", "prune", "remove_session", "sweep_removed"]
+
+# What prune may remove: ended sessions, and those whose writer died. Never running
+# or unknown ones (an unknown status cannot tell whether the session still runs).
+PRUNABLE = ("done", "failed", "interrupted")
+# A temp entry of a pid still alive is left alone this long (ctime: the rename sets it),
+# after which its pid is surely recycled (docs/format.md, "Temp entries").
+_DEBRIS_AGE_S = 3600.0
+
+
+def _open_parent(path: Path) -> int:
+    # The store root or the user's own directory: followed, as every reader follows it.
+    return os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+def check_removable(session: Session, *, force: bool = False) -> None:
+    """Refuse what `remove_session` must not remove; see there."""
+    path = session.path
+    try:
+        validate_id(path.name)
+    except InvalidId:
+        raise InvalidInput(
+            str(path), "is not a session directory (its name is not a session id); not removed"
+        ) from None
+    if session.manifest is None and session.manifest_error is None:
+        raise InvalidInput(str(path), "has no session.json, so it is not a session; not removed")
+    if not force:
+        writer = live_writer(session)
+        if writer is not None:
+            raise SessionBusy(path, writer.kind, writer.pid)
+
+
+def remove_session(session: Session, *, force: bool = False) -> Path:
+    """Remove a session whole: renamed away first, then deleted. Returns its path.
+
+    Refuses (`InvalidInput`) a directory that is not a session (its name is
+    not an id, or it has no `session.json`), and (`SessionBusy`) one whose
+    writer is alive unless `force`. The directory must still be the one
+    checked: a symlink or another directory swapped in is put back, and
+    `InvalidInput` says so. Raises `SessionNotFound` if it is gone already.
+    """
+    check_removable(session, force=force)
+    path = session.path
+    parent = _open_parent(path)
+    try:
+        try:
+            fd = fsread.open_dir(path.name, parent)
+        except FileNotFoundError:
+            raise SessionNotFound(str(path)) from None
+        except fsread.WrongKind as exc:
+            raise InvalidInput(str(path), f"{exc.strerror}; not removed") from None
+        try:
+            checked = _identity(os.fstat(fd))
+        finally:
+            os.close(fd)
+        away = temp_name()
+        try:
+            os.rename(path.name, away, src_dir_fd=parent, dst_dir_fd=parent)
+        except FileNotFoundError:
+            raise SessionNotFound(str(path)) from None
+        if _identity(os.stat(away, dir_fd=parent, follow_symlinks=False)) != checked:
+            os.rename(away, path.name, src_dir_fd=parent, dst_dir_fd=parent)
+            raise InvalidInput(str(path), "was replaced while it was removed; not removed")
+        # Durable before anything is deleted: after a crash the session is whole or gone.
+        os.fsync(parent)
+        try:
+            remove_tree_at(parent, away)
+        except OSError as exc:
+            raise StorageError(
+                str(path),
+                f"removed from view, but deleting {away} stopped: {exc.strerror or exc}; "
+                "the next rm or prune of its store finishes it",
+            ) from exc
+        os.fsync(parent)
+    finally:
+        os.close(parent)
+    return path
+
+
+def sweep_removed(directory: Path) -> tuple[list[str], list[str]]:
+    """Remove the temp entries of `directory` (a store) left by dead writers.
+
+    A removal killed half-way, or a session creation killed before its
+    rename, leaves one; one whose pid is alive is left alone unless its
+    ctime is over an hour old (its pid was recycled). Returns the names
+    removed and one problem per entry that could not be (each with why);
+    an entry removed meanwhile by someone else is neither.
+    """
+    removed: list[str] = []
+    problems: list[str] = []
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return removed, problems
+    try:
+        with os.scandir(fd) as it:
+            names = [e.name for e in it if is_temp_name(e.name)]
+        cutoff = time.time() - _DEBRIS_AGE_S
+        for name in names:
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if _writer_alive(name) and st.st_ctime >= cutoff:
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    remove_tree_at(fd, name)
+                else:
+                    os.unlink(name, dir_fd=fd)
+                removed.append(name)
+            except OSError as exc:
+                if exc.errno == errno.ENOENT or not _lexists(name, fd):
+                    continue  # someone else swept it first
+                problems.append(f"{directory / name}: {exc.strerror or exc}")
+    finally:
+        os.close(fd)
+    return removed, problems
+
+
+def _writer_alive(name: str) -> bool:
+    # As `_fs.atomic` reads a temp name: the digits after the prefix are the writer's pid.
+    pid_text = name[len(TEMP_PREFIX) :].partition("-")[0]
+    if not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    return pid == os.getpid() or process_alive(pid, None)
+
+
+def _lexists(name: str, dir_fd: int) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Prunable:
+    """A session `prune` would remove: its id, path, status, and age in seconds."""
+
+    id: str
+    path: Path
+    status: str
+    created_at: str | None
+    age_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "path": str(self.path),
+            "status": self.status,
+            "created_at": self.created_at,
+            "age_s": self.age_s,
+        }
+
+
+def prunable(
+    store: Store, older_than: float | None = None, statuses: Iterable[str] = PRUNABLE
+) -> list[Prunable]:
+    """The sessions of `store` that `prune` removes, newest first.
+
+    Those whose status is in `statuses` (only the `PRUNABLE` ones count:
+    never running or unknown) and, with `older_than`, created more than that
+    many seconds ago (`created_at`, else the directory's mtime).
+    """
+    # Imported on use (session.py imports the whole engine); the store listing's own key.
+    from sessionstore.store.session import _created_key
+
+    wanted = set(statuses) & set(PRUNABLE)
+    now = time.time()
+    found: list[Prunable] = []
+    for session in store.sessions():
+        status = session_status(session)
+        if status not in wanted:
+            continue
+        try:
+            age = now - _created_key(session)
+        except OSError:
+            continue  # removed since the listing
+        if older_than is not None and age <= older_than:
+            continue
+        created = (session.manifest or {}).get("created_at")
+        created_at = created if isinstance(created, str) else None
+        found.append(Prunable(session.path.name, session.path, status, created_at, age))
+    return found
+
+
+def prune(
+    store: Store, candidates: Iterable[Prunable]
+) -> tuple[list[Prunable], list[tuple[Prunable, str]]]:
+    """Remove the `candidates` (from `prunable`) still prunable now.
+
+    Returns those removed, and those left with why (one a mirror daemon
+    writes into, one that cannot be removed). Each is read again just
+    before it goes: one that is running by now, or gone already, is left
+    out silently. (Leftovers of earlier removals are `sweep_removed`'s.)
+    """
+    removed: list[Prunable] = []
+    left: list[tuple[Prunable, str]] = []
+    for candidate in candidates:
+        try:
+            session = store.open(candidate.id)
+            if session_status(session) not in PRUNABLE:
+                continue
+            remove_session(session)
+        except SessionNotFound:
+            continue
+        except (SessionStoreError, OSError) as exc:
+            left.append((candidate, str(exc)))
+            continue
+        removed.append(candidate)
+    return removed, left

@@ -1,0 +1,117 @@
+"""`sessionstore complete`: the marker last, once, as a JSON object; and its refusals."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import cli_runner
+from inspect_helpers import torn_trial
+
+from sessionstore.store.session import RecordState, Store
+
+
+def ss(store: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return cli_runner.run(args[0], "--store", store, *args[1:], input=input)
+
+
+def test_a_shell_harness_begins_writes_and_completes(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="abc", pid=None)
+    begun = ss(tmp_path, "begin", "abc", "--trial")
+    n, path = begun.stdout.split()
+    (Path(path) / "run.log").write_text("PASS\n")
+    result = ss(tmp_path, "complete", "abc", "--trial", n, "--marker", '{"failed": false}')
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == f"completed trial 1: {path}\n"
+    record = session.trials.get(1)
+    assert record.state is RecordState.COMPLETED and record.data == {"failed": False}
+    assert record.files() == ["run.log", "trial.json"]
+    check = cli_runner.run("check", "--store", tmp_path, "abc", "--trial", "1", "--log", "run.log")
+    assert check.returncode == 0, check.stderr
+
+
+def test_complete_an_attempt_from_a_file_and_from_stdin(tmp_path: Path) -> None:
+    session = Store(tmp_path / "s").create(id="abc", pid=None)
+    session.service.begin()
+    session.service.begin()
+    marker = tmp_path / "v.json"
+    marker.write_text('{"trial": 1, "status": "verified"}')
+    assert (
+        ss(tmp_path / "s", "complete", "abc", "--attempt", "1", "--marker", f"@{marker}").returncode
+        == 0
+    )
+    result = ss(
+        tmp_path / "s",
+        "complete",
+        "abc",
+        "--attempt",
+        "2",
+        "--marker",
+        "@-",
+        input='{"status": "failed"}',
+    )
+    assert result.returncode == 0, result.stderr
+    assert [r.data for r in session.service.records()] == [
+        {"trial": 1, "status": "verified"},
+        {"status": "failed"},
+    ]
+    assert (session.path / "service" / "2" / "verification.json").is_file()
+
+
+def test_a_completed_record_is_refused_and_kept(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="abc", pid=None)
+    session.trials.begin().complete({"failed": False})
+    before = (session.path / "trials" / "1" / "trial.json").read_bytes()
+    result = ss(tmp_path, "complete", "abc", "--trial", "1", "--marker", '{"failed": true}')
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"Error: {session.path / 'trials' / '1'}: record is completed and immutable; "
+        "begin a new record\n"
+    )
+    assert (session.path / "trials" / "1" / "trial.json").read_bytes() == before
+
+
+def test_a_torn_record_is_refused_naming_why(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="abc", pid=None)
+    torn_trial(session)
+    result = ss(tmp_path, "complete", "abc", "--trial", "1", "--marker", "{}")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert "its marker is there but torn (trial.json: " in result.stderr
+    assert (session.path / "trials" / "1" / "trial.json").read_bytes() == b'{"failed": fal'
+
+
+def test_a_record_that_does_not_exist_is_refused(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="abc", pid=None)
+    result = ss(tmp_path, "complete", "abc", "--trial", "1", "--marker", "{}")
+    assert result.returncode == 1
+    assert result.stderr == f"Error: {session.path / 'trials'}: no record 1\n"
+    assert not (session.path / "trials" / "1").exists()
+
+
+def test_markers_that_are_not_json_objects(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="abc", pid=None)
+    session.trials.begin()
+    for value, kind in (
+        ("[]", "an array"),
+        ('"x"', "a string"),
+        ("null", "null"),
+        ("true", "a boolean"),
+    ):
+        result = ss(tmp_path, "complete", "abc", "--trial", "1", "--marker", value)
+        assert result.returncode == 1
+        assert result.stderr == f"Error: --marker: must be a JSON object, not {kind}\n"
+    result = ss(tmp_path, "complete", "abc", "--trial", "1", "--marker", "{")
+    assert result.returncode == 1 and result.stderr.startswith("Error: --marker: invalid JSON: ")
+    assert session.trials.get(1).state is RecordState.IN_FLIGHT
+
+
+def test_usage_errors(tmp_path: Path) -> None:
+    Store(tmp_path).create(id="abc", pid=None).trials.begin()
+    for args in (
+        ("--marker", "{}"),
+        ("--trial", "1", "--attempt", "1", "--marker", "{}"),
+        ("--trial", "0", "--marker", "{}"),
+        ("--trial", "1"),
+    ):
+        result = ss(tmp_path, "complete", "abc", *args)
+        assert result.returncode == 2, (args, result.stderr)

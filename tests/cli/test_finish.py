@@ -1,0 +1,99 @@
+"""`sessionstore finish`: the report is written once, its status is done or failed."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import cli_runner
+import orjson
+
+from sessionstore.store.session import Store
+
+
+def ss(store: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return cli_runner.run(args[0], "--store", store, *args[1:], input=input)
+
+
+def _read(path: Path) -> object:
+    return orjson.loads(path.read_bytes())
+
+
+def test_finish_writes_the_report_and_the_status(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="abc", pid=None)
+    result = ss(tmp_path, "finish", "abc", "--report", '{"best_trial": 2}')
+    assert (result.returncode, result.stdout, result.stderr) == (0, "finished abc: done\n", "")
+    assert _read(session.path / "report.json") == {"best_trial": 2, "status": "done"}
+    manifest = _read(session.path / "session.json")
+    assert isinstance(manifest, dict) and manifest["status"] == "done"
+    inspected = cli_runner.run("inspect", "--store", tmp_path, "abc", "--json")
+    assert orjson.loads(inspected.stdout)["status"] == "done"
+
+
+def test_finish_without_a_report_and_failed(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="abc", pid=None)
+    result = ss(tmp_path, "finish", "abc", "--failed")
+    assert result.returncode == 0 and result.stdout == "finished abc: failed\n"
+    assert _read(session.path / "report.json") == {"status": "failed"}
+
+
+def test_the_report_s_own_status_counts_and_failed_overrides_it(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    one, two = store.create(id="one", pid=None), store.create(id="two", pid=None)
+    assert ss(tmp_path, "finish", "one", "--report", '{"status": "failed"}').returncode == 0
+    assert _read(one.path / "report.json") == {"status": "failed"}
+    assert (
+        ss(tmp_path, "finish", "two", "--failed", "--report", '{"status": "done"}').returncode == 0
+    )
+    assert _read(two.path / "report.json") == {"status": "failed"}
+
+
+def test_the_report_from_a_file_and_from_standard_input(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s")
+    one, two = store.create(id="one", pid=None), store.create(id="two", pid=None)
+    report = tmp_path / "report.json"
+    report.write_text('{"verified": {"ttft_ms": 180}}')
+    assert ss(tmp_path / "s", "finish", "one", "--report", f"@{report}").returncode == 0
+    assert _read(one.path / "report.json") == {"verified": {"ttft_ms": 180}, "status": "done"}
+    result = ss(tmp_path / "s", "finish", "two", "--report", "@-", input='{"best_trial": 1}')
+    assert result.returncode == 0, result.stderr
+    assert _read(two.path / "report.json") == {"best_trial": 1, "status": "done"}
+
+
+def test_a_second_finish_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="abc", pid=None)
+    assert ss(tmp_path, "finish", "abc", "--report", '{"best_trial": 1}').returncode == 0
+    before = (session.path / "report.json").read_bytes()
+    result = ss(tmp_path, "finish", "abc", "--failed")
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr == (
+        f"Error: {session.path / 'report.json'}: the session is finished already "
+        "(its report is written once); start a new session to record more\n"
+    )
+    assert (session.path / "report.json").read_bytes() == before
+
+
+def test_bad_reports_are_one_line_errors(tmp_path: Path) -> None:
+    Store(tmp_path / "s").create(id="abc", pid=None)
+    cases = {
+        "[1, 2]": "Error: --report: must be a JSON object, not an array\n",
+        "{nope": "Error: --report: invalid JSON: ",
+        f"@{tmp_path / 'missing.json'}": f"Error: {tmp_path / 'missing.json'}: cannot read: ",
+        '{"status": "maybe"}': "status must be done or failed, not 'maybe'",
+    }
+    for value, expected in cases.items():
+        result = ss(tmp_path / "s", "finish", "abc", "--report", value)
+        assert result.returncode == 1, value
+        assert expected in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert not (tmp_path / "s" / "abc" / "report.json").exists()
+    result = ss(tmp_path / "s", "finish", "abc", "--report", "@-", input="42")
+    assert (
+        result.stderr
+        == "Error: --report @- (standard input): must be a JSON object, not a number\n"
+    )
+
+
+def test_finish_of_no_session(tmp_path: Path) -> None:
+    result = ss(tmp_path, "finish", "nope")
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"Error: no session 'nope' in store {tmp_path}")

@@ -1,0 +1,91 @@
+"""`sessionstore resume`: the restart plan, for a person and as JSON."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import cli_runner
+import orjson
+from inspect_helpers import dead_pid, set_manifest, torn_trial
+
+from sessionstore.store.session import Session, Store
+
+
+def ss(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return cli_runner.run(args[0], "--store", store, *args[1:])
+
+
+def _crashed(store: Path) -> Session:
+    """A session whose harness died: trial 1 ok, 2 failed, 3 torn, 4 in flight, attempt 1."""
+    session = Store(store).create(id="abc", trials=5, pid=None)
+    session.trials.begin().complete({"failed": False})
+    session.trials.begin().complete({"failed": True})
+    torn_trial(session)
+    writer = session.trials.begin()
+    writer.write_text("task.yml", "model: llama\n")
+    writer.write_text("logs/run.log", "half\n")
+    session.service.begin()
+    pid, started = dead_pid()
+    return set_manifest(session, pid=pid, pid_started_at=started)
+
+
+def test_the_plan_as_json(tmp_path: Path) -> None:
+    session = _crashed(tmp_path)
+    result = ss(tmp_path, "resume", "abc", "--json")
+    assert result.returncode == 0, result.stderr
+    plan = orjson.loads(result.stdout)
+    trials = session.path / "trials"
+    assert plan["status"] == "interrupted" and plan["finished"] is False
+    assert plan["writer"]["alive"] is False and plan["mirror"] is None
+    assert plan["trials"]["completed"] == [1, 2] and plan["trials"]["failed"] == [2]
+    assert plan["trials"]["next"] == 5
+    redo = plan["trials"]["redo"]
+    assert [(r["n"], r["state"], r["path"]) for r in redo] == [
+        (3, "torn", str(trials / "3")),
+        (4, "in_flight", str(trials / "4")),
+    ]
+    assert redo[0]["files"] == ["trial.json"] and redo[0]["error"].startswith("trial.json: ")
+    assert redo[1]["files"] == ["logs/run.log", "task.yml"] and redo[1]["error"] is None
+    assert plan["service"]["redo"][0]["n"] == 1 and plan["service"]["next"] == 2
+
+
+def test_the_plan_for_a_person(tmp_path: Path) -> None:
+    session = _crashed(tmp_path)
+    result = ss(tmp_path, "resume", "ab")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"session abc: interrupted, not finished; {session.path}"
+    assert lines[1].startswith("writer: pid ") and lines[1].endswith(", not alive")
+    assert lines[2] == "trials: completed (keep) 1 2; failed 2; next 5"
+    assert lines[3].startswith("  redo 3: torn (trial.json: ")
+    assert lines[4] == (
+        f"  redo 4: in flight; holds logs/run.log, task.yml; {session.path / 'trials' / '4'}"
+    )
+    assert lines[5] == "attempts: completed (keep) none; failed none; next 2"
+
+
+def test_a_live_writer_and_a_finished_session(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="abc", pid=os.getpid())
+    plan = orjson.loads(ss(tmp_path, "resume", "abc", "--json").stdout)
+    assert plan["writer"] == {"kind": "writer", "pid": os.getpid(), "alive": True}
+    assert plan["status"] == "running" and plan["trials"]["next"] == 1
+    session.finish({})
+    plan = orjson.loads(ss(tmp_path, "resume", "abc", "--json").stdout)
+    assert plan["finished"] is True and plan["status"] == "done"
+
+
+def test_control_characters_are_escaped_for_a_person(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="abc", pid=None)
+    writer = session.trials.begin()
+    writer.write_text("evil\x1b[31m.log", "x")
+    result = ss(tmp_path, "resume", "abc")
+    assert "\x1b" not in result.stdout and "evil\\x1b[31m.log" in result.stdout
+    plan = orjson.loads(ss(tmp_path, "resume", "abc", "--json").stdout)
+    assert plan["trials"]["redo"][0]["files"] == ["evil\x1b[31m.log"]
+
+
+def test_resume_of_no_session(tmp_path: Path) -> None:
+    result = ss(tmp_path, "resume", "nope")
+    assert result.returncode == 1 and "no session 'nope'" in result.stderr

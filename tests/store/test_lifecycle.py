@@ -1,0 +1,118 @@
+"""`store.lifecycle`: begin and complete a record from outside, and who may still write."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+import pytest
+from inspect_helpers import dead_pid, set_manifest, torn_trial
+
+from sessionstore.errors import (
+    InvalidInput,
+    RecordCompleted,
+    RecordNotFound,
+    SessionFinished,
+)
+from sessionstore.store.lifecycle import (
+    begin_record,
+    collection_of,
+    complete_record,
+    live_writer,
+    mirror_daemon,
+    recorded_writer,
+    sync_record,
+)
+from sessionstore.store.session import RecordState, Store
+
+
+def test_begin_and_complete_through_the_lifecycle(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="abc", pid=None)
+    writer = begin_record(session, "trials")
+    assert (writer.n, writer.path) == (1, session.path / "trials" / "1")
+    (writer.path / "deep" / "er").mkdir(parents=True)
+    (writer.path / "deep" / "er" / "log").write_text("PASS\n")
+    record = complete_record(session, "trials", 1, {"failed": False})
+    assert record.state is RecordState.COMPLETED
+    assert session.trials.get(1).data == {"failed": False}
+    assert begin_record(session, "service").n == 1
+    assert complete_record(session, "service", 1, {"status": "verified"}).n == 1
+
+
+def test_complete_refuses_completed_torn_missing_and_non_objects(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="abc", pid=None)
+    begin_record(session, "trials")
+    complete_record(session, "trials", 1, {})
+    with pytest.raises(RecordCompleted):
+        complete_record(session, "trials", 1, {})
+    torn_trial(session)
+    with pytest.raises(InvalidInput, match=r"its marker is there but torn \(trial\.json: "):
+        complete_record(session, "trials", 2, {})
+    with pytest.raises(RecordNotFound):
+        complete_record(session, "trials", 3, {})
+    begin_record(session, "trials")
+    with pytest.raises(InvalidInput, match=r"trial\.json: expected a JSON object, got list"):
+        complete_record(session, "trials", 3, [1])  # type: ignore[arg-type]  # refused at runtime
+    assert session.trials.get(3).state is RecordState.IN_FLIGHT
+    with pytest.raises(InvalidInput, match="must be trials or service"):
+        collection_of(session, "previous")
+
+
+def test_begin_refuses_a_finished_session(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="abc", pid=None)
+    session.finish({})
+    with pytest.raises(SessionFinished) as raised:
+        begin_record(session, "trials")
+    assert isinstance(raised.value, RecordCompleted)
+    assert session.trials.numbers() == []
+
+
+def test_sync_record_never_follows_a_symlink_or_opens_a_fifo(tmp_path: Path) -> None:
+    session = Store(tmp_path / "s").create(id="abc", pid=None)
+    writer = begin_record(session, "trials")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (writer.path / "out").symlink_to(outside)
+    (writer.path / "link").symlink_to(outside / "file")
+    os.mkfifo(writer.path / "fifo")  # opening it for reading would block
+    (writer.path / "a" / "b").mkdir(parents=True)
+    (writer.path / "a" / "b" / "f").write_text("x")
+    sync_record(session.trials.get(1))
+    assert os.listdir(outside) == []
+
+
+def test_the_recorded_writer(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    assert recorded_writer(store.create(id="none", pid=None)) is None
+    live = recorded_writer(store.create(id="live", pid=os.getpid()))
+    assert live is not None and (live.pid, live.alive) == (os.getpid(), True)
+    pid, started = dead_pid()
+    dead = recorded_writer(
+        set_manifest(store.create(id="dead", pid=None), pid=pid, pid_started_at=started)
+    )
+    assert dead is not None and dead.alive is False
+    odd = recorded_writer(set_manifest(store.create(id="odd", pid=None), pid="x"))
+    assert odd is not None and (odd.pid, odd.alive) == (None, None)
+
+
+def test_a_mirror_daemon_is_its_held_lock(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="abc", pid=None)
+    assert mirror_daemon(session) is None
+    lock = session.path / ".sessionstore-mirror.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        assert mirror_daemon(session) is None, "a lock file nobody holds is no daemon"
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        daemon = mirror_daemon(session)
+        assert daemon is not None and (daemon.kind, daemon.pid, daemon.alive) == (
+            "mirror daemon",
+            None,
+            True,
+        )
+        assert live_writer(session) == daemon
+    finally:
+        os.close(fd)
+    os.unlink(lock)
+    lock.symlink_to(tmp_path / "elsewhere")
+    assert mirror_daemon(session) is None
