@@ -19,8 +19,9 @@ Its files are only compared (`check_sealed`); a difference is reported as
 `diverged`, never applied. When the destination is a session (it holds
 `session.json`), the store's own files at its top are skipped.
 
-The destination is read only where needed: one lstat per directory (instead
-of opening it: `LocalTree.verify`) and each file's lstat for the fast path,
+The destination is read only where needed: one `O_PATH` open (and close) per
+directory, by name under its parent's fd (`LocalTree.open_below`), and each
+file's lstat through it for the fast path,
 and a record's marker once something in the record needs more than the fast
 path. Directories are listed only after an interrupted pass (the
 in-progress flag `DIRTY_NAME`, which triggers the temp sweep); `--delete`
@@ -31,9 +32,8 @@ from __future__ import annotations
 
 import errno
 import functools
-import operator
 import os
-from collections.abc import Callable, Collection, Container, Iterable
+from collections.abc import Callable, Collection, Container
 from typing import TYPE_CHECKING
 
 from sessionstore._fs.atomic import TEMP_PREFIX
@@ -71,7 +71,7 @@ class Pass(FileOps):
         self.cache: Cache | None = None
         self.entries: dict[str, Entry] = {}
         # Dest rel of each listed dir -> the destination names the source accounts for:
-        # a tuple (no redactor) that `listed` makes a set of only when the end of the
+        # a list (no redactor) that `listed` makes a set of only when the end of the
         # pass asks. Not the DirEntry lists: kept alive, the collector walks them.
         self.listings: dict[str, Collection[str]] = {}
         self.tops: list[str] = []  # dest rels of the subtrees walked ("" for a full pass)
@@ -210,11 +210,14 @@ class Pass(FileOps):
         elif src_name is None and not self.is_session:
             marker = REPORT  # a full pass's root: report.json waits for everything
         rel = frame.rel
-        pairs: Iterable[tuple[os.DirEntry[str], str]]
-        if self.redactor is None:  # names map to themselves: no collision possible
-            # C-level pairs and no set of names per directory: the no-op pass's cost.
-            names = tuple(map(_NAME, entries))
-            pairs, pending = zip(entries, names, strict=True), 0
+        # Destination name of each source name, unless names map to themselves (no
+        # redactor: no collision possible); then the loop lists them as it goes. No
+        # map, zip or set per directory: they cost the no-op pass more than the loop.
+        rename: dict[str, str] | None = None
+        names: list[str] = []
+        note = names.append
+        if self.redactor is None:
+            pending = 0
             self.listings[rel] = names
         else:
             pairs, problems, groups = redacted_names(entries, rel, self.name)
@@ -222,11 +225,19 @@ class Pass(FileOps):
                 self.error(drel, problem)
             pending = len(problems)
             self.listings[rel] = groups
+            rename = {e.name: dname for e, dname in pairs}  # not: collisions, our temps
         subdirs: list[Child] = []
         store_top = self.is_session and src_name is None  # the root of a session
         files = same = 0
         # The no-op pass's inner loop: locals, and the fast path called directly.
-        for e, dname in pairs:
+        for e in entries:
+            if rename is None:
+                dname = e.name
+                note(dname)
+            elif (found := rename.get(e.name)) is not None:
+                dname = found
+            else:
+                continue  # reported above (or a temp of ours)
             drel = f"{rel}/{dname}" if rel else dname
             if dname[0] == "." and (dname.startswith((RESERVED_PREFIX, TEMP_PREFIX))):
                 if not dname.startswith(TEMP_PREFIX):  # our temps are not the source's
@@ -291,7 +302,7 @@ class Pass(FileOps):
         For --delete and divergence by removal, after the walk.
         """
         return {
-            rel: frozenset(names) if isinstance(names, tuple) else names
+            rel: frozenset(names) if isinstance(names, list) else names
             for rel, names in self.listings.items()
         }
 
@@ -331,7 +342,7 @@ class Pass(FileOps):
             self.unstable(drel, "replaced during the pass")
             return None
         entered = Frame(frame, dname, drel, fd, e.name, frame.src_name, frame)
-        self.tree.verify_below(frame, entered)  # parents first, before any of its files
+        self.tree.open_below(frame, entered)  # parents first, before any of its files
         if self.enter(entered):
             return entered
         frame.pending += 1
@@ -376,9 +387,6 @@ class Pass(FileOps):
             self.check_sealed(record.rel, frame, e, dname, drel)
             return 0
         return self.sync(frame, e, dname, drel, marker)
-
-
-_NAME = operator.attrgetter("name")
 
 
 def _join(rel: str, name: str) -> str:

@@ -15,9 +15,11 @@ so before every change (mkdir, temp create, rename, chmod, unlink, rmdir,
 sweep) `check` re-validates the chain: each node's entry in its parent must
 still be the inode the fd holds, up to the root's entry in its parent. A directory moved out of the
 tree or replaced mid-pass is then refused before anything is written through
-it. Reads change nothing and skip the check; the no-op pass's reads do not
-even open directories: `verify` lstats each one, parents first, relative to
-the root's fd, and its entries are then stat'ed by their path from there.
+it. Reads change nothing and skip the check: the walk opens each directory
+it enters by name under its parent's fd (`LocalTree.open_below`) and stats its
+files through that fd; a directory reached otherwise is `verify`ed (lstat'ed,
+parents first, relative to the root's fd) and its entries are then stat'ed by
+their path from there.
 
 Directory fsyncs are batched per directory: a touched directory is fsynced
 once, when the walk leaves it (`close`), or earlier by `flush` (before a
@@ -280,9 +282,8 @@ class LocalDirs:
     def verify(self, d: LocalDir) -> bool:
         """Whether `d` is a directory that reads may reach by its path from the root's fd.
 
-        The no-op pass's way to the destination: one lstat per directory, parents
-        first, relative to the root's fd, instead of an open and a close (the
-        pass's largest cost after the stats themselves). A directory whose lstat
+        For a directory the walk did not open (`LocalTree.open_below`): one lstat,
+        parents first, relative to the root's fd. A directory whose lstat
         is not a directory goes through `fd_of`, which reports a symlink or a
         non-directory once, exactly as when opening it; below one, False.
 

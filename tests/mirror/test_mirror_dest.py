@@ -29,6 +29,7 @@ from mirror_helpers import (
 
 from sessionstore.mirror.lock import LOCK_NAME, acquire_lock
 from sessionstore.mirror.mirror import CACHE_NAME, DIRTY_NAME, Mirror
+from sessionstore.storage.local_tree import UNKNOWN, LocalDir, LocalTree
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -254,3 +255,29 @@ def test_a_record_moved_out_behind_a_symlink_is_never_reported_in_place(
     assert report["unchanged"] == len(tree(src)) - len(tree(src / moved))
     assert report["copied"] == []
     assert snapshot(elsewhere) == before
+
+
+def test_the_walk_opens_each_destination_directory_through_its_parents_fd(
+    dst: Path, outside: Path
+) -> None:
+    """`open_below` opens a real directory (its files are then stat'ed through its fd) and
+    leaves a symlink unopened and unknown; asked for, it is reported once, never read."""
+    write(dst / "real" / "f.txt", b"x")
+    (dst / "link").symlink_to(outside)
+    errors: list[tuple[str, str]] = []
+    root = LocalDir(None, "", "")
+    local = LocalTree(root, lambda p, m: errors.append((p, m)), lambda: None, False)
+    assert local.open_root(str(dst.resolve()))
+    try:
+        real, link = LocalDir(root, "real", "real"), LocalDir(root, "link", "link")
+        local.open_below(root, real)
+        local.open_below(root, link)
+        assert real.fd is not None and link.fd is None and link.state == UNKNOWN
+        found = local.entry(real, "f.txt", "real/f.txt")
+        assert found is not None and found.st_size == 1
+        assert local.entry(link, "1", "link/1") is None
+        assert local.entry(link, "2", "link/2") is None
+        assert errors == [("link", SYMLINK_PROBLEM)]
+    finally:
+        local.close(real)
+        local.close_all()
