@@ -23,6 +23,7 @@ from sessionstore.store.target import resolve_destination, store_root
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from sessionstore.redact.scan import Scanner
     from sessionstore.redact.scan_tree import Event, ScanTotals
 
 
@@ -80,16 +81,9 @@ def scan(
       sessionstore scan ./workspace --patterns --json
     """
     # Imported when the command runs: the redactor and its automaton are not start-up.
-    from sessionstore.redact.scan import Scanner
     from sessionstore.redact.scan_tree import ScanTotals, scan_path
 
-    if not (secret_env or secrets_file or patterns):
-        # Bad input like an unset variable (one line, exit 1): an audit that looks for
-        # nothing must never pass as clean.
-        raise InvalidInput(
-            "scan", "nothing to look for: give --secret-env, --secrets-file or --patterns"
-        )
-    scanner = Scanner.from_sources(secret_env, secrets_file, patterns=patterns)
+    scanner = _scanner(secret_env, secrets_file, patterns)
     root, follow = _root(target, store_dir)
     totals = ScanTotals()
     events = scan_path(root, scanner, follow=follow, totals=totals)
@@ -104,6 +98,18 @@ def scan(
     _summary(totals)
     if totals.findings or totals.errors:
         sys.exit(1)
+
+
+def _scanner(secret_env: tuple[str, ...], secrets_file: Path | None, patterns: bool) -> Scanner:
+    """The scanner for the secrets given; nothing given is bad input, as an unset variable
+    is (one line, exit 1): an audit that looks for nothing must never pass as clean."""
+    from sessionstore.redact.scan import Scanner
+
+    if not (secret_env or secrets_file or patterns):
+        raise InvalidInput(
+            "scan", "nothing to look for: give --secret-env, --secrets-file or --patterns"
+        )
+    return Scanner.from_sources(secret_env, secrets_file, patterns=patterns)
 
 
 def _root(target: str, store_dir: Path | None) -> tuple[str, bool]:
