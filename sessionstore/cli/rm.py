@@ -17,7 +17,7 @@ from sessionstore.store.target import resolve_target, store_root
 @click.option("--force", is_flag=True, help="Remove even a session whose writer is alive.")
 @library_errors
 def rm(targets: tuple[str, ...], store_dir: Path | None, force: bool) -> None:
-    """Remove each session TARGET, whole.
+    """Remove each session TARGET (an id, a unique prefix of one, or a path), whole.
 
     A session is renamed away inside its store first, then deleted: no reader
     ever sees half a session, and a removal that is killed leaves nothing

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from sessionstore import _json as jsonio
 from sessionstore._fs import read as fsread
 from sessionstore._proc import PID_MAX, process_alive
-from sessionstore.errors import InvalidInput, RecordCompleted, SessionFinished
+from sessionstore.errors import InvalidInput, RecordCompleted, SessionFinished, StorageError
 from sessionstore.format.names import REPORT, SERVICE, TRIALS
 from sessionstore.store.records import MAX_RECORD_DEPTH, Record, RecordState, RecordWriter
 
@@ -139,13 +139,21 @@ def begin_record(session: Session, collection: str) -> RecordWriter:
     """Allocate the next record of `collection` (`trials` or `service`); it stays in flight.
 
     Refuses (`SessionFinished`) a session that has its report: nothing is
-    recorded after a session ended. Numbers come from `Collection.begin`
-    (atomic `mkdir`, so two harnesses never get the same one).
+    recorded after a session ended; `InvalidInput` names the path when the
+    collection cannot hold records (a symlink, a file). Numbers come from
+    `Collection.begin` (atomic `mkdir`, so two harnesses never get the same one).
     """
     report = session.report()
     if report.state is not RecordState.IN_FLIGHT:
         raise SessionFinished(session.path / REPORT)
-    return collection_of(session, collection).begin()
+    coll = collection_of(session, collection)
+    try:
+        return coll.begin()
+    except StorageError as exc:
+        # The key at fault (`<id>/trials`, a symlink) as the path a person knows.
+        inside = exc.key.startswith(f"{session.key}/")
+        where = session.path.parent / exc.key if inside else coll.path
+        raise InvalidInput(str(where), f"cannot hold records: {exc.problem}") from None
 
 
 def complete_record(session: Session, collection: str, n: int, marker: dict[str, Any]) -> Record:
@@ -166,8 +174,8 @@ def complete_record(session: Session, collection: str, n: int, marker: dict[str,
     if record.state is RecordState.TORN:
         raise InvalidInput(
             str(record.path),
-            f"its marker is there but torn ({record.error}); a marker is written once, "
-            "so begin a new record",
+            f"reads as torn ({record.error}); a marker is written once, so this record "
+            "cannot be completed: begin a new one",
         )
     sync_record(record)
     writer = RecordWriter(n, record.path, coll.marker, storage=coll.storage, key=f"{coll.key}/{n}")

@@ -67,7 +67,7 @@ def _identity(st: os.stat_result) -> tuple[int, int]:
 
 def check_removable(session: Session, *, force: bool = False) -> None:
     """Refuse what `remove_session` must not remove; see there."""
-    path = session.path
+    path = Path(os.path.abspath(session.path))
     try:
         validate_id(path.name)
     except InvalidId:
@@ -92,7 +92,7 @@ def remove_session(session: Session, *, force: bool = False) -> Path:
     `InvalidInput` says so. Raises `SessionNotFound` if it is gone already.
     """
     check_removable(session, force=force)
-    path = session.path
+    path = Path(os.path.abspath(session.path))  # a path given as `.` names its directory
     parent = _open_parent(path)
     try:
         try:

@@ -77,3 +77,18 @@ def test_an_ambiguous_prefix_is_refused_listing_the_candidates(tmp_path: Path) -
     assert inspected.returncode == 1 and "matches abc1, abc2" in inspected.stderr
     assert cli_runner.run("inspect", "--store", tmp_path, "abc2").returncode == 0
     assert store.open("abc1").trials.numbers() == store.open("abc2").trials.numbers() == []
+
+
+def test_a_collection_that_is_a_symlink_is_refused_and_not_followed(tmp_path: Path) -> None:
+    session = Store(tmp_path / "s").create(id="abc", pid=None)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (session.path / "trials").rmdir()
+    (session.path / "trials").symlink_to(elsewhere)
+    result = ss(tmp_path / "s", "begin", "abc", "--trial")
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"Error: {session.path / 'trials'}: cannot hold records: "
+        "is a symlink (never followed), not a directory\n"
+    )
+    assert list(elsewhere.iterdir()) == []

@@ -76,7 +76,7 @@ def test_a_torn_record_is_refused_naming_why(tmp_path: Path) -> None:
     torn_trial(session)
     result = ss(tmp_path, "complete", "abc", "--trial", "1", "--marker", "{}")
     assert result.returncode == 1 and result.stderr.count("\n") == 1
-    assert "its marker is there but torn (trial.json: " in result.stderr
+    assert "reads as torn (trial.json: " in result.stderr
     assert (session.path / "trials" / "1" / "trial.json").read_bytes() == b'{"failed": fal'
 
 

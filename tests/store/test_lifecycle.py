@@ -47,7 +47,7 @@ def test_complete_refuses_completed_torn_missing_and_non_objects(tmp_path: Path)
     with pytest.raises(RecordCompleted):
         complete_record(session, "trials", 1, {})
     torn_trial(session)
-    with pytest.raises(InvalidInput, match=r"its marker is there but torn \(trial\.json: "):
+    with pytest.raises(InvalidInput, match=r"reads as torn \(trial\.json: "):
         complete_record(session, "trials", 2, {})
     with pytest.raises(RecordNotFound):
         complete_record(session, "trials", 3, {})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -109,3 +110,18 @@ def test_prunable_and_prune(tmp_path: Path) -> None:
     assert {c.id for c in removed} == {"old", "intr"} and left == []
     assert sorted(os.listdir(tmp_path)) == ["new", "running", "unknown"]
     assert prune(store, candidates) == ([], [])
+
+
+def test_a_relative_path_names_the_directory_it_resolves_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(tmp_path / "s")
+    session = store.create(id="abc", pid=None)
+    monkeypatch.chdir(store.root)
+    assert remove_session(Session.open("abc")) == session.path
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(
+        InvalidInput, match="^" + re.escape(f"{tmp_path}: is not a session directory")
+    ):
+        remove_session(Session.open("."))
+    assert os.listdir(store.root) == []
