@@ -82,8 +82,9 @@ class LocalTree(LocalDirs):
         verified.
         """
         try:
-            if d.fd is not None:
-                return os.stat(name, dir_fd=d.fd, follow_symlinks=False)
+            fd = d.fd
+            if fd is not None:
+                return os.lstat(name, dir_fd=fd)  # lstat: one keyword less to parse
             if d.verified or self.verify(d):
                 return os.stat(key, dir_fd=self.root.fd, follow_symlinks=False)
         except OSError:
