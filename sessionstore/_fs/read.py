@@ -174,7 +174,7 @@ def read_capped(fd: int, limit: int) -> bytes | None:
     """
     chunks: list[bytes] = []
     total = 0
-    while chunk := os.read(fd, min(_CHUNK, limit + 1 - total)):
+    while chunk := os.read(fd, _CHUNK if limit - total >= _CHUNK else limit + 1 - total):
         chunks.append(chunk)
         total += len(chunk)
         if total > limit:

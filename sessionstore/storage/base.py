@@ -54,6 +54,14 @@ def check_key(key: str, what: str = "storage key") -> str:
     return key
 
 
+def check_names(names: Sequence[str]) -> None:
+    """`InvalidInput` unless every name is one key component (C-level checks: one per batch)."""
+    joined = "".join(names)
+    if "/" in joined or "\0" in joined or not _BAD_PARTS.isdisjoint(names):
+        bad = next(n for n in names if "/" in n or "\0" in n or n in _BAD_PARTS)
+        raise InvalidInput("storage name", f"{bad!r} must be one key component")
+
+
 def check_prefix(prefix: str) -> str:
     """`prefix` if it is "" (the root) or a valid key, else `InvalidInput`."""
     return prefix if prefix == "" else check_key(prefix, "storage prefix")
@@ -89,13 +97,16 @@ class Storage(Protocol):
         """The bytes at `key`; None if absent; `TooLarge` (nothing read) past `limit` bytes."""
         ...
 
-    def get_many(self, keys: Sequence[str], limit: int) -> list[bytes | StorageError | None]:
-        """`get` of each key, in order, with each `StorageError` (`TooLarge` too) as its answer.
+    def get_each(
+        self, prefix: str, names: Sequence[str], leaf: str, limit: int
+    ) -> list[bytes | StorageError | None]:
+        """`get` of `prefix/<name>/leaf` for each name, in order, each `StorageError`
+        (`TooLarge` too) as that name's answer: one unusable object never stops the others.
 
-        One unusable object never stops the others. How a collection's markers
-        are read: a backend batches (local: the directory the records share is
-        opened once; an object store may send the GETs concurrently). Invalid
-        keys raise `InvalidInput` before anything is read.
+        How a collection's markers are read (`s/trials`, the numbers,
+        `trial.json`): local, `prefix` is reached once; an object store may
+        send the GETs concurrently. `prefix` must be a key and each name and
+        `leaf` one component, else `InvalidInput` before anything is read.
         """
         ...
 

@@ -32,8 +32,8 @@ mode, and their parent fsynced. Temp entries are never listed.
 
 from __future__ import annotations
 
-import builtins
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -50,7 +50,7 @@ from sessionstore._fs.atomic import (
 )
 from sessionstore._fs.tree import remove_tree_at
 from sessionstore.errors import StorageError, TooLarge
-from sessionstore.storage.base import Listed, check_key, check_prefix, join
+from sessionstore.storage.base import Listed, check_key, check_names, check_prefix, join
 from sessionstore.storage.local_dirs import LocalDirs
 from sessionstore.storage.local_dirs import error as _error
 
@@ -121,69 +121,56 @@ class LocalStorage(LocalDirs):
 
     def get(self, key: str, limit: int) -> bytes | None:
         parts = check_key(key).split("/")
-        with self._read_dir(parts[:-1]) as parent:
-            return None if parent is None else _read_in(parent, parts[-1], key, limit)
-
-    def get_many(self, keys: Sequence[str], limit: int) -> list[bytes | StorageError | None]:
-        """`get` of each key; keys sharing the directory two levels up open it once.
-
-        A collection's markers (`s/trials/<n>/trial.json`): the collection is
-        reached once (`_read_dir`), then per key only the record directory is
-        opened, `O_NOFOLLOW`, relative to it; before this, each marker's read
-        cost a cache check and key handling that made `inspect` 1.3x slower.
-        """
-        split = [check_key(key).split("/") for key in keys]
-        answers: list[bytes | StorageError | None] = []
-        shared: tuple[str, ...] | None = None
-        top: int | StorageError | None = None  # the shared directory's fd, or why there is none
+        parent, owned = self._read_fd(parts[:-1])
+        if parent is None:
+            return None
         try:
-            for key, parts in zip(keys, split, strict=True):
-                if len(parts) < 3:
-                    answers.append(self._answer(key, limit))
-                    continue
-                if tuple(parts[:-2]) != shared:
-                    if isinstance(top, int):
-                        os.close(top)
-                        top = None  # closed: the finally must not close it again
-                    shared = tuple(parts[:-2])
-                    top = self._dup_dir(parts[:-2])
-                if isinstance(top, int):
-                    answers.append(_read_below(top, parts, key, limit))
-                else:  # the shared directory is absent (None) or unusable (its error)
-                    answers.append(top)
+            return _read_in(parent, parts[-1], limit, tuple(parts[:-1]))
         finally:
-            if isinstance(top, int):
+            if owned:
+                os.close(parent)
+
+    def get_each(
+        self, prefix: str, names: Sequence[str], leaf: str, limit: int
+    ) -> list[bytes | StorageError | None]:
+        """`get` of `prefix/<name>/leaf` for each name; `prefix` is reached once.
+
+        A collection's markers: the collection is opened once (`_read_fd`),
+        then per name only the record directory, `O_NOFOLLOW`, relative to it,
+        and the marker. A `get` per marker cost a cache check and key handling
+        each, which made `inspect` 1.3x slower than the code before the seam.
+        """
+        parts = check_key(prefix, "storage prefix").split("/")
+        check_names([*names, leaf])
+        try:
+            top, owned = self._read_fd(parts)
+        except StorageError as exc:  # a directory of `prefix` is unusable: so is every answer
+            return [exc] * len(names)
+        if top is None:
+            return [None] * len(names)
+        try:
+            return [_read_below(top, prefix, name, leaf, limit) for name in names]
+        finally:
+            if owned:
                 os.close(top)
-        return answers
-
-    def _answer(self, key: str, limit: int) -> bytes | StorageError | None:
-        try:
-            return self.get(key, limit)
-        except StorageError as exc:
-            return exc
-
-    def _dup_dir(self, parts: builtins.list[str]) -> int | StorageError | None:
-        """A fd of the directory `parts` of its own (the read cache keeps its lock while in use)."""
-        try:
-            with self._read_dir(parts) as fd:
-                return None if fd is None else os.dup(fd)
-        except StorageError as exc:
-            return exc
 
     def list(self, prefix: str) -> Iterator[Listed]:
         parts = check_prefix(prefix).split("/") if prefix else []
-        with self._read_dir(parts) as fd:
-            if fd is None:
-                return iter(())
-            try:
-                with os.scandir(fd) as it:
-                    found = [
-                        Listed(e.name, e.is_dir(follow_symlinks=False))
-                        for e in it
-                        if not is_temp_name(e.name)
-                    ]
-            except OSError as exc:
-                raise _error(prefix, exc) from exc
+        fd, owned = self._read_fd(parts)
+        if fd is None:
+            return iter(())
+        try:
+            with os.scandir(fd) as it:
+                found = [
+                    _listed((e.name, e.is_dir(follow_symlinks=False)))
+                    for e in it
+                    if not is_temp_name(e.name)
+                ]
+        except OSError as exc:
+            raise _error(prefix, exc) from exc
+        finally:
+            if owned:
+                os.close(fd)
         return iter(found)
 
     def remove_tree(self, prefix: str) -> None:
@@ -264,6 +251,11 @@ class LocalStorage(LocalDirs):
         return True
 
 
+# `Listed(name, is_prefix)` without the named tuple's Python-level `__new__`: a listing
+# builds one per record of every session `inspect` shows.
+_listed = functools.partial(tuple.__new__, Listed)
+
+
 class _Taken(Exception):
     """`publish_dir`: something is at the key already."""
 
@@ -277,43 +269,45 @@ def _lexists(name: str, dir_fd: int) -> bool:
 
 
 def _read_below(
-    top: int, parts: builtins.list[str], key: str, limit: int
+    top: int, prefix: str, name: str, leaf: str, limit: int
 ) -> bytes | StorageError | None:
-    """`get_many`'s read of `<record>/<name>` (the last two `parts`) below the directory `top`."""
+    """`get_each`'s read of `name/leaf` below the directory `top` (which is `prefix`)."""
     try:
-        record = fsread.open_dir(parts[-2], top)
+        below = fsread.open_dir(name, top)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        return _error("/".join(parts[:-1]), exc)
+        return _error(f"{prefix}/{name}", exc)
     try:
-        return _read_in(record, parts[-1], key, limit)
+        return _read_in(below, leaf, limit, (prefix, name))
     except StorageError as exc:
         return exc
     finally:
-        os.close(record)
+        os.close(below)
 
 
-def _read_in(parent: int, name: str, key: str, limit: int) -> bytes | None:
+def _read_in(parent: int, name: str, limit: int, where: tuple[str, ...]) -> bytes | None:
     """The bytes of the regular file `name` in `parent`: None if absent, else at most `limit`.
 
     Raises `TooLarge` past `limit` (nothing read), `StorageError` for anything
-    that stops the read (a symlink, a FIFO, an I/O error).
+    that stops the read (a symlink, a FIFO, an I/O error), naming the key:
+    `where` (the parts of `parent`'s key) and `name`, joined only then (this
+    runs once per marker of a listing).
     """
     try:
         fd, st = fsread.open_file(name, parent)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise _error(key, exc) from exc
+        raise _error("/".join((*where, name)), exc) from exc
     try:
         data = None if st.st_size > limit else fsread.read_capped(fd, limit)
     except OSError as exc:
-        raise _error(key, exc) from exc
+        raise _error("/".join((*where, name)), exc) from exc
     finally:
         os.close(fd)
     if data is None:
-        raise TooLarge(key, limit)
+        raise TooLarge("/".join((*where, name)), limit)
     return data
 
 

@@ -3,7 +3,7 @@
 `_dir` opens each component of a key below the root with
 `O_NOFOLLOW|O_DIRECTORY`, relative to the one before (the root itself is
 followed: the user named it). Reads start from the deepest still-valid
-cached ancestor (`_read_dir`). Deferred directory fsyncs (`put`, `claim`)
+cached ancestor (`_read_fd`). Deferred directory fsyncs (`put`, `claim`)
 are remembered here and done by `create` (see `storage.local`).
 """
 
@@ -25,7 +25,7 @@ from sessionstore.errors import StorageError
 class LocalDirs:
     """The root, the directory walks and the per-storage state between operations.
 
-    Thread-safe: the deferred fsyncs and the read cache are each behind a lock.
+    Thread-safe: the deferred fsyncs are behind a lock, the read cache is per thread.
     """
 
     def __init__(self, root: Path, dir_mode: int) -> None:
@@ -73,76 +73,77 @@ class LocalDirs:
 
     # -- directory fds -----------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _read_dir(self, parts: builtins.list[str]) -> Iterator[int | None]:
-        """`_dir(parts)` for a read, starting from the deepest cached ancestor.
+    def _read_fd(self, parts: builtins.list[str]) -> tuple[int | None, bool]:
+        """The fd of the directory `parts` for a read (None: absent), and whether it is
+        the caller's to close (else it is the read cache's: use it, never keep it).
 
-        `inspect` reads thousands of markers below a few directories; opening
-        every component from the root for each of them made it 1.6x slower.
-        A cached directory fd is used only while its path still names that
-        same directory: one lstat of the path (the `O_NOFOLLOW` opens happened
-        when it was cached; a component swapped for a symlink since resolves
-        elsewhere, the inode differs, and the components are opened again,
-        which refuses it). Below it each component is opened `O_NOFOLLOW` as
-        in `_dir`. Writes never use the cache. Its fds (at most 16, process-wide) are
-        closed on eviction.
+        Starts from the deepest cached ancestor. `inspect` reads thousands of
+        markers below a few directories; opening every component from the
+        root for each of them made it 1.6x slower. A cached directory fd is
+        used only while its path still names that same directory: one lstat of
+        the path (the `O_NOFOLLOW` opens happened when it was cached; a
+        component swapped for a symlink since resolves elsewhere, the inode
+        differs, and the components are opened again, which refuses it).
+        Below it each component is opened `O_NOFOLLOW` as in `_dir`. Writes
+        never use the cache. The cache is per thread (so no lock, and no other
+        thread can close a cached fd in use) and holds at most 16 fds, closed
+        on eviction and when the thread ends.
         """
-        with _READ_LOCK:
-            depth, fd = self._cached_ancestor(parts)
-            opened: builtins.list[int] = []
+        cache = _read_cache()
+        depth, fd = self._cached_ancestor(cache, parts)
+        owned = False
+        if fd is None:  # nothing cached: from the root, as `_dir` does
+            fd = self._open_root(False)
+            if fd is None:
+                return None, False
+            owned = True
+            self._remember(cache, [], fd)
+        for i in range(depth, len(parts)):
             try:
-                if fd is None:  # nothing cached: from the root, as `_dir` does
-                    fd = self._open_root(False)
-                    if fd is None:
-                        yield None
-                        return
-                    opened.append(fd)
-                    self._remember([], fd)
-                for i in range(depth, len(parts)):
-                    try:
-                        step = _open_or_make(fd, parts[i], None)
-                    except OSError as exc:
-                        raise error("/".join(parts[: i + 1]), exc) from exc
-                    if step is None:
-                        yield None
-                        return
-                    fd = step
-                    opened.append(fd)
-                    if i + 1 < len(parts):  # ancestors only: a listing passes each leaf once
-                        self._remember(parts[: i + 1], fd)
-                yield fd
-            finally:
-                for f in opened:
-                    os.close(f)
+                step = _open_or_make(fd, parts[i], None)
+            except OSError as exc:
+                if owned:
+                    os.close(fd)
+                raise error("/".join(parts[: i + 1]), exc) from exc
+            if owned:
+                os.close(fd)
+            if step is None:
+                return None, False
+            fd, owned = step, True
+            if i + 1 < len(parts):  # ancestors only: a listing passes each leaf once
+                self._remember(cache, parts[: i + 1], fd)
+        return fd, owned
 
-    def _cached_ancestor(self, parts: builtins.list[str]) -> tuple[int, int | None]:
+    def _cached_ancestor(
+        self, cache: _ReadCache, parts: builtins.list[str]
+    ) -> tuple[int, int | None]:
         """(depth, fd) of the deepest cached directory at or above `parts` still in place."""
         for depth in range(len(parts), -1, -1):
             key = (self._root_key, *parts[:depth])
-            cached = _READ_FDS.get(key)
+            cached = cache.get(key)
             if cached is None:
                 continue
             fd, dev, ino = cached
             try:
-                st = os.stat(os.path.join(*key), follow_symlinks=False)
+                st = os.stat("/".join(key), follow_symlinks=False)  # posixpath.join: 4x slower
                 same = (st.st_dev, st.st_ino) == (dev, ino) and stat.S_ISDIR(st.st_mode)
             except OSError:
                 same = False
             if same:
-                _READ_FDS.move_to_end(key)
+                cache.move_to_end(key)
                 return depth, fd
-            del _READ_FDS[key]
+            del cache[key]
             os.close(fd)
         return 0, None
 
-    def _remember(self, parts: builtins.list[str], fd: int) -> None:
+    def _remember(self, cache: _ReadCache, parts: builtins.list[str], fd: int) -> None:
         key = (self._root_key, *parts)
-        if key in _READ_FDS:
+        if key in cache:
             return
         st = os.fstat(fd)
-        _READ_FDS[key] = (os.dup(fd), st.st_dev, st.st_ino)
-        if len(_READ_FDS) > _READ_FDS_MAX:
-            os.close(_READ_FDS.popitem(last=False)[1][0])
+        cache[key] = (os.dup(fd), st.st_dev, st.st_ino)
+        if len(cache) > _READ_FDS_MAX:
+            os.close(cache.popitem(last=False)[1][0])
 
     def _open_root(self, make: bool) -> int | None:
         try:
@@ -217,20 +218,26 @@ def _open_or_make(parent: int, name: str, mkdir: Callable[[int, str], None] | No
     return fsread.open_dir(name, parent)
 
 
-# Reads: directory fds kept open, process-wide so that many storages (one per
-# `Session.open(path)`) cannot hold more than this many: key (root, *parts) ->
-# (fd, dev, ino), most recent last.
-_READ_FDS: OrderedDict[tuple[str, ...], tuple[int, int, int]] = OrderedDict()
+class _ReadCache(OrderedDict[tuple[str, ...], tuple[int, int, int]]):
+    """One thread's cached directory fds: key (root, *parts) -> (fd, dev, ino), most
+    recent last. Per thread, so that many storages (one per `Session.open(path)`)
+    share at most `_READ_FDS_MAX` of them; closed when the thread ends."""
+
+    def __del__(self) -> None:
+        for fd, _, _ in self.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
 _READ_FDS_MAX = 16
-_READ_LOCK = threading.Lock()
+_THREAD = threading.local()
 
 
-def _reset_lock() -> None:
-    global _READ_LOCK
-    _READ_LOCK = threading.Lock()  # a child forked while another thread held it
-
-
-os.register_at_fork(after_in_child=_reset_lock)
+def _read_cache() -> _ReadCache:
+    cache: _ReadCache | None = getattr(_THREAD, "fds", None)
+    if cache is None:
+        cache = _THREAD.fds = _ReadCache()
+    return cache
 
 
 def error(key: str, exc: OSError) -> StorageError:

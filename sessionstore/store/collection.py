@@ -2,7 +2,7 @@
 
 Records are listed by `Storage.list` (a record is a prefix whose name is a
 record number; anything else is foreign), read by `read_records` (one
-`Storage.get_many` of their markers), and numbers are allocated by
+`Storage.get_each` of their markers), and numbers are allocated by
 `Storage.claim`: `mkdir(2)` locally, atomic across processes and NFS
 clients, so numbers are unique and gap-free without a lock.
 A collection that cannot be listed (missing, a symlink, not a directory)

@@ -16,7 +16,6 @@ component below the storage's root.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from sessionstore.format.names import CONSTRAINTS
 from sessionstore.storage.base import Storage
 from sessionstore.storage.local import LocalStorage
 
-__all__ = ["constraints_of", "exists", "locate", "object_of", "read_object", "read_objects"]
+__all__ = ["constraints_of", "exists", "locate", "object_of", "read_object"]
 
 
 def locate(path: Path, depth: int) -> tuple[LocalStorage, str]:
@@ -59,22 +58,18 @@ def read_object(
     return object_of(key, got, session_key)
 
 
-def read_objects(
-    storage: Storage, keys: Sequence[str]
-) -> list[tuple[bool, dict[str, Any] | None, str | None]]:
-    """`read_object` of each key, read by one `Storage.get_many` (a collection's markers)."""
-    answers = storage.get_many(keys, jsonio.MAX_MARKER_BYTES)
-    return [object_of(key, got) for key, got in zip(keys, answers, strict=True)]
-
-
 def object_of(
-    key: str, got: bytes | StorageError | None, session_key: str | None = None
+    key: str | tuple[str, ...], got: bytes | StorageError | None, session_key: str | None = None
 ) -> tuple[bool, dict[str, Any] | None, str | None]:
-    """`read_object`'s answer for what a get of `key` returned or raised."""
+    """`read_object`'s answer for what a get of `key` returned or raised.
+
+    `key` may be given as its parts, joined only for a reason (`read_records`
+    calls this once per marker).
+    """
     if isinstance(got, TooLarge):
         return True, None, f"larger than {jsonio.MAX_MARKER_BYTES} bytes"
     if isinstance(got, StorageError):
-        return True, None, _reason(key, got, session_key)
+        return True, None, _reason(key if isinstance(key, str) else "/".join(key), got, session_key)
     if got is None:
         return False, None, None
     return (True, *jsonio.parse_object(got))

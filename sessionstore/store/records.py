@@ -30,7 +30,7 @@ from sessionstore._fs import read as fsread
 from sessionstore._fs.atomic import FILE_MODE, is_temp_name
 from sessionstore.errors import InvalidInput, RecordCompleted, StorageError
 from sessionstore.storage.base import Storage
-from sessionstore.store.files import exists, locate, read_object, read_objects
+from sessionstore.store.files import exists, locate, object_of, read_object
 
 __all__ = [
     "MAX_RECORD_DEPTH",
@@ -159,9 +159,14 @@ def read_records(
     numbers: Sequence[int], path: Path, marker: str, storage: Storage, key: str
 ) -> list[Record]:
     """`read_record` of each record `n` of the collection at `path` (`key` in `storage`),
-    all markers read by one `Storage.get_many`."""
-    found = read_objects(storage, [f"{key}/{n}/{marker}" for n in numbers])
-    return [_record(n, path / str(n), marker, got) for n, got in zip(numbers, found, strict=True)]
+    all markers read by one `Storage.get_each`."""
+    names = [str(n) for n in numbers]
+    answers = storage.get_each(key, names, marker, jsonio.MAX_MARKER_BYTES)
+    # zip without strict=True (equal by construction): its keyword parse is per record.
+    return [
+        _record(n, path / name, marker, object_of((key, name, marker), got))
+        for n, name, got in zip(numbers, names, answers)  # noqa: B905
+    ]
 
 
 def _record(

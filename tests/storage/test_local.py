@@ -325,7 +325,7 @@ def _same(a: bytes | StorageError | None, b: bytes | StorageError | None) -> boo
 
 
 @pytest.mark.timeout(10)
-def test_get_many_answers_each_key_as_get_does(storage: LocalStorage, tmp_path: Path) -> None:
+def test_get_each_answers_each_name_as_get_does(storage: LocalStorage, tmp_path: Path) -> None:
     # One unusable object never stops the others, and each answer is get's (or its error).
     outside = tmp_path / "outside"
     (outside / "9").mkdir(parents=True)
@@ -333,44 +333,64 @@ def test_get_many_answers_each_key_as_get_does(storage: LocalStorage, tmp_path: 
     storage.put("s/trials/1/trial.json", b"one")
     storage.put("s/trials/2/trial.json", b"x" * 50)  # too large for the limit
     storage.claim("s/trials/3")  # in flight: no marker
-    os.mkfifo(storage.root / "s/trials/3/trial.json.fifo")
     storage.claim("s/trials/4")
     os.mkfifo(storage.root / "s/trials/4/trial.json")
     (storage.root / "s/trials/5").symlink_to(outside / "9", target_is_directory=True)
-    storage.put("s/service/1/verification.json", b"v")
-    storage.put("t/session.json", b"m")
+    os.mkfifo(storage.root / "s/trials/7")
     (storage.root / "u").mkdir()
     (storage.root / "u/trials").symlink_to(outside, target_is_directory=True)
-    keys = [
-        "s/trials/1/trial.json",
-        "s/trials/2/trial.json",
-        "s/trials/3/trial.json",
-        "s/trials/4/trial.json",
-        "s/trials/5/trial.json",
-        "s/trials/6/trial.json",
-        "s/service/1/verification.json",
-        "t/session.json",  # fewer components than a marker
-        "s/trials/1/trial.json",  # back to a directory seen before
-        "u/trials/9/trial.json",  # the shared directory is a symlink
-        "absent/trials/1/trial.json",
-    ]
-    storage.get_many(keys, 10)  # the read cache keeps its (at most 16) ancestor fds
+    names = ["1", "2", "3", "4", "5", "6", "7", "1"]
+    storage.get_each("s/trials", names, "trial.json", 10)  # the read cache keeps its fds
     before = len(os.listdir("/proc/self/fd"))
-    answers = storage.get_many(keys, 10)
+    answers = storage.get_each("s/trials", names, "trial.json", 10)
     assert len(os.listdir("/proc/self/fd")) == before  # nothing else left open
-    expected = [_get_or_error(storage, key, 10) for key in keys]
+    expected = [_get_or_error(storage, f"s/trials/{n}/trial.json", 10) for n in names]
     assert all(_same(a, b) for a, b in zip(answers, expected, strict=True)), (answers, expected)
-    assert answers[0] == b"one" and answers[2] is None and answers[5] is None
+    assert answers[0] == answers[7] == b"one" and answers[2] is None and answers[5] is None
     assert isinstance(answers[1], TooLarge)
     assert isinstance(answers[3], StorageError) and "FIFO" in answers[3].problem
     assert isinstance(answers[4], StorageError) and answers[4].key == "s/trials/5"
-    assert isinstance(answers[9], StorageError) and answers[9].key == "u/trials"
-    assert answers[10] is None
-    assert not any(a == b"SECRET" for a in answers)
+    assert isinstance(answers[6], StorageError) and answers[6].key == "s/trials/7"
+    linked = storage.get_each("u/trials", ["9"], "trial.json", 10)  # the prefix is a symlink
+    assert isinstance(linked[0], StorageError) and linked[0].key == "u/trials"
+    assert storage.get_each("absent/trials", ["1", "2"], "trial.json", 10) == [None, None]
+    assert storage.get_each("s/trials", [], "trial.json", 10) == []
 
 
-def test_get_many_refuses_an_invalid_key_before_any_io(storage: LocalStorage) -> None:
+@pytest.mark.parametrize(
+    ("prefix", "names", "leaf"),
+    [
+        pytest.param("s/../x", ["1"], "trial.json", id="prefix-dotdot"),
+        pytest.param("", ["1"], "trial.json", id="prefix-root"),
+        pytest.param("s/trials", ["1", "a/b"], "trial.json", id="name-slash"),
+        pytest.param("s/trials", ["..", "1"], "trial.json", id="name-dotdot"),
+        pytest.param("s/trials", [""], "trial.json", id="name-empty"),
+        pytest.param("s/trials", ["1\0"], "trial.json", id="name-nul"),
+        pytest.param("s/trials", ["1"], "../trial.json", id="leaf-path"),
+    ],
+)
+def test_get_each_refuses_invalid_keys_before_any_io(
+    storage: LocalStorage, prefix: str, names: list[str], leaf: str
+) -> None:
     with pytest.raises(InvalidInput):
-        storage.get_many(["s/trials/1/trial.json", "s/../x/trial.json"], 10)
+        storage.get_each(prefix, names, leaf, 10)
     assert not storage.root.exists()
-    assert storage.get_many([], 10) == []
+
+
+def test_a_threads_cached_fds_are_closed_when_it_ends(tmp_path: Path) -> None:
+    import threading
+
+    storage = LocalStorage(tmp_path / "root")
+    for s in range(20):  # more directories than the cache holds
+        storage.put(f"s{s}/trials/1/trial.json", b"{}")
+    before = len(os.listdir("/proc/self/fd"))
+
+    def read() -> None:
+        for s in range(20):
+            assert storage.get(f"s{s}/trials/1/trial.json", 10) == b"{}"
+        assert len(os.listdir("/proc/self/fd")) <= before + 16  # bounded while it lives
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    thread.join()
+    assert len(os.listdir("/proc/self/fd")) == before

@@ -40,9 +40,11 @@ class Spy:
         self.calls.append(("get", key, limit))
         return self.inner.get(key, limit)
 
-    def get_many(self, keys: Sequence[str], limit: int) -> list[bytes | StorageError | None]:
-        self.calls.extend(("get_many", key, limit) for key in keys)
-        return self.inner.get_many(keys, limit)
+    def get_each(
+        self, prefix: str, names: Sequence[str], leaf: str, limit: int
+    ) -> list[bytes | StorageError | None]:
+        self.calls.extend(("get_each", f"{prefix}/{name}/{leaf}", limit) for name in names)
+        return self.inner.get_each(prefix, names, leaf, limit)
 
     def list(self, prefix: str) -> Iterator[Listed]:
         self.calls.append(("list", prefix, None))
@@ -74,7 +76,7 @@ def test_records_and_reports_go_through_the_seam(tmp_path: Path) -> None:
     assert ("create", "s/report.json") in ops
     assert ("put", f"s/{MANIFEST}") in ops
     reads = [
-        limit for op, key, limit in spy.calls if op == "get_many" and key.endswith("trial.json")
+        limit for op, key, limit in spy.calls if op == "get_each" and key.endswith("trial.json")
     ]
     assert reads and set(reads) == {jsonio.MAX_MARKER_BYTES}  # the marker limit is the seam's
 
