@@ -60,7 +60,7 @@ def test_readme_tour_runs_top_to_bottom(tmp_path: Path) -> None:
     out = stdout.decode()
     assert "trial 1 completed" in out
     assert "\npass\n" in out, "check judged trial 1 by its log's last line"
-    assert re.search(r"tune-llama +running", out), "inspect lists the session"
+    assert re.search(r"tune-llama +done", out), "inspect lists the finished session"
 
     (session,) = Store(store).sessions()
     assert [r.state for r in session.trials.records()] == [RecordState.COMPLETED]
