@@ -148,11 +148,28 @@ class LocalStorage(LocalDirs):
             return [exc] * len(names)
         if top is None:
             return [None] * len(names)
+        answers: list[bytes | StorageError | None] = []
         try:
-            return [_read_below(top, prefix, name, leaf, limit) for name in names]
+            # `_read_in` below each name, inline: this loop runs once per marker listed.
+            for name in names:
+                try:
+                    below = fsread.open_dir(name, top)
+                except FileNotFoundError:
+                    answers.append(None)
+                    continue
+                except OSError as exc:
+                    answers.append(_error(f"{prefix}/{name}", exc))
+                    continue
+                try:
+                    answers.append(_read_in(below, leaf, limit, (prefix, name)))
+                except StorageError as exc:
+                    answers.append(exc)
+                finally:
+                    os.close(below)
         finally:
             if owned:
                 os.close(top)
+        return answers
 
     def list(self, prefix: str) -> Iterator[Listed]:
         parts = check_prefix(prefix).split("/") if prefix else []
@@ -266,24 +283,6 @@ def _lexists(name: str, dir_fd: int) -> bool:
     except FileNotFoundError:
         return False
     return True
-
-
-def _read_below(
-    top: int, prefix: str, name: str, leaf: str, limit: int
-) -> bytes | StorageError | None:
-    """`get_each`'s read of `name/leaf` below the directory `top` (which is `prefix`)."""
-    try:
-        below = fsread.open_dir(name, top)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return _error(f"{prefix}/{name}", exc)
-    try:
-        return _read_in(below, leaf, limit, (prefix, name))
-    except StorageError as exc:
-        return exc
-    finally:
-        os.close(below)
 
 
 def _read_in(parent: int, name: str, limit: int, where: tuple[str, ...]) -> bytes | None:

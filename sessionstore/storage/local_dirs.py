@@ -100,15 +100,17 @@ class LocalDirs:
             self._remember(cache, [], fd)
         for i in range(depth, len(parts)):
             try:
-                step = _open_or_make(fd, parts[i], None)
+                step = fsread.open_dir(parts[i], fd)
+            except FileNotFoundError:
+                if owned:
+                    os.close(fd)
+                return None, False
             except OSError as exc:
                 if owned:
                     os.close(fd)
                 raise error("/".join(parts[: i + 1]), exc) from exc
             if owned:
                 os.close(fd)
-            if step is None:
-                return None, False
             fd, owned = step, True
             if i + 1 < len(parts):  # ancestors only: a listing passes each leaf once
                 self._remember(cache, parts[: i + 1], fd)
