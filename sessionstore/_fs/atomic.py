@@ -222,7 +222,7 @@ def build_dir(
     return result
 
 
-def _writer_alive(name: str) -> bool:
+def temp_writer_alive(name: str) -> bool:
     """Whether the process that named this temp may still be writing it."""
     pid_text = name[len(TEMP_PREFIX) :].partition("-")[0]
     if not pid_text.isdigit():
@@ -267,7 +267,7 @@ def sweep_temps_at(dir_fd: int, older_than: float = 3600.0) -> list[str]:
     for name in names:
         try:
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            if not _writer_alive(name) or st.st_mtime < cutoff:
+            if not temp_writer_alive(name) or st.st_mtime < cutoff:
                 # A temp directory is a session being created (Store.create).
                 if stat.S_ISDIR(st.st_mode):
                     remove_tree_at(dir_fd, name)

@@ -9,26 +9,16 @@ import click
 
 from sessionstore._display import escape
 from sessionstore._proc import PID_MAX
-from sessionstore.cli.common import command, emit_json, json_option, library_errors, store_option
-from sessionstore.errors import InvalidInput, LineageWarning
+from sessionstore.cli.common import (
+    command,
+    emit_json,
+    json_option,
+    library_errors,
+    read_json_object,
+    store_option,
+)
+from sessionstore.errors import LineageWarning
 from sessionstore.store.target import store_root
-
-
-def _load_json_option(value: str, option: str) -> object:
-    """A JSON literal, or `@FILE` for a file holding one."""
-    import orjson  # only when --constraints is given: start-up
-
-    source = option
-    if value.startswith("@"):
-        source = value[1:]
-        try:
-            value = Path(source).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InvalidInput(source, f"cannot read: {exc.strerror}") from None
-    try:
-        return orjson.loads(value)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidInput(source, f"invalid JSON: {exc}") from None
 
 
 @command()
@@ -36,7 +26,9 @@ def _load_json_option(value: str, option: str) -> object:
 @click.option("--id", "session_id", help="Session id (default: 8 random hex characters).")
 @click.option("--name", help="Human-readable name.")
 @click.option("--trials", type=click.IntRange(min=1), help="Planned number of trials.")
-@click.option("--constraints", help="Requested constraints: a JSON object, or @FILE.")
+@click.option(
+    "--constraints", help="Requested constraints: a JSON object, @FILE, or @- (standard input)."
+)
 @click.option("--previous", multiple=True, help="Earlier session to build on (repeatable).")
 @click.option("--label", "labels", multiple=True, help="KEY=VALUE label (repeatable).")
 @click.option(
@@ -68,9 +60,7 @@ def new(
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
     from sessionstore.store.session import Store
 
-    parsed = _load_json_option(constraints, "--constraints") if constraints else None
-    if parsed is not None and not isinstance(parsed, dict):
-        raise InvalidInput("--constraints", "must be a JSON object")
+    parsed = read_json_object(constraints, "--constraints") if constraints else None
     label_map: dict[str, str] = {}
     for item in labels:
         key, sep, val = item.partition("=")

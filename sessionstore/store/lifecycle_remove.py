@@ -28,9 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sessionstore._fs import read as fsread
-from sessionstore._fs.atomic import TEMP_PREFIX, is_temp_name, temp_name
+from sessionstore._fs.atomic import is_temp_name, temp_name, temp_writer_alive
 from sessionstore._fs.tree import remove_tree_at
-from sessionstore._proc import process_alive
 from sessionstore.errors import (
     InvalidId,
     InvalidInput,
@@ -151,7 +150,7 @@ def sweep_removed(directory: Path) -> tuple[list[str], list[str]]:
         for name in names:
             try:
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                if _writer_alive(name) and st.st_ctime >= cutoff:
+                if temp_writer_alive(name) and st.st_ctime >= cutoff:
                     continue
                 if stat.S_ISDIR(st.st_mode):
                     remove_tree_at(fd, name)
@@ -165,15 +164,6 @@ def sweep_removed(directory: Path) -> tuple[list[str], list[str]]:
     finally:
         os.close(fd)
     return removed, problems
-
-
-def _writer_alive(name: str) -> bool:
-    # As `_fs.atomic` reads a temp name: the digits after the prefix are the writer's pid.
-    pid_text = name[len(TEMP_PREFIX) :].partition("-")[0]
-    if not pid_text.isdigit():
-        return False
-    pid = int(pid_text)
-    return pid == os.getpid() or process_alive(pid, None)
 
 
 def _lexists(name: str, dir_fd: int) -> bool:

@@ -73,6 +73,11 @@ def test_constraints_from_json_and_file(tmp_path: Path) -> None:
     run("new", "--store", str(tmp_path), "--id", "b", "--constraints", f"@{spec}")
     assert Store(tmp_path).open("a").constraints() == {"max_ttft_ms": 200}
     assert Store(tmp_path).open("b").constraints() == {"min_context_length": 8192}
+    made = cli_runner.run(
+        "new", "--store", tmp_path, "--id", "c", "--constraints", "@-", input='{"x": 1}'
+    )
+    assert made.returncode == 0, made.stderr
+    assert Store(tmp_path).open("c").constraints() == {"x": 1}
 
 
 @pytest.mark.parametrize(
