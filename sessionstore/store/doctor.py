@@ -26,7 +26,6 @@ nothing followed: a temp that is a symlink is removed as a link.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import stat
 import time
@@ -41,6 +40,7 @@ from sessionstore._fs.tree import remove_tree_at
 from sessionstore._fs.walk import Entry, walk
 from sessionstore._proc import PID_MAX, process_alive, process_start_time
 from sessionstore.format.names import CONSTRAINTS, MANIFEST, MARKERS, REPORT, record_number
+from sessionstore.store.lifecycle import mirror_daemon, recorded_writer
 from sessionstore.store.records import RecordState
 from sessionstore.store.status import manifest_problem, read_constraints
 
@@ -56,7 +56,6 @@ SAFE_AGE = 3600.0
 _START_SLACK_S = 2.0
 # The mirror daemon's lock at a session's top (`sessionstore.mirror.lock`, a layer
 # this one may not import): an flock held on it is a daemon writing into the session.
-_MIRROR_LOCK = ".sessionstore-mirror.lock"
 _STORE_FILES = (MANIFEST, CONSTRAINTS, REPORT)
 
 
@@ -258,46 +257,14 @@ class _WritersAlive:
 
     def __call__(self) -> bool:
         if self.answer is None:
-            self.answer = _recorded_writer_alive(self.session) or _mirror_alive(self.session)
+            session = self.session
+            writer = recorded_writer(session)  # a pid of the wrong type: cannot tell
+            self.answer = (
+                (session.manifest is None and session.manifest_error is not None)  # unreadable
+                or (writer is not None and writer.alive is not False)
+                or mirror_daemon(session) is not None
+            )
         return self.answer
-
-
-def _recorded_writer_alive(session: Session) -> bool:
-    """The harness `session.json` records, by pid and start time; unknown counts as alive."""
-    if session.manifest is None:
-        return session.manifest_error is not None  # unreadable: cannot tell
-    pid = session.manifest.get("pid")
-    started = session.manifest.get("pid_started_at")
-    if pid is None:
-        return False
-    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid <= PID_MAX:
-        return True
-    if not isinstance(started, int | float) or isinstance(started, bool):
-        started = None
-    return process_alive(pid, None if started is None else float(started))
-
-
-def _mirror_alive(session: Session) -> bool:
-    """A mirror daemon holds the session's lock (an flock that a shared lock would wait for)."""
-    try:
-        top = fsread.open_dir(session.path)
-    except OSError:
-        return True
-    try:
-        fd, _ = fsread.open_file(_MIRROR_LOCK, top)
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True
-    finally:
-        os.close(top)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # drops the shared lock taken just now
-    return False
 
 
 def _mode(entry: Entry, path: Path) -> list[Problem]:
