@@ -3,9 +3,10 @@
 Every operation starts from the root directory (the user's path: followed)
 and opens each component of a key below it with `O_NOFOLLOW|O_DIRECTORY`,
 relative to the one before; every mkdir, open, link, rename and unlink is
-then relative to the last directory's fd. A path string is never resolved
-again after it was checked, so a component swapped for a symlink is refused
-at that step and nothing outside the root is ever reached. A symlink, FIFO
+then relative to the last directory's fd. The fds of ancestors are cached
+(`local_dirs`) and used again only while their path still names the same
+directory (one lstat), so a component swapped for a symlink is refused at
+its step and nothing outside the root is ever reached. A symlink, FIFO
 or file where a directory of the key belongs, or anything but a regular
 file where an object is read, is a `StorageError` naming the key at fault,
 at once (a FIFO is never opened for a blocking read).

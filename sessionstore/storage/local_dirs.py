@@ -1,10 +1,10 @@
 """How `LocalStorage` reaches directories: component by component, by fd, never following.
 
-`_dir` opens each component of a key below the root with
-`O_NOFOLLOW|O_DIRECTORY`, relative to the one before (the root itself is
-followed: the user named it). Reads start from the deepest still-valid
-cached ancestor (`_read_fd`). Deferred directory fsyncs (`put`, `claim`)
-are remembered here and done by `create` (see `storage.local`).
+`_read_fd` (and `_dir`, its form for a block) opens each component of a key
+below the root with `O_NOFOLLOW|O_DIRECTORY`, relative to the one before
+(the root itself is followed: the user named it), starting from the deepest
+cached ancestor still at its path. Deferred directory fsyncs (`put`,
+`claim`) are remembered here and done by `create` (see `storage.local`).
 """
 
 from __future__ import annotations
@@ -73,9 +73,10 @@ class LocalDirs:
 
     # -- directory fds -----------------------------------------------------------
 
-    def _read_fd(self, parts: builtins.list[str]) -> tuple[int | None, bool]:
-        """The fd of the directory `parts` for a read (None: absent), and whether it is
-        the caller's to close (else it is the read cache's: use it, never keep it).
+    def _read_fd(self, parts: builtins.list[str], make: bool = False) -> tuple[int | None, bool]:
+        """The fd of the directory `parts` (None: absent and not `make`), and whether it
+        is the caller's to close (else it is the cache's: use it, call nothing that
+        reads or writes through this storage meanwhile, never keep it).
 
         Starts from the deepest cached ancestor. `inspect` reads thousands of
         markers below a few directories; opening every component from the
@@ -84,33 +85,35 @@ class LocalDirs:
         the path (the `O_NOFOLLOW` opens happened when it was cached; a
         component swapped for a symlink since resolves elsewhere, the inode
         differs, and the components are opened again, which refuses it).
-        Below it each component is opened `O_NOFOLLOW` as in `_dir`. Writes
-        never use the cache. The cache is per thread (so no lock, and no other
-        thread can close a cached fd in use) and holds at most 16 fds, closed
-        on eviction and when the thread ends.
+        Below it each component is opened `O_NOFOLLOW|O_DIRECTORY` relative
+        to the one before; with `make`, a missing one is made (and its parent
+        fsynced). Writes use the cache too (`_dir`): an fd held across a check
+        and its use can see its directory moved either way, whether it was
+        opened just now or validated just now. The cache is per thread (so no
+        lock, and no other thread can close a cached fd in use) and holds at
+        most 16 fds, closed on eviction and when the thread ends.
         """
         cache = _read_cache()
         depth, fd = self._cached_ancestor(cache, parts)
         owned = False
-        if fd is None:  # nothing cached: from the root, as `_dir` does
-            fd = self._open_root(False)
+        if fd is None:  # nothing cached: from the root
+            fd = self._open_root(make)
             if fd is None:
                 return None, False
             owned = True
             self._remember(cache, [], fd)
+        mkdir = self._mkdir if make else None
         for i in range(depth, len(parts)):
             try:
-                step = fsread.open_dir(parts[i], fd)
-            except FileNotFoundError:
-                if owned:
-                    os.close(fd)
-                return None, False
+                step = _open_or_make(fd, parts[i], mkdir)
             except OSError as exc:
                 if owned:
                     os.close(fd)
                 raise error("/".join(parts[: i + 1]), exc) from exc
             if owned:
                 os.close(fd)
+            if step is None:
+                return None, False
             fd, owned = step, True
             if i + 1 < len(parts):  # ancestors only: a listing passes each leaf once
                 self._remember(cache, parts[: i + 1], fd)
@@ -163,25 +166,13 @@ class LocalDirs:
 
     @contextlib.contextmanager
     def _dir(self, parts: builtins.list[str], make: bool = False) -> Iterator[int | None]:
-        """The fd of the directory `parts` below the root (None: absent and not `make`).
-
-        Each component is opened `O_NOFOLLOW|O_DIRECTORY` relative to the one
-        before; with `make`, a missing one is made (and its parent fsynced).
-        """
-        fd = self._open_root(make)
-        if fd is None:
-            yield None
-            return
+        """The fd of the directory `parts` below the root (None: absent and not `make`),
+        the block's own (`_read_fd`'s, duplicated when it is the cache's: a write may
+        call this storage again, as `publish_dir`'s build does, and evict it)."""
+        fd, owned = self._read_fd(parts, make)
+        if fd is not None and not owned:
+            fd = os.dup(fd)
         try:
-            for i, part in enumerate(parts):
-                try:
-                    step = _open_or_make(fd, part, self._mkdir if make else None)
-                except OSError as exc:
-                    raise error("/".join(parts[: i + 1]), exc) from exc
-                os.close(fd)
-                fd = step
-                if fd is None:
-                    break
             yield fd
         finally:
             if fd is not None:
