@@ -39,6 +39,19 @@ class Change:
     is_directory: bool
 
 
+def preload() -> None:
+    """Import what a `Watcher` imports, now, in the calling thread.
+
+    For a watcher started in another thread: a KeyboardInterrupt that lands
+    in the main thread while it imports can leave CPython's import lock held
+    for good, and any other thread's first import then blocks forever (a
+    harness's Ctrl-C hung in `mirror.running()`, joining a daemon thread that
+    waited for the lock to import watchdog).
+    """
+    import watchdog.events
+    import watchdog.observers  # noqa: F401
+
+
 class _Handler:
     """A watchdog event handler that passes every event on as a `Change`."""
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sessionstore._display import escape
-from sessionstore._watch import Change, Watcher
+from sessionstore._watch import Change, Watcher, preload
 from sessionstore.mirror.lock import DestLock, acquire_lock
 from sessionstore.mirror.report import PassReport
 
@@ -344,6 +344,11 @@ def running(
     daemon = Daemon(mirror, config, on_pass)
     stop = threading.Event()
     result: dict[str, BaseException] = {}
+    # Everything the thread would import first, imported here: see `_watch.preload`.
+    preload()
+    import base64  # noqa: F401  (the change cache: non-UTF-8 names)
+    import hashlib  # noqa: F401  (the change cache: the fingerprint of the secrets)
+
     lock = acquire_lock(mirror)  # fail fast, in the caller's thread
 
     def target() -> None:
