@@ -64,9 +64,12 @@ def _identity(st: os.stat_result) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def check_removable(session: Session, *, force: bool = False) -> None:
-    """Refuse what `remove_session` must not remove; see there."""
+def check_removable(session: Session, *, force: bool = False, name: str | None = None) -> None:
+    """Refuse what `remove_session` must not remove; see there. `name`: the session's
+    name in its parent, when its directory is read under another one."""
     path = Path(os.path.abspath(session.path))
+    if name is not None:
+        path = path.with_name(name)
     try:
         validate_id(path.name)
     except InvalidId:
@@ -112,6 +115,16 @@ def remove_session(session: Session, *, force: bool = False) -> Path:
         if _identity(os.stat(away, dir_fd=parent, follow_symlinks=False)) != checked:
             os.rename(away, path.name, src_dir_fd=parent, dst_dir_fd=parent)
             raise InvalidInput(str(path), "was replaced while it was removed; not removed")
+        try:
+            _check_moved(path, away, parent, checked, force)
+        except (SessionStoreError, OSError) as exc:
+            try:
+                os.rename(away, path.name, src_dir_fd=parent, dst_dir_fd=parent)
+            except OSError as again:
+                raise StorageError(
+                    str(path), f"{exc}; and putting it back from {away} failed: {again}"
+                ) from exc
+            raise
         # Durable before anything is deleted: after a crash the session is whole or gone.
         os.fsync(parent)
         try:
@@ -126,6 +139,22 @@ def remove_session(session: Session, *, force: bool = False) -> Path:
     finally:
         os.close(parent)
     return path
+
+
+def _check_moved(path: Path, away: str, parent: int, checked: tuple[int, int], force: bool) -> None:
+    """`check_removable` again, on the directory now under `away` (`checked` its identity).
+
+    The first check read a manifest before `checked` was taken: a directory
+    swapped in between (another session, whose writer is alive) would go
+    unchecked. Read under a name only this removal gave, and the same
+    directory before and after the read, it is the one to be deleted.
+    """
+    from sessionstore.store.session import Session  # session.py imports the whole engine
+
+    moved = Session.open(path.parent / away, follow=False)
+    check_removable(moved, force=force, name=path.name)
+    if _identity(os.stat(away, dir_fd=parent, follow_symlinks=False)) != checked:
+        raise InvalidInput(str(path), "was replaced while it was removed; not removed")
 
 
 def sweep_removed(directory: Path) -> tuple[list[str], list[str]]:

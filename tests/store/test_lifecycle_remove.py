@@ -125,3 +125,21 @@ def test_a_relative_path_names_the_directory_it_resolves_to(
     ):
         remove_session(Session.open("."))
     assert os.listdir(store.root) == []
+
+
+def test_a_live_session_swapped_in_after_the_check_is_not_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The manifest is read when the session is opened, its directory's identity later:
+    # a running session renamed in between is checked again, under the removal's name.
+    store = Store(tmp_path)
+    dead = store.create(id="dead", pid=None)
+    set_manifest(dead, pid=dead_pid()[0])
+    live = store.create(id="live", pid=os.getpid())
+    opened = store.open("dead")
+    os.rename(dead.path, tmp_path / "aside")
+    os.rename(live.path, dead.path)
+    with pytest.raises(SessionBusy):
+        remove_session(opened)
+    assert (Store(tmp_path).open("dead").manifest or {})["pid"] == os.getpid()
+    assert sorted(os.listdir(tmp_path)) == ["aside", "dead"]
