@@ -169,6 +169,7 @@ def complete_record(session: Session, collection: str, n: int, marker: dict[str,
     coll = collection_of(session, collection)
     record = coll.get(n)
     obj = jsonio.to_object(marker, str(record.path / coll.marker))
+    _refuse_torn(obj, str(record.path / coll.marker))
     if record.state is RecordState.COMPLETED:
         raise RecordCompleted(record.path)
     if record.state is RecordState.TORN:
@@ -180,6 +181,21 @@ def complete_record(session: Session, collection: str, n: int, marker: dict[str,
     sync_record(record)
     writer = RecordWriter(n, record.path, coll.marker, storage=coll.storage, key=f"{coll.key}/{n}")
     return writer.complete(obj)
+
+
+def _refuse_torn(obj: dict[str, Any], source: str) -> None:
+    """`InvalidInput` for a marker every reader would read as torn (too large, too deep):
+    written once, it would leave a record that can never be completed."""
+    data = jsonio.dumps(obj)
+    if len(data) > jsonio.MAX_MARKER_BYTES:
+        raise InvalidInput(
+            source,
+            f"would be {len(data)} bytes, over the {jsonio.MAX_MARKER_BYTES} a reader reads "
+            "(it would read as torn); not written",
+        )
+    _, why = jsonio.parse_object(data)
+    if why is not None:
+        raise InvalidInput(source, f"would read as torn ({why}); not written")
 
 
 def sync_record(record: Record) -> None:

@@ -59,6 +59,25 @@ def test_complete_refuses_completed_torn_missing_and_non_objects(tmp_path: Path)
         collection_of(session, "previous")
 
 
+def test_complete_refuses_a_marker_readers_would_read_as_torn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Written once, such a marker would leave a record no one can ever complete.
+    session = Store(tmp_path).create(id="abc", pid=None)
+    begin_record(session, "trials")
+    deep: dict[str, object] = {"a": 1}
+    for _ in range(249):  # orjson writes it, but readers tear a marker over 246 levels
+        deep = {"a": deep}
+    with pytest.raises(InvalidInput, match=r"would read as torn \(cannot be written back"):
+        complete_record(session, "trials", 1, deep)
+    monkeypatch.setattr("sessionstore._json.MAX_MARKER_BYTES", 64)
+    with pytest.raises(InvalidInput, match="over the 64 a reader reads"):
+        complete_record(session, "trials", 1, {"log": "x" * 64})
+    assert session.trials.get(1).state is RecordState.IN_FLIGHT
+    monkeypatch.undo()
+    assert complete_record(session, "trials", 1, {"log": "x" * 64}).state is RecordState.COMPLETED
+
+
 def test_begin_refuses_a_finished_session(tmp_path: Path) -> None:
     session = Store(tmp_path).create(id="abc", pid=None)
     session.finish({})
