@@ -147,7 +147,7 @@ class _Tree:
         self.root = root
         self.scanner = scanner
         self.counts = counts
-        self._shown: tuple[Node | None, str] = (None, root)
+        self._shown: tuple[Node | None, str] = (None, "")
 
     def events(self, fd: int) -> Iterator[Event]:
         try:
@@ -207,16 +207,18 @@ class _Tree:
         return Finding(self._path(entry), hit.offset, where, hit.kind, hit.source)
 
     def _path(self, entry: Entry) -> str:
-        """The root, then each name below it with its secrets redacted.
+        """The root, then the path below it with its secrets redacted.
 
-        Built only for an entry that is reported, and kept for the directory
-        last shown (its siblings usually come next).
+        Redacted whole, not name by name: a secret holding a `/` (base64 does)
+        spans names. Built only for an entry that is reported, and kept for
+        the directory last shown (its siblings usually come next).
         """
-        node, shown = self._shown
+        node, below = self._shown
         if node is not entry.parent:
-            shown = os.path.join(self.root, *map(self._name, entry.parent.parts()))
-            self._shown = (entry.parent, shown)
-        return os.path.join(shown, self._name(entry.name)) if entry.name else shown
+            below = os.path.join(*entry.parent.parts()) if entry.parent.parts() else ""
+            self._shown = (entry.parent, below)
+        rel = os.path.join(below, entry.name) if entry.name else below
+        return os.path.join(self.root, self._name(rel)) if rel else self.root
 
     def _name(self, name: str) -> str:
         try:

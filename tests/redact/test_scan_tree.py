@@ -57,6 +57,17 @@ def test_a_secret_in_a_directory_name_is_redacted_in_every_path(tmp_path: Path) 
     assert all(FAKE.decode() not in f.path for f in found)
 
 
+def test_a_secret_holding_a_slash_is_redacted_across_names(tmp_path: Path) -> None:
+    # Base64 secrets hold `/`: as directory and file names, no one name holds them whole.
+    slashed = b"slashed-secret/its-second-half"
+    (tmp_path / "slashed-secret").mkdir()
+    (tmp_path / "slashed-secret" / "its-second-half").write_bytes(FAKE)
+    found = list(scan_path(tmp_path, Scanner([(FAKE, SOURCE), (slashed, "SLASHED")])))
+    assert [(f.path, f.where) for f in found if isinstance(f, Finding)] == [
+        (f"{tmp_path}/REDACTED", "content"),
+    ]
+
+
 def test_symlinks_and_fifos_are_skipped_never_followed_or_opened(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
