@@ -34,7 +34,9 @@ def rm(targets: tuple[str, ...], store_dir: Path | None, force: bool) -> None:
     from sessionstore.store.lifecycle_remove import remove_session, sweep_removed
 
     failed = False
-    swept = {store_root(store_dir)}
+    # Only the store is swept: a session named by a path may sit in any directory, whose
+    # `.sstmp-*` entries (a harness's own marker temp, a build dir) are not the store's.
+    root = store_root(store_dir)
     for target in targets:
         try:
             path = remove_session(resolve_target(target, store_dir), force=force)
@@ -46,10 +48,8 @@ def rm(targets: tuple[str, ...], store_dir: Path | None, force: bool) -> None:
             click.echo(f"Error: {os_error_message(exc)}", err=True)
             failed = True
             continue
-        swept.add(path.parent)
         click.echo(escape(f"removed {path}"))
-    for directory in sorted(swept):
-        for problem in sweep_removed(directory)[1]:
-            click.echo(escape(f"warning: not swept: {problem}"), err=True)
+    for problem in sweep_removed(root)[1]:
+        click.echo(escape(f"warning: not swept: {problem}"), err=True)
     if failed:
         raise click.exceptions.Exit(1)

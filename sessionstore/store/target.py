@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sessionstore.errors import AmbiguousTarget, InvalidId, SessionNotFound
+from sessionstore.errors import AmbiguousTarget, InvalidId, InvalidInput, SessionNotFound
 from sessionstore.format.names import validate_id
 
 if TYPE_CHECKING:
@@ -100,7 +100,8 @@ def resolve_target(target: str, store: str | os.PathLike[str] | None = None) -> 
 
     `store` None is the default store (`default_store_root`). Raises
     `SessionNotFound` naming `target` and the store when it names none of
-    them, `AmbiguousTarget` listing the ids when it starts several.
+    them, `AmbiguousTarget` listing the ids when it starts several, and
+    `InvalidInput` for an empty `target` (not the current directory).
     A directory without `session.json` (a raw workspace) is a session too,
     as `Session.open` reads it.
     """
@@ -108,6 +109,9 @@ def resolve_target(target: str, store: str | os.PathLike[str] | None = None) -> 
     # start-up) needs none of the store engine.
     from sessionstore.store.session import Session, Store
 
+    if not target:
+        # Path("") is the current directory: `rm "$ID"` with ID unset would remove it.
+        raise InvalidInput("TARGET", "is empty; name a session id, a prefix of one, or a path")
     root = store_root(store)
     if _store_id(target, root):
         return Store(root).open(target)

@@ -166,3 +166,28 @@ def test_a_killed_rm_leaves_no_half_session_and_the_next_prune_converges(tmp_pat
     result = ss(tmp_path, "prune", "--yes")
     assert result.returncode == 0, result.stderr
     assert os.listdir(tmp_path) == [], "the renamed leftover is swept"
+
+
+def test_an_empty_target_is_refused_not_the_current_directory(tmp_path: Path) -> None:
+    # `sessionstore rm "$ID"` with ID unset, run inside a session: "" is not `.`.
+    session = Store(tmp_path).create(id="abc", pid=None)
+    result = cli_runner.run("rm", "--store", tmp_path, "", cwd=session.path)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        "Error: TARGET: is empty; name a session id, a prefix of one, or a path\n"
+    )
+    assert (session.path / "session.json").is_file()
+
+
+def test_a_session_named_by_path_outside_the_store_leaves_its_directory_unswept(
+    tmp_path: Path,
+) -> None:
+    # Its parent is no store: `.sstmp-*` there (a harness's marker temp, a build dir) stay.
+    work = tmp_path / "work"
+    session = Store(work).create(id="abc", pid=None)
+    (work / ".sstmp-m").write_text("{}")
+    (work / ".sstmp-build" / "keep").mkdir(parents=True)
+    result = ss(tmp_path / "store", "rm", str(session.path))
+    assert (result.returncode, result.stderr) == (0, "")
+    assert sorted(os.listdir(work)) == [".sstmp-build", ".sstmp-m"]
+    assert (work / ".sstmp-build" / "keep").is_dir()
