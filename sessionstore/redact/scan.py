@@ -28,9 +28,9 @@ from __future__ import annotations
 import contextlib
 import heapq
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from sessionstore.errors import InvalidInput, SecretRefused
 from sessionstore.redact.matcher import Compiled, build
@@ -186,7 +186,7 @@ class Scanner:
         if secrets_file is not None:
             where = os.fspath(secrets_file)
             try:
-                data = Path(secrets_file).read_bytes()
+                data = _read_regular(where)
             except OSError as exc:
                 raise InvalidInput(where, f"cannot read secrets file: {exc.strerror}") from None
             found = [(v, f"{where}:{n}") for v, n in file_secrets(data, where) if v.strip()]
@@ -252,6 +252,21 @@ class Scanner:
                     found.append(Hit(start, end, _pattern_name(buf, start, end), PATTERN_SOURCE))
         found.sort(key=lambda h: (h.offset, -h.end))
         return found
+
+
+def _read_regular(path: str) -> bytes:
+    """The bytes of the file the user named (followed): a regular file only, so a FIFO
+    is never waited on and a device (`/dev/zero`) never read without end."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InvalidInput(path, "cannot read secrets file: it is not a regular file")
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _pattern_name(buf: bytes, start: int, end: int) -> str:

@@ -137,11 +137,15 @@ def test_control_characters_in_names_are_escaped(tmp_path: Path) -> None:
 def test_bad_input_is_one_line(tmp_path: Path) -> None:
     env = {k: v for k, v in ENV.items() if k != "FAKE_UNSET_TOKEN"}
     env["FAKE_SHORT_TOKEN"] = "fake7ch"
+    os.mkfifo(tmp_path / "fifo")
     cases: list[tuple[list[str | Path], int, str]] = [
         (["scan", tmp_path / "missing", "--patterns"], 1, "no such file or directory"),
         (["scan", tmp_path, "--secret-env", "FAKE_UNSET_TOKEN"], 1, "FAKE_UNSET_TOKEN: is not set"),
         (["scan", tmp_path, "--secret-env", "FAKE_SHORT_TOKEN"], 1, "shorter than 8 bytes"),
         (["scan", tmp_path, "--secrets-file", tmp_path / "no.env"], 1, "cannot read secrets file"),
+        # Never waited on, never read without end: not a regular file.
+        (["scan", tmp_path, "--secrets-file", tmp_path / "fifo"], 1, "not a regular file"),
+        (["scan", tmp_path, "--secrets-file", "/dev/zero"], 1, "not a regular file"),
         (["scan", "abcd1234", "--store", tmp_path, "--patterns"], 1, "nor a session of the store"),
         (["scan", tmp_path], 1, "nothing to look for"),
     ]
