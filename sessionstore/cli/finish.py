@@ -41,6 +41,12 @@ def finish(target: str, store_dir: Path | None, report: str | None, failed: bool
     """
     obj = read_json_object(report, "--report") if report is not None else {}
     session = resolve_target(target, store_dir)
+    # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
+    from sessionstore.format.names import REPORT
+    from sessionstore.store.lifecycle import refuse_torn
+
+    # Written once: a report readers would read as torn could never be mended.
+    refuse_torn(obj, str(session.path / REPORT))
     session.finish(obj, "failed" if failed else None)
     final = "failed" if failed else obj.get("status") or "done"
     click.echo(escape(f"finished {session.id or session.path}: {final}"))

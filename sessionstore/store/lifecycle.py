@@ -36,6 +36,7 @@ __all__ = [
     "complete_record",
     "live_writer",
     "recorded_writer",
+    "refuse_torn",
 ]
 
 # The mirror daemon's lock and pid files at a session's top (`sessionstore.mirror.lock`,
@@ -169,7 +170,7 @@ def complete_record(session: Session, collection: str, n: int, marker: dict[str,
     coll = collection_of(session, collection)
     record = coll.get(n)
     obj = jsonio.to_object(marker, str(record.path / coll.marker))
-    _refuse_torn(obj, str(record.path / coll.marker))
+    refuse_torn(obj, str(record.path / coll.marker))
     if record.state is RecordState.COMPLETED:
         raise RecordCompleted(record.path)
     if record.state is RecordState.TORN:
@@ -183,9 +184,9 @@ def complete_record(session: Session, collection: str, n: int, marker: dict[str,
     return writer.complete(obj)
 
 
-def _refuse_torn(obj: dict[str, Any], source: str) -> None:
-    """`InvalidInput` for a marker every reader would read as torn (too large, too deep):
-    written once, it would leave a record that can never be completed."""
+def refuse_torn(obj: dict[str, Any], source: str) -> None:
+    """`InvalidInput` for a marker (or report) every reader would read as torn (too large,
+    too deep): written once, it would leave a record that can never be completed."""
     data = jsonio.dumps(obj)
     if len(data) > jsonio.MAX_MARKER_BYTES:
         raise InvalidInput(

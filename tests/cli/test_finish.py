@@ -93,6 +93,16 @@ def test_bad_reports_are_one_line_errors(tmp_path: Path) -> None:
     )
 
 
+def test_a_report_readers_would_read_as_torn_is_refused(tmp_path: Path) -> None:
+    # orjson writes 250 levels, but readers tear a report nested over 246: never written.
+    Store(tmp_path / "s").create(id="abc", pid=None)
+    deep = '{"a":' * 250 + "1" + "}" * 250
+    result = ss(tmp_path / "s", "finish", "abc", "--report", "@-", input=deep)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert "report.json: would read as torn (cannot be written back" in result.stderr
+    assert not (tmp_path / "s" / "abc" / "report.json").exists()
+
+
 def test_finish_of_no_session(tmp_path: Path) -> None:
     result = ss(tmp_path, "finish", "nope")
     assert result.returncode == 1
