@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import os
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +13,8 @@ from typing import Any, TypeVar
 import click
 
 from sessionstore._display import escape
+from sessionstore._fs import read as fsread
+from sessionstore._json import MAX_MARKER_BYTES
 from sessionstore.errors import InvalidInput, SessionStoreError
 from sessionstore.format.names import MAX_RECORD
 
@@ -68,20 +72,42 @@ def read_json_value(value: str, option: str) -> object:
     import orjson  # only when a JSON option is given: start-up
 
     source = option
-    data: str | bytes = value
+    data: str | bytes | None = value
     if value == "@-":
         source = f"{option} @- (standard input)"
-        data = sys.stdin.buffer.read()
+        data = sys.stdin.buffer.read(MAX_MARKER_BYTES + 1)
+        if len(data) > MAX_MARKER_BYTES:
+            data = None
     elif value.startswith("@"):
         source = value[1:]
-        try:
-            data = Path(source).read_bytes()
-        except OSError as exc:
-            raise InvalidInput(source, f"cannot read: {exc.strerror or exc}") from None
+        data = _read_named(source)
+    if data is None:
+        raise InvalidInput(source, f"is larger than {MAX_MARKER_BYTES} bytes; not read")
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise InvalidInput(source, f"invalid JSON: {exc}") from None
+
+
+def _read_named(path: str) -> bytes | None:
+    """The bytes of the file `path` (None past the marker limit): a regular file only.
+
+    The user's own path, so a symlink is followed; but a FIFO or a device is
+    refused at once (opened without blocking, checked by fstat), never waited
+    on or read without end (`@/dev/zero`).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise InvalidInput(path, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InvalidInput(path, "is not a regular file; not read")
+        return fsread.read_capped(fd, MAX_MARKER_BYTES)
+    except OSError as exc:
+        raise InvalidInput(path, f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
 
 
 def read_json_object(value: str, option: str) -> dict[str, Any]:

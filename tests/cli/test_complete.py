@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import cli_runner
+import pytest
 from inspect_helpers import torn_trial
 
+from sessionstore._json import MAX_MARKER_BYTES
 from sessionstore.store.session import RecordState, Store
 
 
@@ -115,3 +118,30 @@ def test_usage_errors(tmp_path: Path) -> None:
     ):
         result = ss(tmp_path, "complete", "abc", *args)
         assert result.returncode == 2, (args, result.stderr)
+
+
+@pytest.mark.timeout(60)
+def test_a_marker_file_that_is_no_regular_file_or_too_big_is_refused_at_once(
+    tmp_path: Path,
+) -> None:
+    # A FIFO would block the read and /dev/zero never ends: both refused, nothing written.
+    session = Store(tmp_path / "s").create(id="abc", pid=None)
+    session.trials.begin()
+    fifo = tmp_path / "marker.fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(MAX_MARKER_BYTES + 1)
+    link = tmp_path / "link.json"
+    link.symlink_to(fifo)
+    cases = {
+        f"@{fifo}": "is not a regular file",
+        f"@{link}": "is not a regular file",
+        "@/dev/zero": "is not a regular file",
+        f"@{big}": f"is larger than {MAX_MARKER_BYTES} bytes",
+    }
+    for marker, reason in cases.items():
+        result = ss(tmp_path / "s", "complete", "abc", "--trial", "1", "--marker", marker)
+        assert result.returncode == 1, (marker, result.stderr)
+        assert reason in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert session.trials.get(1).state is RecordState.IN_FLIGHT
