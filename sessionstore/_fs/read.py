@@ -36,6 +36,7 @@ __all__ = [
     "open_under",
     "problem",
     "read_capped",
+    "read_pid",
 ]
 
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -180,6 +181,23 @@ def read_capped(fd: int, limit: int) -> bytes | None:
         if total > limit:
             return None
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def read_pid(name: str, dir_fd: int) -> int | None:
+    """The pid a small file in `dir_fd` holds (a lock holder's), or None if it holds none.
+
+    `open_file`'s rules (never a symlink, never blocking), and the first 32 bytes.
+    """
+    try:
+        fd, _ = open_file(name, dir_fd)
+    except OSError:
+        return None
+    try:
+        return int(os.read(fd, 32).strip())
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
 
 
 def problem(exc: OSError) -> str:

@@ -19,6 +19,8 @@ __all__ = [
     "MARKER_NAMES",
     "MAX_RECORD",
     "MAX_RECORD_DIGITS",
+    "MIRROR_LOCK",
+    "MIRROR_PID",
     "PREVIOUS_DIR",
     "REPORT",
     "SERVICE",
@@ -37,6 +39,10 @@ MANIFEST = "session.json"
 CONSTRAINTS = "constraints.json"
 REPORT = "report.json"
 PREVIOUS_DIR = "previous"
+# The mirror daemon's lock at its destination's top (an flock held on it is a daemon
+# mirroring in) and the holder's pid beside it: the mirror takes them, the store asks.
+MIRROR_LOCK = ".sessionstore-mirror.lock"
+MIRROR_PID = ".sessionstore-mirror.pid"
 
 TRIALS = "trials"
 SERVICE = "service"

@@ -13,15 +13,14 @@ import os
 import stat
 from typing import TYPE_CHECKING
 
+from sessionstore._fs import read as fsread
 from sessionstore._fs.atomic import AtomicFile
 from sessionstore.errors import InvalidInput, LockHeld
+from sessionstore.format.names import MIRROR_LOCK, MIRROR_PID
 from sessionstore.storage.local_tree import LocalDir, LocalTree
 
 if TYPE_CHECKING:
     from sessionstore.mirror.mirror import Mirror
-
-LOCK_NAME = ".sessionstore-mirror.lock"
-PID_NAME = ".sessionstore-mirror.pid"
 
 
 class DestLock:
@@ -37,7 +36,6 @@ class DestLock:
 
 
 _LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def acquire_lock(mirror: Mirror) -> DestLock:
@@ -53,15 +51,15 @@ def acquire_lock(mirror: Mirror) -> DestLock:
         if not tree.open_root(str(mirror.dest_real)):
             raise InvalidInput(str(mirror.dest), "; ".join(problems))
         assert root.fd is not None
-        fd = os.open(LOCK_NAME, _LOCK_FLAGS, 0o600, dir_fd=root.fd)
+        fd = os.open(MIRROR_LOCK, _LOCK_FLAGS, 0o600, dir_fd=root.fd)
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise InvalidInput(str(mirror.dest), f"{LOCK_NAME} is not a regular file")
+                raise InvalidInput(str(mirror.dest), f"{MIRROR_LOCK} is not a regular file")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise LockHeld(mirror.dest, _holder_pid(root.fd)) from None
-            with AtomicFile(PID_NAME, 0o600, dir_fd=root.fd) as pid_file:
+                raise LockHeld(mirror.dest, fsread.read_pid(MIRROR_PID, root.fd)) from None
+            with AtomicFile(MIRROR_PID, 0o600, dir_fd=root.fd) as pid_file:
                 pid_file.write(f"{os.getpid()}\n".encode())
         except BaseException:
             os.close(fd)
@@ -73,18 +71,3 @@ def acquire_lock(mirror: Mirror) -> DestLock:
 
 def _no_change() -> None:
     """Taking the lock needs no in-progress flag: it writes no temps a pass would sweep."""
-
-
-def _holder_pid(root_fd: int) -> int | None:
-    try:
-        fd = os.open(PID_NAME, _READ_FLAGS, dir_fd=root_fd)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return int(os.read(fd, 32).strip())
-    except (OSError, ValueError):
-        return None
-    finally:
-        os.close(fd)

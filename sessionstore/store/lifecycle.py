@@ -22,7 +22,7 @@ from sessionstore import _json as jsonio
 from sessionstore._fs import read as fsread
 from sessionstore._proc import PID_MAX, process_alive
 from sessionstore.errors import InvalidInput, RecordCompleted, SessionFinished, StorageError
-from sessionstore.format.names import REPORT, SERVICE, TRIALS
+from sessionstore.format.names import MIRROR_LOCK, MIRROR_PID, REPORT, SERVICE, TRIALS
 from sessionstore.store.records import MAX_RECORD_DEPTH, Record, RecordState, RecordWriter
 
 if TYPE_CHECKING:
@@ -39,10 +39,6 @@ __all__ = [
     "refuse_torn",
 ]
 
-# The mirror daemon's lock and pid files at a session's top (`sessionstore.mirror.lock`,
-# which this layer may not import): an flock held on the first is a daemon mirroring in.
-MIRROR_LOCK = ".sessionstore-mirror.lock"
-MIRROR_PID = ".sessionstore-mirror.pid"
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -106,25 +102,12 @@ def mirror_daemon(session: Session) -> Writer | None:
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
-                return Writer("mirror daemon", _mirror_pid(top), True)
+                return Writer("mirror daemon", fsread.read_pid(MIRROR_PID, top), True)
             return None
         finally:
             os.close(fd)  # drops the shared lock taken just now
     finally:
         os.close(top)
-
-
-def _mirror_pid(top: int) -> int | None:
-    try:
-        fd, _ = fsread.open_file(MIRROR_PID, top)
-    except OSError:
-        return None
-    try:
-        return int(os.read(fd, 32).strip())
-    except (OSError, ValueError):
-        return None
-    finally:
-        os.close(fd)
 
 
 def live_writer(session: Session) -> Writer | None:

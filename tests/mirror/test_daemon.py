@@ -17,8 +17,8 @@ import pytest
 from cli_runner import environ, popen, run
 
 from sessionstore.errors import LockHeld
+from sessionstore.format.names import MIRROR_PID as PID_NAME
 from sessionstore.mirror.daemon import Daemon, WatchConfig, running
-from sessionstore.mirror.lock import PID_NAME
 from sessionstore.mirror.mirror import Mirror, PassReport
 
 # Event-driven passes happen within milliseconds; these bounds only keep a

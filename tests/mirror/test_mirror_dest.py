@@ -27,7 +27,8 @@ from mirror_helpers import (
     write,
 )
 
-from sessionstore.mirror.lock import LOCK_NAME, acquire_lock
+from sessionstore.format.names import MIRROR_LOCK as LOCK_NAME
+from sessionstore.mirror.lock import acquire_lock
 from sessionstore.mirror.mirror import CACHE_NAME, DIRTY_NAME, Mirror
 from sessionstore.storage.local_tree import UNKNOWN, LocalDir, LocalTree
 
