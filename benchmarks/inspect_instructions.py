@@ -18,7 +18,6 @@ Prints one line per checkout and the ratio of each to the first.
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
 import subprocess
 import sys
@@ -27,24 +26,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_inspect import build
-from noop_instructions import counter, environ
+from noop_instructions import count, counter, environ
 
 
 def instructions(tool: str, checkout: Path, store: Path, work: Path) -> int:
     env = environ(checkout, work)
     py = [sys.executable, "-m", "sessionstore", "inspect", "--json", "--store", str(store)]
     subprocess.run(py, env=env, cwd=work, check=True, stdout=subprocess.DEVNULL)  # bytecode
-    if tool == "callgrind":
-        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={work / 'cg.out'}", *py]
-        pattern = r"Collected : (\d+)"
-    else:
-        cmd = ["perf", "stat", "-x,", "-e", "instructions:u", *py]
-        pattern = r"^(\d+),[^,]*,instructions"
-    proc = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True)
-    found = re.search(pattern, proc.stderr, re.M)
-    if proc.returncode != 0 or found is None:
-        raise SystemExit(f"{cmd[0]} failed:\n{proc.stderr[-2000:]}")
-    return int(found.group(1))
+    return count(tool, py, env, work)
 
 
 def main() -> None:

@@ -63,21 +63,25 @@ def environ(checkout: Path, work: Path) -> dict[str, str]:
     return env
 
 
-def instructions(tool: str, checkout: Path, src: Path, dst: Path, n: int, work: Path) -> int:
-    env = environ(checkout, work)
-    py = [sys.executable, "-c", PASS, str(src), str(dst), str(n)]
+def count(tool: str, py: list[str], env: dict[str, str], work: Path) -> int:
+    """User-space instructions of the process `py` (argv), by callgrind or perf."""
     if tool == "callgrind":
-        out = work / f"callgrind.{checkout.name}.{n}"
+        out = work / "callgrind.out"
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *py]
-        proc = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True)
-        found = re.search(r"Collected : (\d+)", proc.stderr)
+        pattern = r"Collected : (\d+)"
     else:
         cmd = ["perf", "stat", "-x,", "-e", "instructions:u", *py]
-        proc = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True)
-        found = re.search(r"^(\d+),[^,]*,instructions", proc.stderr, re.M)
+        pattern = r"^(\d+),[^,]*,instructions"
+    proc = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True)
+    found = re.search(pattern, proc.stderr, re.M)
     if proc.returncode != 0 or found is None:
         raise SystemExit(f"{cmd[0]} failed:\n{proc.stderr[-2000:]}")
     return int(found.group(1))
+
+
+def instructions(tool: str, checkout: Path, src: Path, dst: Path, n: int, work: Path) -> int:
+    py = [sys.executable, "-c", PASS, str(src), str(dst), str(n)]
+    return count(tool, py, environ(checkout, work), work)
 
 
 def main() -> None:
