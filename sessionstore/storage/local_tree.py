@@ -233,26 +233,27 @@ class LocalTree(LocalDirs):
 
     def unlink(self, d: LocalDir, name: str) -> bool:
         """Remove a file entry; False if `d` failed its check (reported) or it was gone."""
-        fd = self.fd_of(d)
-        if fd is None or not self.check(d):
-            return False
-        self.before_change()
-        try:
-            os.unlink(name, dir_fd=fd)
-        except FileNotFoundError:
-            return False
-        self._touch(d)
-        return True
+        return self._remove(d, name, os.unlink, FileNotFoundError)
 
     def rmdir(self, d: LocalDir, name: str) -> bool:
         """Remove an empty directory entry; False when it is not empty (or anything else)."""
+        return self._remove(d, name, os.rmdir, OSError)
+
+    def _remove(
+        self,
+        d: LocalDir,
+        name: str,
+        remove: Callable[..., None],
+        expected: type[OSError],
+    ) -> bool:
+        """`remove(name, dir_fd=...)` in `d` after its check; False on an `expected` error."""
         fd = self.fd_of(d)
         if fd is None or not self.check(d):
             return False
         self.before_change()
         try:
-            os.rmdir(name, dir_fd=fd)
-        except OSError:
+            remove(name, dir_fd=fd)
+        except expected:
             return False
         self._touch(d)
         return True
