@@ -2,10 +2,11 @@
 
 A baseline, not a gate: it prints an environment header, the median (and p95)
 wall time of each scenario over --runs runs with a warm page cache, and the
-ratio to rsync next to the goal from issue 4.
+ratio to rsync next to the goal from issue 4, and the peak RSS of each tool.
 
     python benchmarks/bench_mirror.py [--runs 5] [--durable-runs 3] [--dir /tmp/x]
     python benchmarks/bench_mirror.py --only-noop --against ../old-checkout  # before/after
+    python benchmarks/bench_mirror.py --only-noop --files 200000  # at scale (issue 16)
 
 Scenarios (each tool gets its own destination, prepared identically):
   no-op        nothing changed since the last pass
@@ -32,7 +33,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-SESSIONS, TRIALS = 200, 10
+TRIALS = 10  # per session; 5 files each (--files sets the number of sessions)
 FILES = {  # name -> typical size in bytes
     "task.dstack.yml": 600,
     "patches/model.diff": 3_000,
@@ -43,11 +44,11 @@ FILES = {  # name -> typical size in bytes
 BIG_LOG = 3 * 1024 * 1024  # a few trials have MB-sized logs
 
 
-def generate(src: Path, seed: int = 1) -> int:
-    """The session tree; returns the number of files (>= 10,000)."""
+def generate(src: Path, sessions: int, seed: int = 1) -> int:
+    """The session tree; returns the number of files (50 per session)."""
     rng = random.Random(seed)
     count = 0
-    for s in range(SESSIONS):
+    for s in range(sessions):
         for t in range(1, TRIALS + 1):
             rec = src / f"{s:08x}" / "trials" / str(t)
             (rec / "patches").mkdir(parents=True, exist_ok=True)
@@ -82,19 +83,24 @@ def sessionstore_cmd() -> list[str]:
 ENV = dict(os.environ)
 
 
+PEAK_RSS: dict[str, int] = {}  # command name -> the largest peak RSS seen, in KiB
+
+
 def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> float:
+    """Wall seconds of `cmd`; its own peak RSS goes to PEAK_RSS (wait4's rusage is per child)."""
     start = time.perf_counter()
-    proc = subprocess.run(
-        cmd,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        check=False,
-        env=env or ENV,
-        cwd=cwd,
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env or ENV, cwd=cwd
     )
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
-        raise SystemExit(f"{cmd[0]} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
+        raise SystemExit(f"{cmd[0]} failed ({proc.returncode}): {err.decode()[-500:]}")
+    name = "rsync" if cmd[0] == "rsync" else "sessionstore"
+    PEAK_RSS[name] = max(PEAK_RSS.get(name, 0), usage.ru_maxrss)
     return elapsed
 
 
@@ -137,7 +143,7 @@ def stats(xs: list[float]) -> tuple[float, float]:
     return statistics.median(xs), p95
 
 
-def header(src: Path, nfiles: int) -> None:
+def header(src: Path, nfiles: int, sessions: int) -> None:
     rsync = subprocess.run(["rsync", "--version"], capture_output=True, text=True).stdout
     fs = subprocess.run(
         ["stat", "-f", "-c", "%T", str(src)], capture_output=True, text=True
@@ -148,7 +154,7 @@ def header(src: Path, nfiles: int) -> None:
     print(f"sessionstore {__version__} | Python {platform.python_version()} | {sys.executable}")
     print(f"{platform.platform()} | {os.cpu_count()} CPUs | filesystem {fs}")
     print(rsync.splitlines()[0])
-    print(f"tree: {nfiles} files, {size / 1e6:.1f} MB, {SESSIONS} sessions x {TRIALS} trials")
+    print(f"tree: {nfiles} files, {size / 1e6:.1f} MB, {sessions} sessions x {TRIALS} trials")
     startup = [timed([sys.executable, "-c", "pass"]) for _ in range(5)]
     print(f"interpreter start-up (python -c pass): {statistics.median(startup) * 1e3:.0f} ms")
     print()
@@ -204,6 +210,9 @@ def against(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument(
+        "--files", type=int, default=10_000, help="tree size, rounded to 50-file sessions"
+    )
     parser.add_argument("--durable-runs", type=int, default=5)
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: tmp)")
     parser.add_argument("--skip-durable", action="store_true")
@@ -229,9 +238,10 @@ def main() -> None:
     ENV["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
     try:
         src = work / "src"
-        nfiles = generate(src)
+        sessions = max(1, args.files // (5 * TRIALS))
+        nfiles = generate(src, sessions)
         time.sleep(0.05)  # let the tree leave the racy window
-        header(src, nfiles)
+        header(src, nfiles, sessions)
         ss = sessionstore_cmd()
         d_ss, d_rs = work / "dst-ss", work / "dst-rsync"
 
@@ -283,6 +293,11 @@ def main() -> None:
                 f"{mb * 1e3:8.0f} ms (p95 {pb * 1e3:4.0f}) {ma / mb:6.2f}x  {goal}"
             )
         print(f"\nmedian of {args.runs} runs ({args.durable_runs} for durable), warm page cache")
+        ss_kib, rs_kib = PEAK_RSS.get("sessionstore", 0), PEAK_RSS.get("rsync", 1)
+        print(
+            f"peak RSS of any run: sessionstore {ss_kib / 1024:.0f} MiB, rsync"
+            f" {rs_kib / 1024:.0f} MiB (each rsync process), ratio {ss_kib / rs_kib:.2f}x"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
