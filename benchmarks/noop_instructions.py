@@ -94,7 +94,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="noop-instr-", dir=args.dir))
     try:
         src = work / "src"
-        nfiles = generate(src)
+        nfiles = generate(src, sessions=200)  # the 10,000-file tree of the figures on record
         time.sleep(0.05)  # let the tree leave the racy window
         print(f"{nfiles} files, {tool}, {args.passes} measured passes", file=sys.stderr)
         results = []
