@@ -220,7 +220,6 @@ def finish_pass(run: Pass) -> None:
         for record, files in sorted(run.diverged.items())
     ]
     root = run.tree.root
-    assert root.fd is not None
     if not (cache.trusted and entries == cache.entries):
         cache.entries = entries
         try:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -54,6 +55,7 @@ from sessionstore.mirror.walk import Pass
 
 if TYPE_CHECKING:
     from sessionstore.mirror.daemon import Daemon, PassCallback, WatchConfig
+    from sessionstore.mirror.exclude import Exclude
     from sessionstore.redact.redactor import Redactor
 
 __all__ = ["CACHE_NAME", "DIRTY_NAME", "RESERVED_PREFIX", "Mirror", "PassReport"]
@@ -74,6 +76,10 @@ class Mirror:
     `racy_window_ns`: how old a file's ctime must be before it is trusted
     (default: the larger of one coarse clock tick and 10 ms; raise it for
     NFS, whose server clock and attribute caching need a second or more).
+    `exclude`: gitignore patterns over source paths from the source root
+    (`sessionstore.mirror.exclude`; `read_exclude_file` reads a file of them):
+    an excluded path is never read, copied or deleted. `InvalidInput` for an
+    invalid pattern.
     `_on_chunk` is a test hook called with the destination path after every
     chunk read, so tests can mutate a file while it is being read.
 
@@ -88,6 +94,7 @@ class Mirror:
         *,
         durable: bool = True,
         delete: bool = False,
+        exclude: Iterable[str] = (),
         racy_window_ns: int | None = None,
         chunk_size: int = DEFAULT_CHUNK,
         _on_chunk: Callable[[str], None] | None = None,
@@ -103,6 +110,12 @@ class Mirror:
         self.redactor = redactor
         self.durable = durable
         self.delete = delete
+        patterns = list(exclude)
+        self.exclude: Exclude | None = None
+        if patterns:
+            from sessionstore.mirror.exclude import Exclude  # only with patterns: start-up
+
+            self.exclude = Exclude(patterns)
         self.window_ns = (
             racy_window_ns
             if racy_window_ns is not None
@@ -113,9 +126,15 @@ class Mirror:
         # scrypt per (salt, secrets), so a long-lived Mirror pays for the fingerprint once.
         self._fingerprints: dict[object, str] = {}
 
-    def run_once(self) -> PassReport:
-        """One full pass over the source. Never raises for a file's problem; see the report."""
-        return self._pass(None)
+    def run_once(self, *, dry_run: bool = False) -> PassReport:
+        """One full pass over the source. Never raises for a file's problem; see the report.
+
+        `dry_run`: write nothing in the destination (not even its cache, flag or
+        directories; a missing destination is not created) and report what the
+        pass would copy, delete and hold back. The source is read as for a real
+        pass (a torn read is reported as such).
+        """
+        return self._pass(None, dry_run=dry_run)
 
     def run_dirs(self, dirs: Iterable[str]) -> PassReport:
         """A pass over some source subtrees only (what the daemon runs on events).
@@ -151,26 +170,59 @@ class Mirror:
 
         return running(self, config, on_pass)
 
-    def _config(self) -> PassConfig:
+    def _config(self, dry_run: bool) -> PassConfig:
         return PassConfig(
             source=self.source,
             dest_real=self.dest_real,
             redactor=self.redactor,
             durable=self.durable,
             delete=self.delete,
+            dry_run=dry_run,
+            exclude=self.exclude,
             window_ns=self.window_ns,
             chunk_size=self.chunk_size,
             fingerprints=self._fingerprints,
             on_chunk=self._on_chunk,
         )
 
-    def _pass(self, dirs: Iterable[str] | None = None) -> PassReport:
+    def _pass(self, dirs: Iterable[str] | None = None, *, dry_run: bool = False) -> PassReport:
         """A pass over the whole tree (`dirs=None`) or over some source subtrees."""
         started = time.monotonic()
-        run = Pass(self._config())
+        run = Pass(self._config(dry_run))
+        run.report.dry_run = dry_run
         run.run(None if dirs is None else _subtrees(dirs))
         run.report.duration = time.monotonic() - started
         return run.report
+
+
+_KINDS = (
+    (stat.S_ISREG, "a regular file"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+)
+
+
+def check_source(source: str | os.PathLike[str], *, missing_ok: bool = False) -> None:
+    """Raise `InvalidInput` naming `source` unless it is a directory (a symlink to one is).
+
+    `missing_ok`: a source that does not exist yet (or a symlink to nothing
+    yet) is fine: the daemon waits for it.
+    """
+    where = f"source {os.fspath(source)}"
+    try:
+        mode = os.stat(source).st_mode
+    except FileNotFoundError:
+        if missing_ok:
+            return
+        problem = "is a dangling symlink" if os.path.islink(source) else "does not exist"
+        raise InvalidInput(where, problem) from None
+    except OSError as exc:
+        raise InvalidInput(where, f"cannot be read: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "of an unknown kind")
+        raise InvalidInput(where, f"is {kind}, not a directory")
 
 
 def _subtrees(dirs: Iterable[str]) -> list[tuple[str, ...]]:

@@ -82,6 +82,7 @@ class Pass(FileOps):
         self.sweep = False  # ... and existed at the start: sweep temps on the way
         self.is_session = False
         self.cached: Callable[[str], Entry | None] = _no_entry
+        self.exclude = config.exclude
 
     # -- the pass ------------------------------------------------------------
 
@@ -97,7 +98,12 @@ class Pass(FileOps):
             return
         # The destination root is the root frame of a full pass (unlisted otherwise).
         root = Frame(None, "", "", root_fd, None, None, None)
-        self.tree = LocalTree(root, self.error, self.touch, m.durable)
+        tree_type = LocalTree
+        if m.dry_run:
+            from sessionstore.mirror.dry import DryTree  # a dry run only
+
+            tree_type = DryTree
+        self.tree = tree_type(root, self.error, self.touch, m.durable)
         try:
             if self.tree.open_root(str(m.dest_real)):
                 self.start()
@@ -120,7 +126,6 @@ class Pass(FileOps):
     def start(self) -> None:
         """What the pass needs to know about the destination root before the walk."""
         tree, root = self.tree, self.tree.root
-        assert root.fd is not None
         self.dest_id = tree.identity()
         self.cache = Cache.load(tree, self.redactor, self.m.fingerprints)
         self.cached = self.cache.entries.get if self.cache.trusted else _no_entry
@@ -134,7 +139,9 @@ class Pass(FileOps):
         fds: list[int] = []
         nodes: list[LocalDir] = []
         try:
-            for part in parts:
+            for i, part in enumerate(parts, 1):
+                if self.exclude is not None and self.exclude.excluded("/".join(parts[:i]), True):
+                    return  # an event below an excluded directory: nothing there is mirrored
                 dname = self.name(part)
                 if self.redactor is not None and self.collides(fd, part, dname):
                     self.error(_join(rel, dname), "name collision: source names map to this name")
@@ -150,6 +157,7 @@ class Pass(FileOps):
                     nodes.append(dest)
             parent_name = parts[-2] if len(parts) > 1 else None
             frame = Frame(dest, dname, rel, fds.pop(), parts[-1], parent_name, None)
+            frame.src_rel = "/".join(parts)
             self.tops.append(rel)
             if self.enter(frame):
                 self.walk(frame, len(parts))
@@ -202,6 +210,9 @@ class Pass(FileOps):
             return False
         if self.sweep:
             self.tree.sweep(frame)
+        excluded: list[str] = []
+        if self.exclude is not None:  # before any entry is looked at: excluded is never read
+            entries, excluded = self.exclude.split(frame.src_rel, entries)
         src_name, parent_name = frame.src_name, frame.parent_name
         marker: str | None = None
         if frame.record is frame:
@@ -216,15 +227,18 @@ class Pass(FileOps):
         rename: dict[str, str] | None = None
         names: list[str] = []
         note = names.append
+        # Excluded names are listed too: the source still accounts for them, so --delete
+        # keeps what the mirror wrote there before (rsync without --delete-excluded).
         if self.redactor is None:
             pending = 0
             self.listings[rel] = names
+            names += excluded
         else:
             pairs, problems, groups = redacted_names(entries, rel, self.name)
             for drel, problem in problems:
                 self.error(drel, problem)
             pending = len(problems)
-            self.listings[rel] = groups
+            self.listings[rel] = [*groups, *map(self.name, excluded)] if excluded else groups
             rename = {e.name: dname for e, dname in pairs}  # not: collisions, our temps
         subdirs: list[Child] = []
         store_top = self.is_session and src_name is None  # the root of a session
@@ -279,6 +293,8 @@ class Pass(FileOps):
                 self.report.unchanged += 1
             else:
                 frame.pending += self.changed(frame, e, dname, drel, True)
+        if frame.created:  # by this pass (or, in a dry run, it would be)
+            self.report.created_dirs.append(frame.rel)
         if frame.fd is not None or frame.touched:  # `release`, inline: once per directory
             self.tree.close(frame)
         if frame.src_name is not None:
@@ -342,23 +358,12 @@ class Pass(FileOps):
             self.unstable(drel, "replaced during the pass")
             return None
         entered = Frame(frame, dname, drel, fd, e.name, frame.src_name, frame)
+        if self.exclude is not None:
+            entered.src_rel = f"{frame.src_rel}/{e.name}" if frame.src_rel else e.name
         self.tree.open_below(frame, entered)  # parents first, before any of its files
         if self.enter(entered):
             return entered
         frame.pending += 1
-        return None
-
-    def sealed(self, frame: Frame) -> Frame | None:
-        """The sealed record `frame` is in (its marker is in the destination), if any."""
-        record = frame.record
-        while record is not None:
-            if record.sealed is None:
-                assert record.parent_name is not None
-                marker = self.name(MARKERS[record.parent_name])
-                record.sealed = self.tree.lstat(record, marker) is not None
-            if record.sealed:
-                return record
-            record = record.up.record if record.up else None
         return None
 
     # -- the in-progress flag --------------------------------------------------
@@ -374,19 +379,6 @@ class Pass(FileOps):
             return
         self.tree.set_flag(DIRTY_NAME)
         self.dirty = True
-
-    # -- one file --------------------------------------------------------------
-
-    def changed(
-        self, frame: Frame, e: os.DirEntry[str], dname: str, drel: str, marker: bool
-    ) -> int:
-        """A file `unchanged` did not vouch for: mirror it, or in a sealed record only
-        compare it; 1 if it is not in place."""
-        record = self.sealed(frame)
-        if record is not None:
-            self.check_sealed(record.rel, frame, e, dname, drel)
-            return 0
-        return self.sync(frame, e, dname, drel, marker)
 
 
 def _join(rel: str, name: str) -> str:
