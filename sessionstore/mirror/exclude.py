@@ -69,8 +69,8 @@ def check_pattern(pattern: str, origin: str) -> None:
         raise InvalidInput(origin, "invalid pattern: it contains a NUL byte")
     try:
         _compile([_matchable(pattern)])
-    except ValueError as exc:  # pathspec's GitIgnorePatternError, or a bad regex
-        raise InvalidInput(origin, f"invalid pattern {pattern!r}: {exc}") from None
+    except ValueError:  # pathspec's GitIgnorePatternError (it only repeats the pattern)
+        raise InvalidInput(origin, f"{pattern!r} is not a valid gitignore pattern") from None
 
 
 class Exclude:
@@ -94,20 +94,24 @@ class Exclude:
             return self._dirs.match_file(_matchable(path) + "/")
         return self._files.match_file(_matchable(path))
 
-    def split(
-        self, base: str, entries: list[os.DirEntry[str]]
-    ) -> tuple[list[os.DirEntry[str]], list[str]]:
-        """The entries of the source directory `base` ("" the root) to mirror, and the
-        names of the excluded ones. Decided from the listing alone: nothing is opened."""
-        kept: list[os.DirEntry[str]] = []
-        excluded: list[str] = []
+    def kept(self, base: str, entries: list[os.DirEntry[str]]) -> list[os.DirEntry[str]]:
+        """The entries of the source directory `base` ("" the root) that are not excluded.
+
+        Decided from the listing alone: nothing is opened.
+        """
         prefix = f"{base}/" if base else ""
-        for e in entries:
-            if self.excluded(prefix + e.name, e.is_dir(follow_symlinks=False)):
-                excluded.append(e.name)
-            else:
-                kept.append(e)
-        return kept, excluded
+        return [
+            e
+            for e in entries
+            if not self.excluded(prefix + e.name, e.is_dir(follow_symlinks=False))
+        ]
+
+    def covers(self, path: str) -> bool:
+        """Whether the file `path` is excluded, itself or by one of its directories."""
+        parts = path.split("/")
+        return any(
+            self.excluded("/".join(parts[:i]), True) for i in range(1, len(parts))
+        ) or self.excluded(path, False)
 
 
 def read_exclude_file(path: str | os.PathLike[str]) -> list[str]:

@@ -202,6 +202,8 @@ def finish_pass(run: Pass) -> None:
     else:
         prefixes = tuple(f"{top}/" for top in run.tops)
         walked = [k for k in leftovers if k.startswith(prefixes)]
+    if run.exclude is not None:  # never deleted, nor a divergence: the pass did not look
+        walked = [k for k in walked if not run.exclude.covers(k)]
     entries = run.entries
     if walked:
         from sessionstore.mirror.finish import settle_leftovers  # rare: off the no-op path

@@ -210,9 +210,8 @@ class Pass(FileOps):
             return False
         if self.sweep:
             self.tree.sweep(frame)
-        excluded: list[str] = []
         if self.exclude is not None:  # before any entry is looked at: excluded is never read
-            entries, excluded = self.exclude.split(frame.src_rel, entries)
+            entries = self.exclude.kept(frame.src_rel, entries)
         src_name, parent_name = frame.src_name, frame.parent_name
         marker: str | None = None
         if frame.record is frame:
@@ -227,18 +226,15 @@ class Pass(FileOps):
         rename: dict[str, str] | None = None
         names: list[str] = []
         note = names.append
-        # Excluded names are listed too: the source still accounts for them, so --delete
-        # keeps what the mirror wrote there before (rsync without --delete-excluded).
         if self.redactor is None:
             pending = 0
             self.listings[rel] = names
-            names += excluded
         else:
             pairs, problems, groups = redacted_names(entries, rel, self.name)
             for drel, problem in problems:
                 self.error(drel, problem)
             pending = len(problems)
-            self.listings[rel] = [*groups, *map(self.name, excluded)] if excluded else groups
+            self.listings[rel] = groups
             rename = {e.name: dname for e, dname in pairs}  # not: collisions, our temps
         subdirs: list[Child] = []
         store_top = self.is_session and src_name is None  # the root of a session
