@@ -33,7 +33,6 @@ class Frame(LocalDir):
         "sealed",
         "src_fd",
         "src_name",
-        "src_rel",
         "subdirs",
         "up",
     )
@@ -60,7 +59,6 @@ class Frame(LocalDir):
         self.subdirs: Iterator[Child] = _NO_CHILDREN
         self.src_fd = src_fd
         self.src_name = src_name  # None only for the source root, whose fd is the pass's
-        self.src_rel = ""  # its source path from the root: set by the walk only when excluding
         self.parent_name = parent_name
         self.up = up  # the frame of the parent directory (None at the top of a walk)
         # The nearest record at or above (for sealing).

@@ -83,6 +83,7 @@ class Pass(FileOps):
         self.is_session = False
         self.cached: Callable[[str], Entry | None] = _no_entry
         self.exclude = config.exclude
+        self.src_rels: dict[str, str] = {}  # with exclude only: dest rel -> source rel
 
     # -- the pass ------------------------------------------------------------
 
@@ -157,7 +158,7 @@ class Pass(FileOps):
                     nodes.append(dest)
             parent_name = parts[-2] if len(parts) > 1 else None
             frame = Frame(dest, dname, rel, fds.pop(), parts[-1], parent_name, None)
-            frame.src_rel = "/".join(parts)
+            self.src_rels[rel] = "/".join(parts)
             self.tops.append(rel)
             if self.enter(frame):
                 self.walk(frame, len(parts))
@@ -211,7 +212,7 @@ class Pass(FileOps):
         if self.sweep:
             self.tree.sweep(frame)
         if self.exclude is not None:  # before any entry is looked at: excluded is never read
-            entries = self.exclude.kept(frame.src_rel, entries)
+            entries = self.not_excluded(frame, entries)
         src_name, parent_name = frame.src_name, frame.parent_name
         marker: str | None = None
         if frame.record is frame:
@@ -307,6 +308,16 @@ class Pass(FileOps):
             os.close(frame.src_fd)
         frame.record = None  # see `leave`
 
+    def not_excluded(self, frame: Frame, entries: list[os.DirEntry[str]]) -> list[os.DirEntry[str]]:
+        """The entries of `frame`'s source directory that --exclude leaves to mirror."""
+        assert self.exclude is not None
+        rels = self.src_rels
+        up = frame.up
+        if up is not None and frame.src_name is not None:  # else the root or a subtree's top
+            above = rels[up.rel]
+            rels[frame.rel] = f"{above}/{frame.src_name}" if above else frame.src_name
+        return self.exclude.kept(rels.setdefault(frame.rel, ""), entries)
+
     @functools.cached_property
     def listed(self) -> dict[str, Container[str]]:
         """Dest rel of each listed directory -> every destination name the source accounts for.
@@ -354,8 +365,6 @@ class Pass(FileOps):
             self.unstable(drel, "replaced during the pass")
             return None
         entered = Frame(frame, dname, drel, fd, e.name, frame.src_name, frame)
-        if self.exclude is not None:
-            entered.src_rel = f"{frame.src_rel}/{e.name}" if frame.src_rel else e.name
         self.tree.open_below(frame, entered)  # parents first, before any of its files
         if self.enter(entered):
             return entered
