@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sessionstore._fs import read as fsread
 from sessionstore.errors import InvalidInput
 from sessionstore.format.names import MARKERS, record_number
 from sessionstore.mirror import copy as rd
@@ -195,15 +196,6 @@ class Mirror:
         return run.report
 
 
-_KINDS = (
-    (stat.S_ISREG, "a regular file"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a device"),
-    (stat.S_ISBLK, "a device"),
-)
-
-
 def check_source(source: str | os.PathLike[str], *, missing_ok: bool = False) -> None:
     """Raise `InvalidInput` naming `source` unless it is a directory (a symlink to one is).
 
@@ -221,8 +213,8 @@ def check_source(source: str | os.PathLike[str], *, missing_ok: bool = False) ->
     except OSError as exc:
         raise InvalidInput(where, f"cannot be read: {exc.strerror or exc}") from None
     if not stat.S_ISDIR(mode):
-        kind = next((name for test, name in _KINDS if test(mode)), "of an unknown kind")
-        raise InvalidInput(where, f"is {kind}, not a directory")
+        # The readers' one name for each kind of entry (_fs/read.py).
+        raise InvalidInput(where, f"is {fsread._kind(mode)}, not a directory")
 
 
 def _subtrees(dirs: Iterable[str]) -> list[tuple[str, ...]]:

@@ -167,11 +167,16 @@ def test_delete_keeps_excluded_destination_files(tmp_path: Path) -> None:
     assert sorted(run(src, dst, delete=True).deleted) == ["a.log", "cache/blob"]
 
 
+def trial_1(src: Path, files: dict[str, bytes]) -> None:
+    """`src/trials/1/` holding `files`, settled."""
+    for name, data in files.items():
+        write(src / "trials" / "1" / name, data)
+    settle()
+
+
 def test_excluded_marker_leaves_the_record_in_flight_never_half_sealed(tmp_path: Path) -> None:
     src, dst = tmp_path / "src", tmp_path / "dst"
-    write(src / "trials" / "1" / "log.txt", b"log")
-    write(src / "trials" / "1" / "trial.json", b'{"failed": false}')
-    settle()
+    trial_1(src, {"log.txt": b"log", "trial.json": b'{"failed": false}'})
     report = run(src, dst, exclude=["trial.json"])
     assert report.copied == ["trials/1/log.txt"] and not report.held_back
     assert set(tree(dst)) == {"trials/1/log.txt"}  # in flight, never sealed
@@ -181,10 +186,7 @@ def test_excluded_marker_leaves_the_record_in_flight_never_half_sealed(tmp_path:
 
 def test_a_record_with_an_excluded_file_seals_without_it(tmp_path: Path) -> None:
     src, dst = tmp_path / "src", tmp_path / "dst"
-    write(src / "trials" / "1" / "big.bin", b"big")
-    write(src / "trials" / "1" / "log.txt", b"log")
-    write(src / "trials" / "1" / "trial.json", b"{}")
-    settle()
+    trial_1(src, {"big.bin": b"big", "log.txt": b"log", "trial.json": b"{}"})
     report = run(src, dst, exclude=["*.bin"])
     assert report.copied == ["trials/1/log.txt", "trials/1/trial.json"]
     # Sealed without it: the file shows up only as a divergence once it is not excluded.
@@ -194,10 +196,7 @@ def test_a_record_with_an_excluded_file_seals_without_it(tmp_path: Path) -> None
 
 def test_excluded_files_do_not_hold_back_a_marker(tmp_path: Path) -> None:
     src, dst = tmp_path / "src", tmp_path / "dst"
-    write(src / "trials" / "1" / "log.txt", b"log")
-    write(src / "trials" / "1" / "scratch.tmp", b"being written")
-    write(src / "trials" / "1" / "trial.json", b"{}")
-    settle()
+    trial_1(src, {"log.txt": b"log", "scratch.tmp": b"being written", "trial.json": b"{}"})
 
     def keep_writing(path: str) -> None:  # scratch.tmp changes while every pass reads it
         if path.endswith("scratch.tmp"):
@@ -322,3 +321,21 @@ def test_pattern_with_nul_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="exclude pattern 2"):
         Mirror(tmp_path / "src", tmp_path / "dst", exclude=["ok", "!"])
     assert not (tmp_path / "dst").exists()
+
+
+def test_a_pattern_may_hold_a_newline_and_match_only_that_name(tmp_path: Path) -> None:
+    src = hostile_tree(tmp_path / "src")
+    report = run(src, tmp_path / "dst", exclude=["new\nline.log", "x.log\n"])
+    assert set(HOSTILE_FILES) - set(tree(tmp_path / "dst")) == {"new\nline.log", "x.log\n"}
+    assert report.ok
+
+
+def test_double_star_with_delete_deletes_nothing(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    hostile_tree(src)
+    assert run(src, dst).ok
+    for name in HOSTILE_FILES[:5]:
+        (src / name).unlink()
+    report = run(src, dst, delete=True, exclude=["**"])
+    assert (report.copied, report.deleted, report.diverged) == ([], [], [])
+    assert set(tree(dst)) == set(HOSTILE_FILES)
