@@ -6,10 +6,11 @@ matches a path decides, as in one `.gitignore` at the source root. Paths are
 source paths (names before redaction) relative to the source root, so a
 pattern with a slash other than a trailing one is anchored at the root.
 
-The walk asks per directory (`split`) before it looks at any entry, so an
+The walk asks per directory (`kept`) before it looks at any entry, so an
 excluded file is never opened and an excluded directory is never listed:
 that is also git's rule that nothing below an excluded directory can be
-re-included with `!`. Two corrections make pathspec answer as git does:
+re-included with `!`. `--delete` asks `covers` of each destination file it
+would remove. Two corrections make pathspec answer as git does:
 
 - a directory is matched as `path/`, which pathspec also takes to be inside
   itself for a pattern ending in `/**` (git: `dir/**` matches what is inside
@@ -74,7 +75,7 @@ def check_pattern(pattern: str, origin: str) -> None:
 
 
 class Exclude:
-    """Compiled exclusion patterns; `split` sorts a directory's entries into kept and excluded.
+    """Compiled exclusion patterns: `kept` filters a directory's entries, `covers` a path.
 
     Raises `InvalidInput` for an invalid pattern (named by its position).
     """
@@ -83,7 +84,6 @@ class Exclude:
         lines = list(patterns)
         for i, pattern in enumerate(lines, 1):
             check_pattern(pattern, f"exclude pattern {i}")
-        self.patterns = tuple(lines)
         matchable = [_matchable(line) for line in lines]
         self._files = _compile(matchable)
         self._dirs = _compile([_for_dirs(line) for line in matchable])

@@ -25,6 +25,10 @@ torn-read guard, `cache` the change cache):
   written again; a source that differs from it is reported as `diverged`.
   In a session, the store's own files at its top are skipped.
 
+`exclude` patterns (gitignore, over source paths) keep paths out of the
+pass entirely; `run_once(dry_run=True)` decides everything and writes nothing
+(`dry`).
+
 The destination is reached only through directory fds (`dest`), so a
 planted or swapped symlink is an error, never followed. `--delete` removes
 only files the cache says this mirror wrote (`finish`). Symlinks

@@ -14,6 +14,11 @@ no-read fast path `unchanged`, else `sync`: the per-file half, `FileOps`, is
 in `sync`), subdirectories, and last the record's marker, committed
 only when nothing below it is pending.
 
+Exclusion (`exclude`): a directory's entries are filtered by the patterns
+right after it is listed, before any of them is looked at; a subset pass
+never goes below an excluded directory. A dry run walks with `dry.DryTree`,
+which answers every change without making it.
+
 Sealing: a record whose marker is in the destination is never written again.
 Its files are only compared (`check_sealed`); a difference is reported as
 `diverged`, never applied. When the destination is a session (it holds
