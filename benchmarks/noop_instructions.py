@@ -2,6 +2,7 @@
 
     python benchmarks/noop_instructions.py [--dir /tmp/x] [--passes 2] CHECKOUT [CHECKOUT ...]
     python benchmarks/noop_instructions.py /work/base-wt .   # before/after
+    python benchmarks/noop_instructions.py --exclude '*.tmp' .   # the cost of patterns
 
 It builds the benchmark tree of bench_mirror.py once (200 sessions x 10
 trials, 10k files), copies it into one destination per checkout (a plain
@@ -14,7 +15,8 @@ and the same with zero measured passes. The difference divided by
 start, the imports or the warm-up. PYTHONHASHSEED=0 and the collector
 disabled, as `mirror --once` runs it (cli/mirror.py), make it repeatable.
 Prints one line per checkout (millions of instructions per pass) and the
-ratio of each to the first.
+ratio of each to the first. `--exclude PATTERN` (repeatable) gives every
+checkout's `Mirror` these exclusion patterns.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ try:
     from sessionstore.mirror.mirror import Mirror
 except ImportError:  # a checkout from before mirror/ was a package
     from sessionstore.mirror import Mirror
-m = Mirror(sys.argv[1], sys.argv[2], durable=False)
+patterns = sys.argv[4:]  # --exclude: only passed when given (older checkouts lack it)
+m = Mirror(sys.argv[1], sys.argv[2], durable=False, **({"exclude": patterns} if patterns else {}))
 gc.disable()
 m.run_once()  # warm-up (the first run also copies when the destination is empty)
 for _ in range(int(sys.argv[3])):
@@ -79,8 +82,10 @@ def count(tool: str, py: list[str], env: dict[str, str], work: Path) -> int:
     return int(found.group(1))
 
 
-def instructions(tool: str, checkout: Path, src: Path, dst: Path, n: int, work: Path) -> int:
-    py = [sys.executable, "-c", PASS, str(src), str(dst), str(n)]
+def instructions(
+    tool: str, checkout: Path, src: Path, dst: Path, n: int, work: Path, exclude: list[str]
+) -> int:
+    py = [sys.executable, "-c", PASS, str(src), str(dst), str(n), *exclude]
     return count(tool, py, environ(checkout, work), work)
 
 
@@ -89,6 +94,9 @@ def main() -> None:
     parser.add_argument("checkouts", type=Path, nargs="+", help="checkout roots")
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: tmp)")
     parser.add_argument("--passes", type=int, default=2, help="measured passes per checkout")
+    parser.add_argument(
+        "--exclude", action="append", default=[], metavar="PATTERN", help="exclusion pattern"
+    )
     args = parser.parse_args()
     tool = counter()
     work = Path(tempfile.mkdtemp(prefix="noop-instr-", dir=args.dir))
@@ -101,11 +109,11 @@ def main() -> None:
         for i, checkout in enumerate(args.checkouts):
             root = checkout.resolve()
             dst = work / f"dst-{i}"
-            copy = [sys.executable, "-c", PASS, str(src), str(dst), "0"]
+            copy = [sys.executable, "-c", PASS, str(src), str(dst), "0", *args.exclude]
             # The initial copy (and the bytecode), not measured.
             subprocess.run(copy, env=environ(root, work), cwd=work, check=True)
-            base = instructions(tool, root, src, dst, 0, work)
-            full = instructions(tool, root, src, dst, args.passes, work)
+            base = instructions(tool, root, src, dst, 0, work, args.exclude)
+            full = instructions(tool, root, src, dst, args.passes, work, args.exclude)
             results.append((str(checkout), (full - base) / args.passes))
         first = results[0][1]
         for name, per_pass in results:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gc
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,15 +18,13 @@ import click
 
 from sessionstore._display import escape
 from sessionstore.cli.common import command, emit_json, json_option, library_errors, store_option
-from sessionstore.errors import SessionNotFound
+from sessionstore.cli.mirror_output import NORMAL, QUIET, VERBOSE, print_summary
+from sessionstore.errors import InvalidInput, SessionNotFound
 from sessionstore.store.target import resolve_destination
 
 if TYPE_CHECKING:
-    from sessionstore.mirror.daemon import WatchConfig
     from sessionstore.mirror.mirror import Mirror, PassReport
     from sessionstore.redact.redactor import Redactor
-
-_LABELS = (("unstable", "unstable"), ("held_back", "held back"), ("skipped", "skipped"))
 
 
 @command()
@@ -56,6 +53,25 @@ _LABELS = (("unstable", "unstable"), ("held_back", "held back"), ("skipped", "sk
 @click.option("--no-fsync", is_flag=True, help="Skip fsync: faster, not crash-proof.")
 @click.option("--delete", is_flag=True, help="Remove files this mirror wrote whose source is gone.")
 @click.option(
+    "--exclude",
+    "exclude",
+    multiple=True,
+    metavar="PATTERN",
+    help="Never read, copy or delete source paths matching PATTERN (gitignore syntax).",
+)
+@click.option(
+    "--exclude-from",
+    multiple=True,
+    metavar="FILE",
+    help="Exclude the gitignore patterns of FILE (- for stdin), before the --exclude ones.",
+)
+@click.option(
+    "-n",
+    "--dry-run",
+    is_flag=True,
+    help="One pass that writes nothing: itemize what would be copied, deleted, held back.",
+)
+@click.option(
     "--full-every",
     type=click.FloatRange(min=0.05),
     default=30.0,
@@ -79,7 +95,8 @@ _LABELS = (("unstable", "unstable"), ("held_back", "held back"), ("skipped", "sk
     metavar="SECONDS",
     help="Daemon: longest wait after a change, however busy the source.",
 )
-@click.option("-q", "--quiet", is_flag=True, help="Daemon: no progress on stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+@click.option("-v", "--verbose", is_flag=True, help="Itemize every change of a pass on stdout.")
 @store_option
 @json_option
 @library_errors
@@ -93,62 +110,89 @@ def mirror(
     allow_short_secrets: bool,
     no_fsync: bool,
     delete: bool,
+    exclude: tuple[str, ...],
+    exclude_from: tuple[str, ...],
+    dry_run: bool,
     full_every: float,
     debounce: float,
     max_wait: float,
     quiet: bool,
+    verbose: bool,
     store_dir: Path | None,
     as_json: bool,
 ) -> None:
     """Mirror SRC into DST: changed files copied whole, redacted, atomically.
 
     DST is a session id in the store (see --store) or a directory path. A
-    file that changes while it is read is never committed (it is reported
-    unstable and retried); record markers are committed last, and a record
-    whose marker is in DST is sealed: never written again (a later change in
-    SRC is reported as diverged). In a session, session.json,
-    constraints.json and report.json are the store's and never mirrored.
-    --delete removes only files this mirror wrote. With --once, one pass;
-    otherwise a daemon that watches SRC (waiting for it to appear), re-lists
-    it fully every --full-every seconds, and on SIGINT or SIGTERM runs a
-    final full pass and exits. One daemon per DST.
+    file changing while read is never committed (reported unstable, retried);
+    markers are committed last, and a record whose marker is in DST is sealed
+    (a later change in SRC is reported as diverged). The store's files in a
+    session are never mirrored. --delete removes only files this mirror
+    wrote. --exclude/--exclude-from: gitignore patterns over paths from SRC's
+    top; an excluded path is never read, copied or deleted. --once: one pass;
+    else a daemon (one per DST) watching SRC, fully re-listing it every
+    --full-every seconds, with a final pass on SIGINT or SIGTERM. --dry-run:
+    one pass writing nothing. -v and -n print a line per change or problem
+    on stdout: A new, M replaced, D deleted, U unstable, H held back, S
+    skipped, X diverged, E error.
 
-    Exit status: 0 when the (final) pass ran, 1 when a file failed with an
-    error or another daemon holds DST, 2 for bad usage. With --json the
-    daemon prints one JSON line per pass.
+    Exit status: 0 when the (final) pass ran, 1 when a file failed, SRC is
+    not a directory (--once: or missing) or DST is locked, 2 for bad usage.
 
     \b
     Examples:
       sessionstore mirror ./workspace 1a2b3c4d --once
-      sessionstore mirror ./workspace ~/.sessionstore/1a2b3c4d --once
       sessionstore mirror ./ws ./out --once --secret-env HF_TOKEN --json
+      sessionstore mirror ./ws ./out -n --exclude '*.tmp' --exclude .venv/
       sessionstore mirror ./workspace ~/.sessionstore/1a2b3c4d --secret-env HF_TOKEN
     """
-    from sessionstore.mirror.mirror import Mirror  # import-light: see the module docstring
+    from sessionstore.mirror.mirror import Mirror, check_source  # import-light: see above
 
+    level, once = _level(quiet, verbose), once or dry_run  # -n: one pass (nothing to watch)
+    patterns = _patterns(exclude, exclude_from)
     redactor = _redactor(secret_values, secret_env, secrets_file, allow_short_secrets)
     dest = _destination(dst, store_dir)
-    the_mirror = Mirror(src, dest, redactor, durable=not no_fsync, delete=delete)
-    if not once:
-        from sessionstore.mirror.daemon import WatchConfig  # import-light: see the module docstring
-
-        config = WatchConfig(debounce=debounce, max_wait=max_wait, full_every=full_every)
-        report = _run_daemon(the_mirror, config, quiet, as_json)
+    check_source(src, missing_ok=not once)  # the daemon waits for a source to appear
+    the_mirror = Mirror(src, dest, redactor, durable=not no_fsync, delete=delete, exclude=patterns)
+    if once:
+        report = _run_once(the_mirror, level, as_json, dry_run)
     else:
-        report = _run_once(the_mirror, as_json)
+        report = _run_daemon(the_mirror, (debounce, max_wait, full_every), level, as_json)
     if not report.ok:
         sys.exit(1)
 
 
-def _run_once(the_mirror: Mirror, as_json: bool) -> PassReport:
-    """One pass: its summary on stderr, and as JSON on stdout with --json."""
+def _level(quiet: bool, verbose: bool) -> int:
+    if quiet and verbose:
+        raise click.UsageError("-q/--quiet and -v/--verbose cannot be combined")
+    return QUIET if quiet else VERBOSE if verbose else NORMAL
+
+
+def _patterns(exclude: tuple[str, ...], exclude_from: tuple[str, ...]) -> list[str]:
+    """The --exclude-from files' patterns, then the --exclude ones (so those win)."""
+    if not (exclude or exclude_from):
+        return []
+    from sessionstore.mirror.exclude import check_pattern, read_exclude_file  # with patterns
+
+    patterns = [line for path in exclude_from for line in read_exclude_file(path)]
+    for pattern in exclude:
+        try:
+            check_pattern(pattern, "--exclude")
+        except InvalidInput as exc:
+            raise click.BadParameter(escape(exc.problem), param_hint="'--exclude'") from None
+    return patterns + list(exclude)
+
+
+def _run_once(the_mirror: Mirror, level: int, as_json: bool, dry_run: bool) -> PassReport:
+    """One pass: its summary on stderr (items on stdout with -v or -n), or JSON on stdout."""
     # One pass, then the process exits: its objects (a cache entry and a few stats
     # per file) hold no cycles worth collecting, and the collector's scans of them
     # cost ~15% of a 10,000-file no-op pass (benchmarks/bench_mirror.py).
     gc.disable()
-    report = the_mirror.run_once()
+    report = the_mirror.run_once(dry_run=dry_run)
     summary = report.to_dict()
-    _print_summary(summary)
+    itemized = not as_json and level != QUIET and (dry_run or level == VERBOSE)
+    print_summary(summary, level, itemized)
     if as_json:
         emit_json(summary)
     return report
@@ -162,16 +206,24 @@ def _destination(dst: str, store_dir: Path | None) -> Path:
         raise click.BadParameter(str(exc), param_hint="DST") from None
 
 
-def _run_daemon(the_mirror: Mirror, config: WatchConfig, quiet: bool, as_json: bool) -> PassReport:
-    """Run the daemon in this thread until SIGINT or SIGTERM; returns the final pass."""
+def _run_daemon(
+    the_mirror: Mirror, timing: tuple[float, float, float], level: int, as_json: bool
+) -> PassReport:
+    """Run the daemon in this thread until SIGINT or SIGTERM; returns the final pass.
+
+    `timing`: --debounce, --max-wait and --full-every.
+    """
     # A daemon only: `--once` imports none of this (see the module docstring).
     import signal
     import threading
 
-    from sessionstore.mirror.daemon import Daemon
+    from sessionstore.cli.mirror_output import Progress
+    from sessionstore.mirror.daemon import Daemon, WatchConfig
 
+    debounce, max_wait, full_every = timing
+    config = WatchConfig(debounce=debounce, max_wait=max_wait, full_every=full_every)
     stop = threading.Event()
-    progress = _Progress(quiet, as_json)
+    progress = Progress(level, as_json)
     daemon = Daemon(the_mirror, config, progress)
 
     def on_signal(signum: int, frame: object) -> None:
@@ -192,77 +244,6 @@ def _thread_error_line(args: Any) -> None:
     )
 
 
-class _Progress:
-    """Per-pass output: a JSON line on stdout (--json) and/or rich lines on stderr.
-
-    A diverged record is said once per daemon run, not on every pass that still sees it.
-    """
-
-    SHOWN = 10  # copied paths listed per pass before "and N more"
-
-    def __init__(self, quiet: bool, as_json: bool) -> None:
-        self.as_json = as_json
-        self.console = None
-        self.diverged_said: set[str] = set()
-        if not quiet:
-            from rich.console import Console  # the daemon's progress only
-
-            # soft_wrap: a long path stays on its line (one problem, one line).
-            self.console = Console(stderr=True, highlight=False, soft_wrap=True)
-
-    def __call__(self, report: PassReport, kind: str) -> None:
-        summary = report.to_dict()
-        if self.as_json:
-            import orjson  # --json only
-
-            sys.stdout.buffer.write(orjson.dumps({"pass": kind, **summary}) + b"\n")
-            sys.stdout.flush()
-        if self.console is not None:
-            self._show(summary, kind)
-
-    def _show(self, summary: dict[str, Any], kind: str) -> None:
-        assert self.console is not None
-        from rich.markup import escape as markup  # the daemon's progress only
-
-        def text(value: str) -> str:  # control characters, then rich's own markup
-            return markup(escape(value))
-
-        stamp = time.strftime("%H:%M:%S")
-        if summary["source_missing"]:
-            self.console.print(f"{stamp} [dim]waiting for the source to appear[/]")
-            return
-        copied = summary["copied"]
-        if kind in ("initial", "final") or copied or summary["errors"]:
-            counts = f"{len(copied)} copied, {summary['unchanged']} unchanged"
-            self.console.print(f"{stamp} [bold]{kind} pass[/]: {counts}")
-        for path in copied[: self.SHOWN]:
-            self.console.print(f"{stamp} [green]copied[/] {text(path)}")
-        if len(copied) > self.SHOWN:
-            self.console.print(f"{stamp} [green]copied[/] and {len(copied) - self.SHOWN} more")
-        kinds = [("unstable", "unstable", "yellow"), ("held_back", "held back", "yellow")]
-        if kind in ("initial", "final"):  # symlinks and the like do not change: say it twice
-            kinds.append(("skipped", "skipped", "dim"))
-        for key, label, style in kinds:
-            for item in summary[key]:
-                line = f"{text(item['path'])} ({text(item['reason'])})"
-                self.console.print(f"{stamp} [{style}]{label}[/] {line}")
-        for item in summary["diverged"]:
-            if item["path"] not in self.diverged_said:
-                self.diverged_said.add(item["path"])
-                self.console.print(f"{stamp} [bold yellow]diverged[/] {text(_diverged(item))}")
-        for item in summary["errors"]:
-            line = f"{text(item['path'])}: {text(item['error'])}"
-            self.console.print(f"{stamp} [bold red]error[/] {line}")
-
-
-def _diverged(item: dict[str, Any]) -> str:
-    """One line for a sealed record whose source changed (a few of its files named)."""
-    prefix = item["path"] + "/"
-    files = [f[len(prefix) :] if f.startswith(prefix) else f for f in item["files"]]
-    shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
-    return f"{item['path']}: {item['reason']} ({shown})"
-
-
 def _redactor(
     values: tuple[str, ...], envs: tuple[str, ...], files: tuple[Path, ...], allow_short: bool
 ) -> Redactor | None:
@@ -279,25 +260,3 @@ def _redactor(
     for path in files:
         redactor.add_file(path, allow_short=allow_short)
     return redactor
-
-
-def _print_summary(summary: dict[str, Any]) -> None:
-    """One line of counts, then one line per problem, on stderr (stdout is for --json)."""
-    if summary["source_missing"]:
-        sys.stderr.write("mirror: the source does not exist; nothing to do\n")
-        return
-    counts = [f"{len(summary['copied'])} copied", f"{summary['unchanged']} unchanged"]
-    counts += [f"{len(summary[key])} {label}" for key, label in _LABELS]
-    counts.append(f"{len(summary['errors'])} errors")
-    if summary["diverged"]:
-        counts.append(f"{len(summary['diverged'])} diverged")
-    if summary["deleted"]:
-        counts.append(f"{len(summary['deleted'])} deleted")
-    lines = ["mirror: " + ", ".join(counts)]
-    for key, label in _LABELS:
-        lines += [f"  {label}: {escape(i['path'])}: {escape(i['reason'])}" for i in summary[key]]
-    lines += [f"  diverged: {escape(_diverged(item))}" for item in summary["diverged"]]
-    lines += [f"  error: {escape(i['path'])}: {escape(i['error'])}" for i in summary["errors"]]
-    if summary["delete_skipped"]:
-        lines.append(f"  delete skipped: {escape(summary['delete_skipped'])}")
-    sys.stderr.write("\n".join(lines) + "\n")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from sessionstore.mirror.exclude import Exclude
     from sessionstore.redact.redactor import Redactor
 
 
@@ -24,6 +25,8 @@ class PassConfig:
     redactor: Redactor | None
     durable: bool
     delete: bool
+    dry_run: bool  # write nothing in the destination (`dry.DryTree`)
+    exclude: Exclude | None  # None: no patterns (the walk then never calls into exclude)
     window_ns: int
     chunk_size: int
     # The Mirror's scrypt memo (`cache.fingerprint`), shared by its passes: mutable on purpose.

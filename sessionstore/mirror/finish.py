@@ -124,8 +124,10 @@ def settle_leftovers(run: Pass, leftovers: dict[str, Entry], delete: bool) -> se
     listed = run.listed
     walker = _Walker(run, delete)
     dropped: set[str] = set()
+    # An excluded path is never deleted, nor a divergence: the pass did not look at it.
+    excluded = run.exclude.covers if run.exclude is not None else _nothing
     try:
-        for key in sorted(k for k in leftovers if is_gone(k, listed)):
+        for key in sorted(k for k in leftovers if is_gone(k, listed) and not excluded(k)):
             top = "/" not in key
             if not delete and not _may_be_in_record(key):
                 continue  # nothing to report or do: it just stays in the destination
@@ -145,6 +147,10 @@ def settle_leftovers(run: Pass, leftovers: dict[str, Entry], delete: bool) -> se
     finally:
         walker.close()
     return dropped
+
+
+def _nothing(_key: str) -> bool:
+    return False
 
 
 def _may_be_in_record(key: str) -> bool:
@@ -220,7 +226,6 @@ def finish_pass(run: Pass) -> None:
         for record, files in sorted(run.diverged.items())
     ]
     root = run.tree.root
-    assert root.fd is not None
     if not (cache.trusted and entries == cache.entries):
         cache.entries = entries
         try:

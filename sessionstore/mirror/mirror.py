@@ -25,6 +25,10 @@ torn-read guard, `cache` the change cache):
   written again; a source that differs from it is reported as `diverged`.
   In a session, the store's own files at its top are skipped.
 
+`exclude` patterns (gitignore, over source paths) keep paths out of the
+pass entirely; `run_once(dry_run=True)` decides everything and writes nothing
+(`dry`).
+
 The destination is reached only through directory fds (`dest`), so a
 planted or swapped symlink is an error, never followed. `--delete` removes
 only files the cache says this mirror wrote (`finish`). Symlinks
@@ -37,12 +41,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sessionstore._fs import read as fsread
 from sessionstore.errors import InvalidInput
 from sessionstore.format.names import MARKERS, record_number
 from sessionstore.mirror import copy as rd
@@ -54,6 +60,7 @@ from sessionstore.mirror.walk import Pass
 
 if TYPE_CHECKING:
     from sessionstore.mirror.daemon import Daemon, PassCallback, WatchConfig
+    from sessionstore.mirror.exclude import Exclude
     from sessionstore.redact.redactor import Redactor
 
 __all__ = ["CACHE_NAME", "DIRTY_NAME", "RESERVED_PREFIX", "Mirror", "PassReport"]
@@ -74,6 +81,10 @@ class Mirror:
     `racy_window_ns`: how old a file's ctime must be before it is trusted
     (default: the larger of one coarse clock tick and 10 ms; raise it for
     NFS, whose server clock and attribute caching need a second or more).
+    `exclude`: gitignore patterns over source paths from the source root
+    (`sessionstore.mirror.exclude`; `read_exclude_file` reads a file of them):
+    an excluded path is never read, copied or deleted. `InvalidInput` for an
+    invalid pattern.
     `_on_chunk` is a test hook called with the destination path after every
     chunk read, so tests can mutate a file while it is being read.
 
@@ -88,6 +99,7 @@ class Mirror:
         *,
         durable: bool = True,
         delete: bool = False,
+        exclude: Iterable[str] = (),
         racy_window_ns: int | None = None,
         chunk_size: int = DEFAULT_CHUNK,
         _on_chunk: Callable[[str], None] | None = None,
@@ -103,6 +115,12 @@ class Mirror:
         self.redactor = redactor
         self.durable = durable
         self.delete = delete
+        patterns = list(exclude)
+        self.exclude: Exclude | None = None
+        if patterns:
+            from sessionstore.mirror.exclude import Exclude  # only with patterns: start-up
+
+            self.exclude = Exclude(patterns)
         self.window_ns = (
             racy_window_ns
             if racy_window_ns is not None
@@ -113,9 +131,15 @@ class Mirror:
         # scrypt per (salt, secrets), so a long-lived Mirror pays for the fingerprint once.
         self._fingerprints: dict[object, str] = {}
 
-    def run_once(self) -> PassReport:
-        """One full pass over the source. Never raises for a file's problem; see the report."""
-        return self._pass(None)
+    def run_once(self, *, dry_run: bool = False) -> PassReport:
+        """One full pass over the source. Never raises for a file's problem; see the report.
+
+        `dry_run`: write nothing in the destination (not even its cache, flag or
+        directories; a missing destination is not created) and report what the
+        pass would copy, delete and hold back. The source is read as for a real
+        pass (a torn read is reported as such).
+        """
+        return self._pass(None, dry_run=dry_run)
 
     def run_dirs(self, dirs: Iterable[str]) -> PassReport:
         """A pass over some source subtrees only (what the daemon runs on events).
@@ -151,26 +175,50 @@ class Mirror:
 
         return running(self, config, on_pass)
 
-    def _config(self) -> PassConfig:
+    def _config(self, dry_run: bool) -> PassConfig:
         return PassConfig(
             source=self.source,
             dest_real=self.dest_real,
             redactor=self.redactor,
             durable=self.durable,
             delete=self.delete,
+            dry_run=dry_run,
+            exclude=self.exclude,
             window_ns=self.window_ns,
             chunk_size=self.chunk_size,
             fingerprints=self._fingerprints,
             on_chunk=self._on_chunk,
         )
 
-    def _pass(self, dirs: Iterable[str] | None = None) -> PassReport:
+    def _pass(self, dirs: Iterable[str] | None = None, *, dry_run: bool = False) -> PassReport:
         """A pass over the whole tree (`dirs=None`) or over some source subtrees."""
         started = time.monotonic()
-        run = Pass(self._config())
+        run = Pass(self._config(dry_run))
+        run.report.dry_run = dry_run
         run.run(None if dirs is None else _subtrees(dirs))
         run.report.duration = time.monotonic() - started
         return run.report
+
+
+def check_source(source: str | os.PathLike[str], *, missing_ok: bool = False) -> None:
+    """Raise `InvalidInput` naming `source` unless it is a directory (a symlink to one is).
+
+    `missing_ok`: a source that does not exist yet (or a symlink to nothing
+    yet) is fine: the daemon waits for it.
+    """
+    where = f"source {os.fspath(source)}"
+    try:
+        mode = os.stat(source).st_mode
+    except FileNotFoundError:
+        if missing_ok:
+            return
+        problem = "is a dangling symlink" if os.path.islink(source) else "does not exist"
+        raise InvalidInput(where, problem) from None
+    except OSError as exc:
+        raise InvalidInput(where, f"cannot be read: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(mode):
+        # The readers' one name for each kind of entry (_fs/read.py).
+        raise InvalidInput(where, f"is {fsread._kind(mode)}, not a directory")
 
 
 def _subtrees(dirs: Iterable[str]) -> list[tuple[str, ...]]:

@@ -14,11 +14,17 @@ class PassReport:
     Messages never contain file content, secret values or source names.
     `diverged` lists sealed records whose source changed after they were
     sealed: `{path: record, reason, files: [changed, added or removed files]}`;
-    the change was not applied.
+    the change was not applied. `new` is the part of `copied` the destination
+    did not hold, `created_dirs` the directories the pass created ("" the
+    root). With `dry_run` nothing was written: the lists say what the pass
+    would have done.
     """
 
+    dry_run: bool = False
     source_missing: bool = False
     copied: list[str] = field(default_factory=list)
+    new: list[str] = field(default_factory=list)
+    created_dirs: list[str] = field(default_factory=list)
     unchanged: int = 0
     unstable: list[dict[str, str]] = field(default_factory=list)
     held_back: list[dict[str, str]] = field(default_factory=list)
@@ -38,8 +44,11 @@ class PassReport:
         """A JSON-ready dict (non-UTF-8 name bytes shown as backslash escapes)."""
         return {
             "ok": self.ok,
+            "dry_run": self.dry_run,
             "source_missing": self.source_missing,
             "copied": [show(p) for p in self.copied],
+            "new": [show(p) for p in self.new],
+            "created_dirs": [show(p) for p in self.created_dirs],
             "unchanged": self.unchanged,
             "unstable": _show_items(self.unstable),
             "held_back": _show_items(self.held_back),

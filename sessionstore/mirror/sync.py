@@ -20,6 +20,7 @@ import orjson
 
 from sessionstore._fs.atomic import AtomicFile
 from sessionstore.errors import RedactionUnsafe
+from sessionstore.format.names import MARKERS
 from sessionstore.mirror import copy as rd
 from sessionstore.mirror.cache import Entry
 from sessionstore.mirror.report import PassReport
@@ -49,6 +50,7 @@ class FileOps:
     diverged: dict[str, list[str]]
     cached: Callable[[str], Entry | None]
     dest_entry: Callable[[LocalDir, str, str], os.stat_result | None]  # tree.entry, bound once
+    name: Callable[[str], str]  # source name -> destination name
 
     def unchanged(self, dest: LocalDir, e: os.DirEntry[str], dname: str, drel: str) -> bool:
         """The no-read fast path: two stats and a cache lookup.
@@ -87,6 +89,30 @@ class FileOps:
         self.entries[drel] = cached
         return True
 
+    def changed(
+        self, frame: Frame, e: os.DirEntry[str], dname: str, drel: str, marker: bool
+    ) -> int:
+        """A file `unchanged` did not vouch for: mirror it, or in a sealed record only
+        compare it; 1 if it is not in place."""
+        record = self.sealed(frame)
+        if record is not None:
+            self.check_sealed(record.rel, frame, e, dname, drel)
+            return 0
+        return self.sync(frame, e, dname, drel, marker)
+
+    def sealed(self, frame: Frame) -> Frame | None:
+        """The sealed record `frame` is in (its marker is in the destination), if any."""
+        record = frame.record
+        while record is not None:
+            if record.sealed is None:
+                assert record.parent_name is not None
+                marker = self.name(MARKERS[record.parent_name])
+                record.sealed = self.tree.lstat(record, marker) is not None
+            if record.sealed:
+                return record
+            record = record.up.record if record.up else None
+        return None
+
     def open_settled(
         self, frame: Frame, e: os.DirEntry[str], drel: str, marker: bool
     ) -> tuple[int, os.stat_result] | int:
@@ -119,14 +145,9 @@ class FileOps:
             if marker and st.st_size > MAX_MARKER_BYTES:
                 self.hold(drel, f"torn: larger than the {MAX_MARKER_BYTES >> 20} MiB marker limit")
                 return 1
-            # No record of what the destination holds: compare before writing (unless this
-            # pass just created the directory, which then holds nothing we did not write).
-            compare = (
-                self.cached(drel) is None
-                and not dest.created
-                and self.tree.lstat(dest, dname) is not None
-            )
-            done = self.copy(fd, st, dest, dname, drel, compare, marker)
+            # A directory this pass created holds nothing it did not write.
+            existed = not dest.created and self.tree.lstat(dest, dname) is not None
+            done = self.copy(fd, st, dest, dname, drel, existed, marker)
         except Sealed:
             self.hold(drel, "sealed meanwhile in the destination; not overwritten")
             return 1
@@ -154,11 +175,16 @@ class FileOps:
         dest: LocalDir,
         dname: str,
         drel: str,
-        compare: bool,
+        existed: bool,
         marker: bool,
     ) -> bool:
-        """Read one settled version (the open fd) and commit it; True when in place."""
+        """Read one settled version (the open fd) and commit it; True when in place.
+
+        `existed`: the destination holds something at `dname`.
+        """
         m = self.m
+        # No record of what the destination holds: compare before writing.
+        compare = existed and self.cached(drel) is None
         hook = self.hook(drel)
         mode = stat.S_IMODE(st.st_mode) & 0o777
         data: bytes | None = None
@@ -195,6 +221,8 @@ class FileOps:
             return False
         self.entries[drel] = [*rd.signature(st), *_dest_sig(written)]
         self.report.copied.append(drel)
+        if not existed:
+            self.report.new.append(drel)
         return True
 
     def compare(

@@ -14,6 +14,11 @@ no-read fast path `unchanged`, else `sync`: the per-file half, `FileOps`, is
 in `sync`), subdirectories, and last the record's marker, committed
 only when nothing below it is pending.
 
+Exclusion (`exclude`): a directory's entries are filtered by the patterns
+right after it is listed, before any of them is looked at; a subset pass
+never goes below an excluded directory. A dry run walks with `dry.DryTree`,
+which answers every change without making it.
+
 Sealing: a record whose marker is in the destination is never written again.
 Its files are only compared (`check_sealed`); a difference is reported as
 `diverged`, never applied. When the destination is a session (it holds
@@ -82,6 +87,8 @@ class Pass(FileOps):
         self.sweep = False  # ... and existed at the start: sweep temps on the way
         self.is_session = False
         self.cached: Callable[[str], Entry | None] = _no_entry
+        self.exclude = config.exclude
+        self.src_rels: dict[str, str] = {}  # with exclude only: dest rel -> source rel
 
     # -- the pass ------------------------------------------------------------
 
@@ -97,7 +104,12 @@ class Pass(FileOps):
             return
         # The destination root is the root frame of a full pass (unlisted otherwise).
         root = Frame(None, "", "", root_fd, None, None, None)
-        self.tree = LocalTree(root, self.error, self.touch, m.durable)
+        tree_type = LocalTree
+        if m.dry_run:
+            from sessionstore.mirror.dry import DryTree  # a dry run only
+
+            tree_type = DryTree
+        self.tree = tree_type(root, self.error, self.touch, m.durable)
         try:
             if self.tree.open_root(str(m.dest_real)):
                 self.start()
@@ -120,7 +132,6 @@ class Pass(FileOps):
     def start(self) -> None:
         """What the pass needs to know about the destination root before the walk."""
         tree, root = self.tree, self.tree.root
-        assert root.fd is not None
         self.dest_id = tree.identity()
         self.cache = Cache.load(tree, self.redactor, self.m.fingerprints)
         self.cached = self.cache.entries.get if self.cache.trusted else _no_entry
@@ -134,7 +145,9 @@ class Pass(FileOps):
         fds: list[int] = []
         nodes: list[LocalDir] = []
         try:
-            for part in parts:
+            for i, part in enumerate(parts, 1):
+                if self.exclude is not None and self.exclude.excluded("/".join(parts[:i]), True):
+                    return  # an event below an excluded directory: nothing there is mirrored
                 dname = self.name(part)
                 if self.redactor is not None and self.collides(fd, part, dname):
                     self.error(_join(rel, dname), "name collision: source names map to this name")
@@ -150,6 +163,7 @@ class Pass(FileOps):
                     nodes.append(dest)
             parent_name = parts[-2] if len(parts) > 1 else None
             frame = Frame(dest, dname, rel, fds.pop(), parts[-1], parent_name, None)
+            self.src_rels[rel] = "/".join(parts)
             self.tops.append(rel)
             if self.enter(frame):
                 self.walk(frame, len(parts))
@@ -202,6 +216,8 @@ class Pass(FileOps):
             return False
         if self.sweep:
             self.tree.sweep(frame)
+        if self.exclude is not None:  # before any entry is looked at: excluded is never read
+            entries = self.not_excluded(frame, entries)
         src_name, parent_name = frame.src_name, frame.parent_name
         marker: str | None = None
         if frame.record is frame:
@@ -279,6 +295,8 @@ class Pass(FileOps):
                 self.report.unchanged += 1
             else:
                 frame.pending += self.changed(frame, e, dname, drel, True)
+        if frame.created:  # by this pass (or, in a dry run, it would be)
+            self.report.created_dirs.append(frame.rel)
         if frame.fd is not None or frame.touched:  # `release`, inline: once per directory
             self.tree.close(frame)
         if frame.src_name is not None:
@@ -294,6 +312,16 @@ class Pass(FileOps):
         if frame.src_name is not None:
             os.close(frame.src_fd)
         frame.record = None  # see `leave`
+
+    def not_excluded(self, frame: Frame, entries: list[os.DirEntry[str]]) -> list[os.DirEntry[str]]:
+        """The entries of `frame`'s source directory that --exclude leaves to mirror."""
+        assert self.exclude is not None
+        rels = self.src_rels
+        up = frame.up
+        if up is not None and frame.src_name is not None:  # else the root or a subtree's top
+            above = rels[up.rel]
+            rels[frame.rel] = f"{above}/{frame.src_name}" if above else frame.src_name
+        return self.exclude.kept(rels.setdefault(frame.rel, ""), entries)
 
     @functools.cached_property
     def listed(self) -> dict[str, Container[str]]:
@@ -348,19 +376,6 @@ class Pass(FileOps):
         frame.pending += 1
         return None
 
-    def sealed(self, frame: Frame) -> Frame | None:
-        """The sealed record `frame` is in (its marker is in the destination), if any."""
-        record = frame.record
-        while record is not None:
-            if record.sealed is None:
-                assert record.parent_name is not None
-                marker = self.name(MARKERS[record.parent_name])
-                record.sealed = self.tree.lstat(record, marker) is not None
-            if record.sealed:
-                return record
-            record = record.up.record if record.up else None
-        return None
-
     # -- the in-progress flag --------------------------------------------------
 
     def touch(self) -> None:
@@ -374,19 +389,6 @@ class Pass(FileOps):
             return
         self.tree.set_flag(DIRTY_NAME)
         self.dirty = True
-
-    # -- one file --------------------------------------------------------------
-
-    def changed(
-        self, frame: Frame, e: os.DirEntry[str], dname: str, drel: str, marker: bool
-    ) -> int:
-        """A file `unchanged` did not vouch for: mirror it, or in a sealed record only
-        compare it; 1 if it is not in place."""
-        record = self.sealed(frame)
-        if record is not None:
-            self.check_sealed(record.rel, frame, e, dname, drel)
-            return 0
-        return self.sync(frame, e, dname, drel, marker)
 
 
 def _join(rel: str, name: str) -> str:

@@ -45,9 +45,9 @@ def test_json_report_and_summary(src: Path, tmp_path: Path) -> None:
     ]
 
 
-def test_missing_source_exits_0_and_creates_nothing(tmp_path: Path) -> None:
+def test_missing_source_exits_1_and_creates_nothing(tmp_path: Path) -> None:
     code, _, err = invoke("mirror", tmp_path / "nope", tmp_path / "dst", "--once").outcome
-    assert code == 0 and "does not exist" in err
+    assert (code, err) == (1, f"Error: source {tmp_path}/nope: does not exist\n")
     assert not (tmp_path / "dst").exists()
 
 
