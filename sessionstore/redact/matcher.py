@@ -2,10 +2,17 @@
 
 All-overlapping matching, then merging. Leftmost-first alternation leaves
 `efgh` of secret `bcdefgh` visible in `abcdefgh` when `abcd` is also a
-secret. Matching runs in two stages for speed: a leftmost-first automaton
-over the 8-byte needle prefixes locates candidate regions (every needle
-occurrence starts inside one of its hits), and an overlapping automaton
-over the full needles runs only on those regions.
+secret. Two engines find the same occurrences; the faster one for the
+needles is used (docs/redaction.md, "Performance"):
+
+* Few distinct 8-byte needle prefixes (a handful of secrets): a
+  leftmost-first Aho-Corasick automaton over the prefixes, which
+  ahocorasick-rs runs with its SIMD prefilter, locates candidate regions
+  (every needle occurrence starts inside one of its hits), and an
+  overlapping automaton over the full needles runs only on those regions.
+* More: one Hyperscan pass over the full needles
+  (`sessionstore.redact.hyperscan_spans`), which reports every occurrence;
+  the two Aho-Corasick stages above where Hyperscan is not installed.
 
 `Compiled.spans` finds the occurrences in a buffer (needles, token patterns
 and, for a whole file, short secrets); `Compiled.crossing` the ones that
@@ -19,6 +26,7 @@ from dataclasses import dataclass
 
 import ahocorasick_rs
 
+from sessionstore.redact.hyperscan_spans import HyperscanSpans, load
 from sessionstore.redact.patterns import MAX_MATCH_LEN as PATTERN_MAX_LEN
 from sessionstore.redact.patterns import pattern_spans
 from sessionstore.redact.variants import MIN_NEEDLE_LEN
@@ -32,7 +40,16 @@ SHORT_FILE_MAX = 256
 # A DFA scans about twice as fast as an NFA but takes ~250 bytes per state;
 # past this many detector prefixes (~300 secrets) the NFA keeps memory small.
 _DFA_MAX_PREFIXES = 8_000
-_BLOCK = 1 << 14
+# Up to about this many prefixes the prefilter makes the detector faster than
+# Hyperscan (measured: 38 prefixes, 7 secrets, still faster; 55 slower).
+_PREFILTER_MAX_PREFIXES = 48
+# Each detector call costs a few microseconds, which small blocks multiply at
+# GB/s. A block with more hits than a sparse text has is dense (a long run of
+# a secret): it is redone in small blocks, since its overlapping matches at
+# once would take tens of MiB of tuples (a 256 KiB block's hits alone take 4).
+_BLOCK = 1 << 18
+_SPARSE_HITS = 256
+_DENSE_BLOCK = 1 << 14
 # Detector needles are the first bytes of each needle; every needle is at least
 # this long. Shorter prefixes (4) measured slower: more false candidate windows.
 _PREFIX_LEN = MIN_NEEDLE_LEN
@@ -47,6 +64,7 @@ class Compiled:
     marker: bytes
     detector: ahocorasick_rs.BytesAhoCorasick | None
     matcher: ahocorasick_rs.BytesAhoCorasick | None
+    fast: HyperscanSpans | None
     needle_max: int
     patterns: bool
     shorts: frozenset[bytes]
@@ -86,6 +104,14 @@ class Compiled:
         return found
 
     def _literal_spans(self, buf: bytes) -> list[Span]:
+        """Spans covering every needle occurrence in `buf`, sorted by start, mostly merged.
+
+        Each span is a union of occurrences; spans of neighbouring blocks may
+        still touch, so a caller that needs ranges merges them (`merge`).
+        """
+        if self.fast is not None:
+            found, ordered = self.fast.spans(buf)
+            return found if ordered else merge(found)
         if self.detector is None or self.matcher is None:
             return []
         spans: list[Span] = []
@@ -93,21 +119,35 @@ class Compiled:
         # Blocks bound the match lists a dense input (a long run of one
         # secret) produces, so memory stays proportional to the block size.
         for block in range(0, len(buf), _BLOCK):
-            # The detector sees 7 bytes past the block so every prefix starting
-            # inside it is whole; hits starting past the block are the next one's.
-            hits = self.detector.find_matches_as_indexes(
-                view[block : block + _BLOCK + _PREFIX_LEN - 1]
-            )
-            found: list[Span] = []
-            for start, end in _windows(hits, block, self.needle_max, len(buf)):
-                window = self.matcher.find_matches_as_indexes(view[start:end], overlapping=True)
-                found.extend((start + s, start + e) for _, s, e in window)
-            spans.extend(merge(found))
+            hits = self._hits(view, block, _BLOCK)
+            if len(hits) <= _SPARSE_HITS:
+                spans.extend(self._confirm(view, block, _BLOCK, hits))
+                continue
+            for sub in range(block, min(block + _BLOCK, len(buf)), _DENSE_BLOCK):
+                hits = self._hits(view, sub, _DENSE_BLOCK)
+                spans.extend(self._confirm(view, sub, _DENSE_BLOCK, hits))
         return spans
+
+    def _hits(self, view: memoryview, block: int, size: int) -> list[tuple[int, int, int]]:
+        assert self.detector is not None
+        # The detector sees 7 bytes past the block so every prefix starting
+        # inside it is whole; hits starting past the block are the next one's.
+        return self.detector.find_matches_as_indexes(view[block : block + size + _PREFIX_LEN - 1])
+
+    def _confirm(
+        self, view: memoryview, block: int, size: int, hits: list[tuple[int, int, int]]
+    ) -> list[Span]:
+        """The occurrences, merged, that start inside the detector hits of one block."""
+        assert self.matcher is not None
+        found: list[Span] = []
+        for start, end in _windows(hits, block, size, self.needle_max, len(view)):
+            window = self.matcher.find_matches_as_indexes(view[start:end], overlapping=True)
+            found.extend((start + s, start + e) for _, s, e in window)
+        return merge(found)
 
 
 def _windows(
-    hits: list[tuple[int, int, int]], offset: int, needle_max: int, limit: int
+    hits: list[tuple[int, int, int]], offset: int, size: int, needle_max: int, limit: int
 ) -> list[Span]:
     """Regions that contain every needle occurrence starting inside a detector hit.
 
@@ -117,7 +157,7 @@ def _windows(
     """
     windows: list[Span] = []
     for _, start, end in hits:
-        if start >= _BLOCK:
+        if start >= size:
             break
         start, end = offset + start, min(limit, offset + end + needle_max - 1)
         if windows and start <= windows[-1][1]:
@@ -141,15 +181,21 @@ def merge(spans: list[Span]) -> list[Span]:
 
 def build(marker: bytes, found: set[bytes], shorts: set[bytes], patterns: bool) -> Compiled:
     if not found:
-        return Compiled(marker, None, None, 0, patterns, frozenset(shorts))
+        return Compiled(marker, None, None, None, 0, patterns, frozenset(shorts))
     ordered = sorted(found)
     prefixes = sorted({n[:_PREFIX_LEN] for n in ordered})
-    fast = ahocorasick_rs.Implementation.DFA
     small = ahocorasick_rs.Implementation.ContiguousNFA
-    detector = ahocorasick_rs.BytesAhoCorasick(
-        prefixes,
-        matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST,
-        implementation=fast if len(prefixes) <= _DFA_MAX_PREFIXES else small,
-    )
+    # The full automaton also answers `crossing` on small windows, where its
+    # per-call cost matters more than its speed.
     matcher = ahocorasick_rs.BytesAhoCorasick(ordered, implementation=small)
-    return Compiled(marker, detector, matcher, max(map(len, ordered)), patterns, frozenset(shorts))
+    fast = load(ordered) if len(prefixes) > _PREFILTER_MAX_PREFIXES else None
+    detector = None
+    if fast is None:
+        dfa = ahocorasick_rs.Implementation.DFA
+        detector = ahocorasick_rs.BytesAhoCorasick(
+            prefixes,
+            matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST,
+            implementation=dfa if len(prefixes) <= _DFA_MAX_PREFIXES else small,
+        )
+    needle_max = max(map(len, ordered))
+    return Compiled(marker, detector, matcher, fast, needle_max, patterns, frozenset(shorts))

@@ -23,6 +23,9 @@ from sessionstore.errors import InvalidInput, RedactionUnsafe, SecretRefused, St
 from sessionstore.redact.patterns import pattern_spans
 from sessionstore.redact.redactor import DEFAULT_MARKER, SHORT_FILE_MAX, Redactor, StreamRedactor
 
+# Every case runs under both matching engines (conftest.py).
+pytestmark = pytest.mark.usefixtures("engine")
+
 MARKER = DEFAULT_MARKER.encode()
 
 

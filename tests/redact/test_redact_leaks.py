@@ -12,6 +12,9 @@ import pytest
 from sessionstore.errors import InvalidInput, RedactionUnsafe, SecretRefused
 from sessionstore.redact.redactor import Redactor
 
+# Every case runs under both matching engines (conftest.py).
+pytestmark = pytest.mark.usefixtures("engine")
+
 SECRET = b"s3cr3t-T0ken/+value"
 M = b"REDACTED"
 

@@ -27,6 +27,9 @@ from sessionstore.redact.scan import (
 )
 from sessionstore.redact.variants import needles
 
+# Every case runs under both matching engines (conftest.py).
+pytestmark = pytest.mark.usefixtures("engine")
+
 # Characters that make every encoding differ from the raw value: '/' (URL, JSON's
 # optional escape), '"' (JSON, XML), '&' and '<' (XML), ' ' and '+' (URL).
 FAKE = b'fake/not-a-secret "x"&<y> +1'
