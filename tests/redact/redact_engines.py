@@ -1,4 +1,7 @@
-"""Both matching engines: the modules that use `engine` run once under each.
+"""Both matching engines: a module that imports `engine` and uses it runs once under each.
+
+    from redact_engines import engine  # noqa: F401  (a fixture, used by name)
+    pytestmark = pytest.mark.usefixtures("engine")
 
 The redactor picks Hyperscan for many needles and the Aho-Corasick automata
 for a few (or where Hyperscan is missing); the small inputs of these tests
