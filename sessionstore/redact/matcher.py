@@ -5,14 +5,17 @@ All-overlapping matching, then merging. Leftmost-first alternation leaves
 secret. Two engines find the same occurrences; the faster one for the
 needles is used (docs/redaction.md, "Performance"):
 
-* Few distinct 8-byte needle prefixes (a handful of secrets): a
-  leftmost-first Aho-Corasick automaton over the prefixes, which
-  ahocorasick-rs runs with its SIMD prefilter, locates candidate regions
-  (every needle occurrence starts inside one of its hits), and an
-  overlapping automaton over the full needles runs only on those regions.
-* More: one Hyperscan pass over the full needles
-  (`sessionstore.redact.hyperscan_spans`), which reports every occurrence;
-  the two Aho-Corasick stages above where Hyperscan is not installed.
+both run in two stages: a *detector* locates candidate regions, and an
+overlapping automaton over the full needles runs only on those regions. The
+detector is
+
+* for few distinct 8-byte needle prefixes (a handful of secrets), a
+  leftmost-first Aho-Corasick automaton over them, which ahocorasick-rs runs
+  with its SIMD prefilter: every needle occurrence starts inside a hit;
+* for more, Hyperscan (`sessionstore.redact.hyperscan_detector`) over the
+  needles themselves, or past `_HS_MAX_NEEDLES` over their prefixes, which
+  reports every occurrence, so every start; the Aho-Corasick detector where
+  Hyperscan is not installed.
 
 `Compiled.spans` finds the occurrences in a buffer (needles, token patterns
 and, for a whole file, short secrets); `Compiled.crossing` the ones that
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 
 import ahocorasick_rs
 
-from sessionstore.redact.hyperscan_spans import HyperscanSpans, load
+from sessionstore.redact.hyperscan_detector import WINDOW_MAX, HyperscanDetector, load
 from sessionstore.redact.patterns import MAX_MATCH_LEN as PATTERN_MAX_LEN
 from sessionstore.redact.patterns import pattern_spans
 from sessionstore.redact.variants import MIN_NEEDLE_LEN
@@ -43,13 +46,17 @@ _DFA_MAX_PREFIXES = 8_000
 # Up to about this many prefixes the prefilter makes the detector faster than
 # Hyperscan (measured: 38 prefixes, 7 secrets, still faster; 55 slower).
 _PREFILTER_MAX_PREFIXES = 48
+# Hyperscan scans whole needles ~1.6x faster than their prefixes (100 secrets)
+# but compiles 10,000 of them (1,000 secrets) with 33 MiB of peak memory, 4x
+# the time and 1.2x slower scans; past this many it is given the prefixes.
+_HS_MAX_NEEDLES = 4_000
 # Each detector call costs a few microseconds, which small blocks multiply at
 # GB/s. A block with more hits than a sparse text has is dense (a long run of
 # a secret): it is redone in small blocks, since its overlapping matches at
 # once would take tens of MiB of tuples (a 256 KiB block's hits alone take 4).
 _BLOCK = 1 << 18
 _SPARSE_HITS = 256
-_DENSE_BLOCK = 1 << 14
+_DENSE_BLOCK = WINDOW_MAX
 # Detector needles are the first bytes of each needle; every needle is at least
 # this long. Shorter prefixes (4) measured slower: more false candidate windows.
 _PREFIX_LEN = MIN_NEEDLE_LEN
@@ -64,7 +71,7 @@ class Compiled:
     marker: bytes
     detector: ahocorasick_rs.BytesAhoCorasick | None
     matcher: ahocorasick_rs.BytesAhoCorasick | None
-    fast: HyperscanSpans | None
+    fast: HyperscanDetector | None
     needle_max: int
     patterns: bool
     shorts: frozenset[bytes]
@@ -106,26 +113,30 @@ class Compiled:
     def _literal_spans(self, buf: bytes) -> list[Span]:
         """Spans covering every needle occurrence in `buf`, sorted by start, mostly merged.
 
-        Each span is a union of occurrences; spans of neighbouring blocks may
+        Each span is a union of occurrences; spans of neighbouring windows may
         still touch, so a caller that needs ranges merges them (`merge`).
         """
-        if self.fast is not None:
-            found, ordered = self.fast.spans(buf)
-            return found if ordered else merge(found)
-        if self.detector is None or self.matcher is None:
+        if self.matcher is None:
             return []
-        spans: list[Span] = []
         view = memoryview(buf)
+        if self.fast is not None:
+            return self._confirm(view, self.fast.windows(buf))
+        spans: list[Span] = []
+        limit = len(buf)
         # Blocks bound the match lists a dense input (a long run of one
         # secret) produces, so memory stays proportional to the block size.
-        for block in range(0, len(buf), _BLOCK):
+        for block in range(0, limit, _BLOCK):
             hits = self._hits(view, block, _BLOCK)
             if len(hits) <= _SPARSE_HITS:
-                spans.extend(self._confirm(view, block, _BLOCK, hits))
+                spans.extend(
+                    self._confirm(view, _windows(hits, block, _BLOCK, self.needle_max, limit))
+                )
                 continue
-            for sub in range(block, min(block + _BLOCK, len(buf)), _DENSE_BLOCK):
+            for sub in range(block, min(block + _BLOCK, limit), _DENSE_BLOCK):
                 hits = self._hits(view, sub, _DENSE_BLOCK)
-                spans.extend(self._confirm(view, sub, _DENSE_BLOCK, hits))
+                spans.extend(
+                    self._confirm(view, _windows(hits, sub, _DENSE_BLOCK, self.needle_max, limit))
+                )
         return spans
 
     def _hits(self, view: memoryview, block: int, size: int) -> list[tuple[int, int, int]]:
@@ -134,16 +145,15 @@ class Compiled:
         # inside it is whole; hits starting past the block are the next one's.
         return self.detector.find_matches_as_indexes(view[block : block + size + _PREFIX_LEN - 1])
 
-    def _confirm(
-        self, view: memoryview, block: int, size: int, hits: list[tuple[int, int, int]]
-    ) -> list[Span]:
-        """The occurrences, merged, that start inside the detector hits of one block."""
+    def _confirm(self, view: memoryview, windows: list[Span]) -> list[Span]:
+        """The occurrences in each window, merged window by window (bounded lists)."""
         assert self.matcher is not None
-        found: list[Span] = []
-        for start, end in _windows(hits, block, size, self.needle_max, len(view)):
-            window = self.matcher.find_matches_as_indexes(view[start:end], overlapping=True)
-            found.extend((start + s, start + e) for _, s, e in window)
-        return merge(found)
+        spans: list[Span] = []
+        for start, end in windows:
+            found = self.matcher.find_matches_as_indexes(view[start:end], overlapping=True)
+            if found:
+                spans.extend(merge([(start + s, start + e) for _, s, e in found]))
+        return spans
 
 
 def _windows(
@@ -188,7 +198,13 @@ def build(marker: bytes, found: set[bytes], shorts: set[bytes], patterns: bool) 
     # The full automaton also answers `crossing` on small windows, where its
     # per-call cost matters more than its speed.
     matcher = ahocorasick_rs.BytesAhoCorasick(ordered, implementation=small)
-    fast = load(ordered) if len(prefixes) > _PREFILTER_MAX_PREFIXES else None
+    needle_max = max(map(len, ordered))
+    fast = None
+    if len(prefixes) > _PREFILTER_MAX_PREFIXES:
+        if len(ordered) <= _HS_MAX_NEEDLES:
+            fast = load(ordered, list(map(len, ordered)))
+        else:
+            fast = load(prefixes, [needle_max] * len(prefixes))
     detector = None
     if fast is None:
         dfa = ahocorasick_rs.Implementation.DFA
@@ -197,5 +213,4 @@ def build(marker: bytes, found: set[bytes], shorts: set[bytes], patterns: bool) 
             matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST,
             implementation=dfa if len(prefixes) <= _DFA_MAX_PREFIXES else small,
         )
-    needle_max = max(map(len, ordered))
     return Compiled(marker, detector, matcher, fast, needle_max, patterns, frozenset(shorts))

@@ -3,9 +3,10 @@
     from redact_engines import engine  # noqa: F401  (a fixture, used by name)
     pytestmark = pytest.mark.usefixtures("engine")
 
-The redactor picks Hyperscan for many needles and the Aho-Corasick automata
-for a few (or where Hyperscan is missing); the small inputs of these tests
-would all take the second. Forcing each engine runs every law and leak case
+The redactor's detector is Hyperscan for many needles (over the needles, or
+over their prefixes past a few thousand) and an Aho-Corasick automaton for a
+few (or where Hyperscan is missing); the small inputs of these tests would
+all take the last. Forcing each engine runs every law and leak case
 against both, since either may be the one a given set of secrets gets.
 Module scope, so hypothesis tests can use it.
 """
@@ -19,11 +20,13 @@ import pytest
 from sessionstore.redact import matcher
 
 
-@pytest.fixture(scope="module", params=["ahocorasick", "hyperscan"])
+@pytest.fixture(scope="module", params=["ahocorasick", "hyperscan", "hyperscan-prefixes"])
 def engine(request: pytest.FixtureRequest) -> Iterator[str]:
     with pytest.MonkeyPatch.context() as patch:
-        if request.param == "hyperscan":
-            patch.setattr(matcher, "_PREFILTER_MAX_PREFIXES", 0)
+        if request.param == "ahocorasick":
+            patch.setattr(matcher, "load", lambda patterns, widths: None)
         else:
-            patch.setattr(matcher, "load", lambda needles: None)
+            patch.setattr(matcher, "_PREFILTER_MAX_PREFIXES", 0)
+        if request.param == "hyperscan-prefixes":
+            patch.setattr(matcher, "_HS_MAX_NEEDLES", 0)
         yield request.param

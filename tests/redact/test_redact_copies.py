@@ -37,8 +37,10 @@ def clean_chunk(seed: int) -> bytes:
 
 def test_the_fixture_selects_the_engine(engine: str) -> None:  # noqa: F811
     compiled = make(SECRET)._compile()
-    assert (compiled.fast is not None) == (engine == "hyperscan")
-    assert (compiled.detector is None) == (engine == "hyperscan")
+    assert (compiled.fast is None) == (compiled.detector is not None) == (engine == "ahocorasick")
+    if compiled.fast is not None:
+        whole = len(compiled.fast._shape) == len(make(SECRET).needles())
+        assert whole == (engine == "hyperscan")
 
 
 @both_engines
