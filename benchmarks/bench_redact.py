@@ -30,6 +30,7 @@ from importlib.metadata import version
 import ahocorasick_rs
 
 from sessionstore import Redactor
+from sessionstore.redact.hyperscan_detector import database
 
 try:
     import hyperscan
@@ -103,13 +104,7 @@ def raw_scans(needles: list[bytes]) -> dict[str, Scan]:
         "AC lf": leftmost.find_matches_as_indexes,
     }
     if hyperscan is not None:
-        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        db.compile(
-            expressions=[b"".join(b"\\x%02x" % c for c in n) for n in needles],
-            ids=list(range(len(needles))),
-            elements=len(needles),
-            flags=0,
-        )
+        db = database(needles)  # the compile sessionstore uses; the scan below is bare
         found: list[tuple[int, int]] = []
 
         def on_match(pattern: int, _from: int, end: int, _flags: int, _ctx: object) -> None:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import hyperscan
 
-__all__ = ["WINDOW_MAX", "HyperscanDetector", "load"]
+__all__ = ["WINDOW_MAX", "HyperscanDetector", "database", "load"]
 
 # Longest window handed to the confirming automaton: its overlapping matches
 # of a dense window are tuples, one per byte or more.
@@ -56,22 +56,27 @@ def load(patterns: list[bytes], widths: list[int]) -> HyperscanDetector | None:
         return None
 
 
+def database(patterns: list[bytes]) -> hyperscan.Database:
+    """A block-mode database matching each pattern as bytes; its id is the pattern's index."""
+    import hyperscan
+
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(
+        expressions=[b"".join(b"\\x%02x" % c for c in p) for p in patterns],
+        ids=list(range(len(patterns))),
+        elements=len(patterns),
+        flags=0,
+    )
+    return db
+
+
 class HyperscanDetector:
     """Immutable once built; `windows` may be called from several threads at once."""
 
     __slots__ = ("_db", "_local", "_shape")
 
     def __init__(self, patterns: list[bytes], widths: list[int]) -> None:
-        import hyperscan
-
-        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        db.compile(
-            expressions=[b"".join(b"\\x%02x" % c for c in p) for p in patterns],
-            ids=list(range(len(patterns))),
-            elements=len(patterns),
-            flags=0,
-        )
-        self._db = db
+        self._db = database(patterns)
         self._shape = tuple(zip(map(len, patterns), widths, strict=True))
         self._local = threading.local()
 

@@ -119,6 +119,9 @@ class Compiled:
         if self.matcher is None:
             return []
         view = memoryview(buf)
+        if len(buf) <= _DENSE_BLOCK:
+            # A name, a small file, the seam between two chunks: one window, no detector call.
+            return self._confirm(view, [(0, len(buf))])
         if self.fast is not None:
             return self._confirm(view, self.fast.windows(buf))
         spans: list[Span] = []
