@@ -40,6 +40,11 @@ contained. The ranges are settled against the output, not the input:
   chunking, and a long run of overlapping secrets never grows the buffer.
 * Optional token patterns (`sessionstore.redact.patterns`) have bounded length, which
   `max_len` includes, so they stream like needles.
+* Copies: held bytes and the new chunk are never joined (`sessionstore.redact.pieces`).
+  A range found more than `max_len` into the chunk waits for the next call
+  (`defer`), so the bytes before the chunk go out and the chunk is held whole,
+  with the ranges found in it (`_pending`): a chunk without a secret then goes
+  out as itself, one with a secret is copied once, into the output.
 """
 
 from __future__ import annotations
@@ -89,7 +94,11 @@ class StreamRedactor:
         return cls(compiled)._settle(Pieces(b"", data), final=True, whole=True)[0]
 
     def feed(self, chunk: bytes) -> bytes:
-        """Take the next chunk; return the output that is already certain (maybe b"").
+        """Take the next chunk; return output for the input so far (maybe b"").
+
+        Usually that is everything up to this chunk, which is held whole (by
+        reference) for the next call: a chunk holding no secret comes back
+        then as the same object, uncopied.
 
         Raises StreamFinished after `finish()`.
         """
