@@ -104,6 +104,8 @@ class StreamRedactor:
         """
         if self._finished:
             raise StreamFinished("feed")
+        if not chunk:
+            return b""  # settling now would only copy the held chunk out early
         # Held by reference past this call (see `Pieces`), so never a buffer the caller reuses.
         chunk = chunk if type(chunk) is bytes else bytes(chunk)
         total = len(self._buf) + len(chunk)

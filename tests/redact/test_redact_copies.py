@@ -48,7 +48,7 @@ def test_chunks_without_a_secret_leave_as_the_objects_they_came_as() -> None:
     r = make(SECRET)
     chunks = [clean_chunk(i) for i in range(4)]
     s = r.stream()
-    outputs = [s.feed(c) for c in chunks] + [s.finish()]
+    outputs = [out for c in chunks for out in (s.feed(c), s.feed(b""))] + [s.finish()]
     assert b"".join(outputs) == b"".join(chunks)
     for chunk in chunks:
         assert any(out is chunk for out in outputs)
