@@ -8,10 +8,13 @@ match needles holding NUL bytes whole.
 
 from __future__ import annotations
 
+import base64
 import random
 import tracemalloc
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from redact_engines import engine  # noqa: F401  (a fixture, used by name)
 
 from sessionstore.redact.redactor import Redactor
@@ -119,3 +122,42 @@ def test_many_secrets_across_every_chunk_boundary() -> None:
         s = r.stream()
         out = b"".join(s.feed(data[i : i + size]) for i in range(0, len(data), size))
         assert out + s.finish() == expected
+
+
+def _usable(secret: bytes) -> bool:
+    return (
+        len(secret.strip()) >= 8
+        and b"REDACTED" not in secret
+        and secret.strip(b"\r\n") not in b"REDACTED"
+    )
+
+
+@st.composite
+def long_documents(draw: st.DrawFn) -> tuple[list[bytes], bytes]:
+    """Documents longer than several `max_pattern_len`, so chunks are held whole."""
+    secrets = draw(
+        st.lists(st.binary(min_size=8, max_size=24).filter(_usable), min_size=1, max_size=3)
+    )
+    piece = st.one_of(
+        st.binary(max_size=300),
+        st.sampled_from(secrets),
+        st.sampled_from(secrets).map(lambda s: base64.b64encode(b"x" + s)),
+        st.sampled_from(secrets).map(lambda s: s.hex().encode()),
+    )
+    return secrets, b"".join(draw(st.lists(piece, max_size=24)))
+
+
+@both_engines
+@given(long_documents(), st.lists(st.integers(min_value=1, max_value=2000), min_size=1, max_size=5))
+def test_stream_equals_whole_with_chunks_held_whole(
+    doc: tuple[list[bytes], bytes], sizes: list[int]
+) -> None:
+    secrets, data = doc
+    r = make(*secrets)
+    s = r.stream()
+    out, pos, i = [], 0, 0
+    while pos < len(data):
+        size = sizes[i % len(sizes)]
+        out.append(s.feed(data[pos : pos + size]))
+        pos, i = pos + size, i + 1
+    assert b"".join(out) + s.finish() == r.redact(data)
