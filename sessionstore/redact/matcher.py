@@ -2,10 +2,20 @@
 
 All-overlapping matching, then merging. Leftmost-first alternation leaves
 `efgh` of secret `bcdefgh` visible in `abcdefgh` when `abcd` is also a
-secret. Matching runs in two stages for speed: a leftmost-first automaton
-over the 8-byte needle prefixes locates candidate regions (every needle
-occurrence starts inside one of its hits), and an overlapping automaton
-over the full needles runs only on those regions.
+secret. Two engines find the same occurrences; the faster one for the
+needles is used (docs/redaction.md, "Performance"):
+
+both run in two stages: a *detector* locates candidate regions, and an
+overlapping automaton over the full needles runs only on those regions. The
+detector is
+
+* for few distinct 8-byte needle prefixes (a handful of secrets), a
+  leftmost-first Aho-Corasick automaton over them, which ahocorasick-rs runs
+  with its SIMD prefilter: every needle occurrence starts inside a hit;
+* for more, Hyperscan (`sessionstore.redact.hyperscan_detector`) over the
+  needles themselves, or past `_HS_MAX_NEEDLES` over their prefixes, which
+  reports every occurrence, so every start; the Aho-Corasick detector where
+  Hyperscan is not installed.
 
 `Compiled.spans` finds the occurrences in a buffer (needles, token patterns
 and, for a whole file, short secrets); `Compiled.crossing` the ones that
@@ -19,6 +29,7 @@ from dataclasses import dataclass
 
 import ahocorasick_rs
 
+from sessionstore.redact.hyperscan_detector import WINDOW_MAX, HyperscanDetector, load
 from sessionstore.redact.patterns import MAX_MATCH_LEN as PATTERN_MAX_LEN
 from sessionstore.redact.patterns import pattern_spans
 from sessionstore.redact.variants import MIN_NEEDLE_LEN
@@ -32,7 +43,20 @@ SHORT_FILE_MAX = 256
 # A DFA scans about twice as fast as an NFA but takes ~250 bytes per state;
 # past this many detector prefixes (~300 secrets) the NFA keeps memory small.
 _DFA_MAX_PREFIXES = 8_000
-_BLOCK = 1 << 14
+# Up to about this many prefixes the prefilter makes the detector faster than
+# Hyperscan (measured: 38 prefixes, 7 secrets, still faster; 55 slower).
+_PREFILTER_MAX_PREFIXES = 48
+# Hyperscan scans whole needles ~1.6x faster than their prefixes (100 secrets)
+# but compiles 10,000 of them (1,000 secrets) with 33 MiB of peak memory, 4x
+# the time and 1.2x slower scans; past this many it is given the prefixes.
+_HS_MAX_NEEDLES = 4_000
+# Each detector call costs a few microseconds, which small blocks multiply at
+# GB/s. A block with more hits than a sparse text has is dense (a long run of
+# a secret): it is redone in small blocks, since its overlapping matches at
+# once would take tens of MiB of tuples (a 256 KiB block's hits alone take 4).
+_BLOCK = 1 << 18
+_SPARSE_HITS = 256
+_DENSE_BLOCK = WINDOW_MAX
 # Detector needles are the first bytes of each needle; every needle is at least
 # this long. Shorter prefixes (4) measured slower: more false candidate windows.
 _PREFIX_LEN = MIN_NEEDLE_LEN
@@ -47,6 +71,7 @@ class Compiled:
     marker: bytes
     detector: ahocorasick_rs.BytesAhoCorasick | None
     matcher: ahocorasick_rs.BytesAhoCorasick | None
+    fast: HyperscanDetector | None
     needle_max: int
     patterns: bool
     shorts: frozenset[bytes]
@@ -86,28 +111,56 @@ class Compiled:
         return found
 
     def _literal_spans(self, buf: bytes) -> list[Span]:
-        if self.detector is None or self.matcher is None:
+        """Spans covering every needle occurrence in `buf`, sorted by start, mostly merged.
+
+        Each span is a union of occurrences; spans of neighbouring windows may
+        still touch, so a caller that needs ranges merges them (`merge`).
+        """
+        if self.matcher is None:
             return []
-        spans: list[Span] = []
         view = memoryview(buf)
+        if len(buf) <= _DENSE_BLOCK:
+            # A name, a small file, the seam between two chunks: one window, no detector call.
+            return self._confirm(view, [(0, len(buf))])
+        if self.fast is not None:
+            return self._confirm(view, self.fast.windows(buf))
+        spans: list[Span] = []
+        limit = len(buf)
         # Blocks bound the match lists a dense input (a long run of one
         # secret) produces, so memory stays proportional to the block size.
-        for block in range(0, len(buf), _BLOCK):
-            # The detector sees 7 bytes past the block so every prefix starting
-            # inside it is whole; hits starting past the block are the next one's.
-            hits = self.detector.find_matches_as_indexes(
-                view[block : block + _BLOCK + _PREFIX_LEN - 1]
-            )
-            found: list[Span] = []
-            for start, end in _windows(hits, block, self.needle_max, len(buf)):
-                window = self.matcher.find_matches_as_indexes(view[start:end], overlapping=True)
-                found.extend((start + s, start + e) for _, s, e in window)
-            spans.extend(merge(found))
+        for block in range(0, limit, _BLOCK):
+            hits = self._hits(view, block, _BLOCK)
+            if len(hits) <= _SPARSE_HITS:
+                spans.extend(
+                    self._confirm(view, _windows(hits, block, _BLOCK, self.needle_max, limit))
+                )
+                continue
+            for sub in range(block, min(block + _BLOCK, limit), _DENSE_BLOCK):
+                hits = self._hits(view, sub, _DENSE_BLOCK)
+                spans.extend(
+                    self._confirm(view, _windows(hits, sub, _DENSE_BLOCK, self.needle_max, limit))
+                )
+        return spans
+
+    def _hits(self, view: memoryview, block: int, size: int) -> list[tuple[int, int, int]]:
+        assert self.detector is not None
+        # The detector sees 7 bytes past the block so every prefix starting
+        # inside it is whole; hits starting past the block are the next one's.
+        return self.detector.find_matches_as_indexes(view[block : block + size + _PREFIX_LEN - 1])
+
+    def _confirm(self, view: memoryview, windows: list[Span]) -> list[Span]:
+        """The occurrences in each window, merged window by window (bounded lists)."""
+        assert self.matcher is not None
+        spans: list[Span] = []
+        for start, end in windows:
+            found = self.matcher.find_matches_as_indexes(view[start:end], overlapping=True)
+            if found:
+                spans.extend(merge([(start + s, start + e) for _, s, e in found]))
         return spans
 
 
 def _windows(
-    hits: list[tuple[int, int, int]], offset: int, needle_max: int, limit: int
+    hits: list[tuple[int, int, int]], offset: int, size: int, needle_max: int, limit: int
 ) -> list[Span]:
     """Regions that contain every needle occurrence starting inside a detector hit.
 
@@ -117,7 +170,7 @@ def _windows(
     """
     windows: list[Span] = []
     for _, start, end in hits:
-        if start >= _BLOCK:
+        if start >= size:
             break
         start, end = offset + start, min(limit, offset + end + needle_max - 1)
         if windows and start <= windows[-1][1]:
@@ -141,15 +194,26 @@ def merge(spans: list[Span]) -> list[Span]:
 
 def build(marker: bytes, found: set[bytes], shorts: set[bytes], patterns: bool) -> Compiled:
     if not found:
-        return Compiled(marker, None, None, 0, patterns, frozenset(shorts))
+        return Compiled(marker, None, None, None, 0, patterns, frozenset(shorts))
     ordered = sorted(found)
     prefixes = sorted({n[:_PREFIX_LEN] for n in ordered})
-    fast = ahocorasick_rs.Implementation.DFA
     small = ahocorasick_rs.Implementation.ContiguousNFA
-    detector = ahocorasick_rs.BytesAhoCorasick(
-        prefixes,
-        matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST,
-        implementation=fast if len(prefixes) <= _DFA_MAX_PREFIXES else small,
-    )
+    # The full automaton also answers `crossing` on small windows, where its
+    # per-call cost matters more than its speed.
     matcher = ahocorasick_rs.BytesAhoCorasick(ordered, implementation=small)
-    return Compiled(marker, detector, matcher, max(map(len, ordered)), patterns, frozenset(shorts))
+    needle_max = max(map(len, ordered))
+    fast = None
+    if len(prefixes) > _PREFILTER_MAX_PREFIXES:
+        if len(ordered) <= _HS_MAX_NEEDLES:
+            fast = load(ordered, list(map(len, ordered)))
+        else:
+            fast = load(prefixes, [needle_max] * len(prefixes))
+    detector = None
+    if fast is None:
+        dfa = ahocorasick_rs.Implementation.DFA
+        detector = ahocorasick_rs.BytesAhoCorasick(
+            prefixes,
+            matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST,
+            implementation=dfa if len(prefixes) <= _DFA_MAX_PREFIXES else small,
+        )
+    return Compiled(marker, detector, matcher, fast, needle_max, patterns, frozenset(shorts))

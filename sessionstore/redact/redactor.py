@@ -10,9 +10,10 @@ Bytes outside ranges are copied unchanged.
 
 The pieces: `variants` (the needles of a secret), `secrets_file` (the values
 a secrets file stands for), `patterns` (well-known token shapes), `matcher`
-(every occurrence, overlapping ones included) and `stream` (settling the
-ranges so the output holds no secret, chunk by chunk; its docstring has the
-design and the proof sketch). Design choices made here:
+(every occurrence, overlapping ones included; `hyperscan_detector` its fast
+first stage), `stream` (settling the ranges so the output holds no secret,
+chunk by chunk; its docstring has the design and the proof sketch) and
+`pieces` (the stream's buffer, never joined whole). Design choices made here:
 
 * Short secrets (under 8 bytes) cannot be matched anywhere without corrupting
   unrelated bytes, so they are refused unless allowed, and an allowed one is

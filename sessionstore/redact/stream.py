@@ -40,12 +40,18 @@ contained. The ranges are settled against the output, not the input:
   chunking, and a long run of overlapping secrets never grows the buffer.
 * Optional token patterns (`sessionstore.redact.patterns`) have bounded length, which
   `max_len` includes, so they stream like needles.
+* Copies: held bytes and the new chunk are never joined (`sessionstore.redact.pieces`).
+  A range found more than `max_len` into the chunk waits for the next call
+  (`defer`), so the bytes before the chunk go out and the chunk is held whole,
+  with the ranges found in it (`_pending`): a chunk without a secret then goes
+  out as itself, one with a secret is copied once, into the output.
 """
 
 from __future__ import annotations
 
 from sessionstore.errors import RedactionUnsafe, StreamFinished
-from sessionstore.redact.matcher import SHORT_FILE_MAX, Compiled, merge
+from sessionstore.redact.matcher import SHORT_FILE_MAX, Compiled, Span, merge
+from sessionstore.redact.pieces import Pieces, spans
 
 __all__ = ["StreamRedactor"]
 
@@ -64,6 +70,10 @@ class StreamRedactor:
     def __init__(self, compiled: Compiled) -> None:
         self._c = compiled
         self._buf = b""
+        # No occurrence starts in `_buf` before this offset: those bytes were searched,
+        # and what they hold is in `_pending` (found, not yet rendered).
+        self._scan_from = 0
+        self._pending: list[Span] = []
         # The last max_len bytes of output: the context a needle or token could
         # share with a marker.
         self._tail = b""
@@ -80,24 +90,32 @@ class StreamRedactor:
     @classmethod
     def redact_whole(cls, compiled: Compiled, data: bytes) -> bytes:
         """`data` redacted as one whole file: what `Redactor.redact` returns."""
-        return cls(compiled)._settle(data, final=True, whole=True)[0]
+        data = data if type(data) is bytes else bytes(data)
+        return cls(compiled)._settle(Pieces(b"", data), final=True, whole=True)[0]
 
     def feed(self, chunk: bytes) -> bytes:
-        """Take the next chunk; return the output that is already certain (maybe b"").
+        """Take the next chunk; return output for the input so far (maybe b"").
+
+        Usually that is everything up to this chunk, which is held whole (by
+        reference) for the next call: a chunk holding no secret comes back
+        then as the same object, uncopied.
 
         Raises StreamFinished after `finish()`.
         """
         if self._finished:
             raise StreamFinished("feed")
-        self._buf += chunk
-        if self._gated:
-            if len(self._buf) <= SHORT_FILE_MAX:
-                return b""
-            self._gated = False
-        if len(self._buf) <= self._c.reach:
+        if not chunk:
+            return b""  # settling now would only copy the held chunk out early
+        # Held by reference past this call (see `Pieces`), so never a buffer the caller reuses.
+        chunk = chunk if type(chunk) is bytes else bytes(chunk)
+        total = len(self._buf) + len(chunk)
+        if total <= (max(self._c.reach, SHORT_FILE_MAX) if self._gated else self._c.reach):
+            self._buf += chunk  # both small: at most `reach` bytes
             return b""
-        out, keep = self._settle(self._buf, final=False, whole=False)
-        self._buf = self._buf[keep:]
+        self._gated = False
+        buf = Pieces(self._buf, chunk)
+        out, keep = self._settle(buf, final=False, whole=False)
+        self._buf = buf.rest(keep)
         self._consumed = True
         return out
 
@@ -109,10 +127,10 @@ class StreamRedactor:
         if self._finished:
             raise StreamFinished("finish")
         self._finished = True
-        buf, self._buf = self._buf, b""
+        buf, self._buf = Pieces(self._buf, b""), b""
         return self._settle(buf, final=True, whole=not self._consumed)[0]
 
-    def _settle(self, buf: bytes, final: bool, whole: bool) -> tuple[bytes, int]:
+    def _settle(self, buf: Pieces, final: bool, whole: bool) -> tuple[bytes, int]:
         """Render `buf` (continuing this stream's state); return output and bytes used.
 
         Ranges are taken left to right. A new range's start moves left one
@@ -129,19 +147,21 @@ class StreamRedactor:
         """
         c = self._c
         width = c.max_len
-        n = len(buf)
-        found = c.spans(buf, final, whole)
+        n = buf.n
+        found = spans(c, buf, self._scan_from, final, whole) + self._pending
         if self._open:
             found.append((0, self._carried))
         ranges = merge(found)
-        # Gaps go out as views of `buf`: the final join is their only copy.
-        view = memoryview(buf)
+        # Gaps go out as views of `buf`, or as a whole piece itself: the final join
+        # is their only copy, and none when the output is one whole piece.
         out: list[bytes | memoryview] = []
         pos = 0  # buf[:pos] is rendered
         idx = 0  # ranges[idx:] are not yet part of the output
         current = self._open  # a range ends at pos, its marker emitted, and may grow
 
         def emit(data: bytes | memoryview) -> None:
+            if not data:
+                return
             out.append(data)
             tail = data[-width:] if len(data) >= width else self._tail + data
             self._tail = bytes(tail[-width:])
@@ -152,18 +172,22 @@ class StreamRedactor:
             while idx < len(ranges) and ranges[idx][0] <= end:
                 end = max(end, ranges[idx][1])
                 idx += 1
-            emit(buf[pos:end].translate(None, _NOT_NEWLINE))
+            emit(buf.slice(pos, end).translate(None, _NOT_NEWLINE))
             pos = end
 
         if current:
             pos = self._carried
             grow(pos)
+        # A range found this close to the end may still gain an earlier start; one
+        # starting a `width` into the chunk waits too, so the held bytes before it
+        # can go out now and the chunk be held whole (see `_hold`).
+        defer = n if final else min(n - width + 1, buf.split + width)
         while True:
             if current:
                 if not final and n - pos < c.reach:
                     break
                 nxt = ranges[idx][0] if idx < len(ranges) else n
-                look = buf[pos : min(nxt, pos + width - 1)]
+                look = buf.slice(pos, min(nxt, pos + width - 1))
                 crossing = c.crossing(self._tail + look, len(self._tail))
                 if crossing:
                     grow(pos + max(e for _, e in crossing) - len(self._tail))
@@ -174,30 +198,50 @@ class StreamRedactor:
                     grow(nxt)
                     continue
                 current = False
-            # A range found this close to the end may still gain an earlier start.
-            if idx == len(ranges) or (not final and ranges[idx][0] > n - width):
+            if idx == len(ranges) or ranges[idx][0] >= defer:
                 break
             start = self._start(buf, pos, ranges[idx][0])
-            emit(view[pos:start])
+            for part in buf.parts(pos, start):
+                emit(part)
             emit(c.marker)
             pos = start
             grow(ranges[idx][0])
             current = True
-        if final:
-            emit(view[pos:])
-            return b"".join(out), n
+        keep = n if final else self._hold(buf, pos, current, ranges[idx:])
+        for part in buf.parts(pos, keep):
+            emit(part)
+        return b"".join(out), keep
+
+    def _hold(self, buf: Pieces, pos: int, current: bool, waiting: list[Span]) -> int:
+        """Where the bytes to hold back for the next call begin; records what it needs.
+
+        `waiting` are the ranges not yet taken; unless a range is open they all
+        start at least `width` past where it returns, so moving their starts left
+        stays inside the held bytes, and they are kept (`_pending`) rather than
+        searched for again.
+        """
+        width = self._c.max_len
+        n = buf.n
         self._open = current
         if current:
             # Keep every byte a needle still incomplete at the buffer end may start at.
             keep = max(0, min(pos, n - width + 1))
             self._carried = pos - keep
-        else:
-            # Not yet found ranges start after n - width and move left at most `width`.
-            keep = max(pos, n - 2 * width)
-            emit(view[pos:keep])
-        return b"".join(out), keep
+            self._scan_from = 0
+            self._pending = []
+            return keep
+        first = waiting[0][0] if waiting else n + width
+        keep = max(pos, min(n - 2 * width, first - width))
+        # Holding back more is as correct: hold the whole chunk rather than copy its
+        # tail, so a chunk with no secret leaves (next call) as the object it came as.
+        if pos <= buf.split <= keep:
+            keep = buf.split
+        # Every occurrence starting before n - width was complete, hence found.
+        self._scan_from = max(0, n - width - keep)
+        self._pending = [(s - keep, e - keep) for s, e in waiting]
+        return keep
 
-    def _start(self, buf: bytes, floor: int, start: int) -> int:
+    def _start(self, buf: Pieces, floor: int, start: int) -> int:
         """Where a range found at `start` begins so no occurrence crosses into its marker.
 
         Moves left one byte at a time, at most `max_len` bytes and not below
@@ -208,7 +252,7 @@ class StreamRedactor:
         width = c.max_len
         pos = start
         while pos > floor:
-            ctx = (self._tail + buf[max(floor, pos - width) : pos])[-width:]
+            ctx = (self._tail + buf.slice(max(floor, pos - width), pos))[-width:]
             if not c.crossing(ctx + c.marker, len(ctx)):
                 break
             pos -= 1

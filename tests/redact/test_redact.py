@@ -18,10 +18,14 @@ from pathlib import Path
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
+from redact_engines import engine  # noqa: F401  (a fixture, used by name)
 
 from sessionstore.errors import InvalidInput, RedactionUnsafe, SecretRefused, StreamFinished
 from sessionstore.redact.patterns import pattern_spans
 from sessionstore.redact.redactor import DEFAULT_MARKER, SHORT_FILE_MAX, Redactor, StreamRedactor
+
+# Every case runs under both matching engines (redact_engines.py).
+pytestmark = pytest.mark.usefixtures("engine")
 
 MARKER = DEFAULT_MARKER.encode()
 

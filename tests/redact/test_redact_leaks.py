@@ -8,9 +8,13 @@ import os
 from urllib.parse import quote, quote_plus
 
 import pytest
+from redact_engines import engine  # noqa: F401  (a fixture, used by name)
 
 from sessionstore.errors import InvalidInput, RedactionUnsafe, SecretRefused
 from sessionstore.redact.redactor import Redactor
+
+# Every case runs under both matching engines (redact_engines.py).
+pytestmark = pytest.mark.usefixtures("engine")
 
 SECRET = b"s3cr3t-T0ken/+value"
 M = b"REDACTED"

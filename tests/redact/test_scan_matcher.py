@@ -14,6 +14,7 @@ from urllib.parse import quote
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from redact_engines import engine  # noqa: F401  (a fixture, used by name)
 
 from sessionstore.errors import InvalidInput, SecretRefused
 from sessionstore.redact.patterns import PATTERNS
@@ -26,6 +27,9 @@ from sessionstore.redact.scan import (
     labelled_needles,
 )
 from sessionstore.redact.variants import needles
+
+# Every case runs under both matching engines (redact_engines.py).
+pytestmark = pytest.mark.usefixtures("engine")
 
 # Characters that make every encoding differ from the raw value: '/' (URL, JSON's
 # optional escape), '"' (JSON, XML), '&' and '<' (XML), ' ' and '+' (URL).
