@@ -14,7 +14,7 @@ import click
 
 from sessionstore._display import escape
 from sessionstore._fs import read as fsread
-from sessionstore._json import MAX_MARKER_BYTES
+from sessionstore._json import MAX_MARKER_BYTES, dumps_exact
 from sessionstore.errors import InvalidInput, SessionStoreError
 from sessionstore.format.names import MAX_RECORD
 
@@ -174,14 +174,5 @@ def emit_json(value: Any) -> None:
     Exact, except that a name that is not UTF-8 (a file name's raw bytes,
     which JSON cannot carry) has its undecodable bytes written `\\xNN`.
     """
-    # Only when JSON is printed: `sessionstore mirror` without --json never loads orjson.
-    import orjson
-
-    from sessionstore._json import utf8_safe
-
-    try:
-        data = orjson.dumps(value, option=orjson.OPT_INDENT_2)
-    except TypeError:
-        data = orjson.dumps(utf8_safe(value), option=orjson.OPT_INDENT_2)
-    sys.stdout.buffer.write(data + b"\n")
+    sys.stdout.buffer.write(dumps_exact(value))
     sys.stdout.flush()

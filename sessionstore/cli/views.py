@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sessionstore._display import escape
+from sessionstore._display import escape, fmt_number
 from sessionstore.harness.verdict import Verdict
 from sessionstore.inspect.best import Best, Score, as_number, lookup
 from sessionstore.inspect.spark import bars, window
@@ -60,15 +60,6 @@ def make_console(color: bool | None = None, width: int | None = None) -> Console
     if color:
         return make(force_terminal=True, no_color=False)
     return make(color_system=None, no_color=True)
-
-
-def fmt_number(value: float) -> str:
-    """Short human form: integers whole, large values to one decimal, small to 4 digits."""
-    if value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    if abs(value) >= 1000:
-        return f"{value:.1f}"
-    return f"{value:.4g}"
 
 
 def _created(view: SessionView, compact: bool) -> str:
