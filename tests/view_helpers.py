@@ -30,6 +30,8 @@ EXTERNAL = re.compile(r"^\s*(?:[a-z][a-z0-9+.-]*:|//)", re.IGNORECASE)
 HOSTILE_NAME = "<script>alert('pwned')</script>\x1b[31m\u202e"
 # Secret-shaped: what a token looks like; it must be shown as text, escaped, not run.
 SECRET_NAME = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789<img src=x onerror=alert(1)>"
+SCRIPT_NAME = "<script>"
+SCRIPT_BODY = "<script>alert('from a file')</script>\n"
 BAD_BYTES_NAME = os.fsdecode(b"ctl-\xff\xfe-\x07name.log")
 
 
@@ -54,6 +56,7 @@ def rich_session(store: Store) -> Session:
             "patches/0001.diff": "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new\n",
             "blob.bin": b"\x00\x01\x02\xff" * 64,
             SECRET_NAME: "secret-shaped file\n",
+            SCRIPT_NAME: SCRIPT_BODY,
             BAD_BYTES_NAME: "bytes that are not UTF-8 in the name\n",
         },
     )
@@ -86,6 +89,18 @@ def big_session(store: Store, trials: int = 1000, session_id: str = "big00001") 
 def soup(html: str | bytes) -> BeautifulSoup:
     """The document as a browser's HTML parser builds it (html.parser: the standard library)."""
     return BeautifulSoup(html, "html.parser")
+
+
+def one(node: Tag, selector: str) -> Tag:
+    """The first element `selector` matches below `node` (CSS; `:scope + dd` for a sibling)."""
+    found = node.select_one(selector)
+    assert isinstance(found, Tag), f"nothing matches {selector!r}"
+    return found
+
+
+def hover(node: Tag) -> str:
+    """The hover text of an SVG element: its `<title>`."""
+    return one(node, "title").get_text()
 
 
 def external_refs(doc: BeautifulSoup) -> list[str]:

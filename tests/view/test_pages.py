@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -17,6 +16,7 @@ from view_helpers import (
     Viewer,
     big_session,
     external_refs,
+    one,
     rich_session,
     soup,
     viewer,
@@ -83,7 +83,9 @@ def test_list_is_paged_filtered_and_sorted(site: tuple[Viewer, Store]) -> None:
     assert names == sorted(names) and len(names) == 50
     assert _page(view, "/?label=nosuch").select_one("table.sessions") is None
     row = next(
-        tr for tr in first.select("table.sessions tbody tr") if tr.td.get_text() == "rich0001"
+        tr
+        for tr in first.select("table.sessions tbody tr")
+        if one(tr, "td").get_text() == "rich0001"
     )
     cells = [td.get_text() for td in row.find_all("td")]
     assert cells[2:5] == ["running", "verified (2/6)", "#1 950.5"]
@@ -117,7 +119,7 @@ def test_record_page_shows_files_rendered(site: tuple[Viewer, Store]) -> None:
     view, _ = site
     doc = _page(view, "/s/rich0001/trials/1")
     files = {
-        tr.td.get_text(): [td.get_text() for td in tr.find_all("td")[1:]]
+        one(tr, "td").get_text(): [td.get_text() for td in tr.find_all("td")[1:]]
         for tr in doc.select("table.files tbody tr")
     }
     assert files["run.log"] == [str(len(b"start\nttft 150 ms\nPASS\n")), "text", "raw"]
@@ -142,7 +144,7 @@ def test_record_page_shows_files_rendered(site: tuple[Viewer, Store]) -> None:
     assert "line 0\n" not in shown.get_text() and len(shown.get_text()) <= SHOW_LIMIT
     # Binary: download only, never shown.
     blob = next(h for h in doc.find_all("h3") if h.get_text() == "blob.bin")
-    assert "download only" in blob.find_next_sibling("p").get_text()
+    assert "download only" in one(blob, ":scope + p").get_text()
 
 
 def test_record_files_are_served_as_text_or_downloads(site: tuple[Viewer, Store]) -> None:
@@ -187,7 +189,7 @@ def test_big_session_page_is_whole(site: tuple[Viewer, Store]) -> None:
     view, _ = site
     doc = _page(view, "/s/big00001")
     assert len(doc.select("table.trials tbody tr")) == 1000
-    assert len(doc.find("svg").find_all("circle")) == 1000
+    assert len(one(doc, "svg").find_all("circle")) == 1000
 
 
 def test_server_log_escapes_request_lines(site: tuple[Viewer, Store]) -> None:

@@ -11,6 +11,8 @@ from view_helpers import (
     HOSTILE_NAME,
     big_session,
     external_refs,
+    hover,
+    one,
     rich_session,
     soup,
 )
@@ -44,7 +46,7 @@ def test_report_of_a_session_shows_every_part(tmp_path: Path) -> None:
     assert h1 is not None and h1.get_text() == escape(HOSTILE_NAME)
     assert [s for s in doc.find_all("script") if "pwned" in s.get_text()] == []
     assert len(doc.find_all("script")) == 1
-    facts = {dt.get_text(): dt.find_next_sibling("dd").get_text() for dt in doc.select("dl dt")}
+    facts = {dt.get_text(): one(dt, ":scope + dd").get_text() for dt in doc.select("dl dt")}
     assert facts["status"] == "running"
     assert facts["progress"] == "verified (2/6)"
     assert facts["constraints"] == "max_ttft_ms.mean = 200"
@@ -70,7 +72,11 @@ def test_report_of_a_session_shows_every_part(tmp_path: Path) -> None:
     assert escape(os.fsdecode(b"bad-\xff\x1b[2J")) in foreign.get_text()  # \xff\x1b shown
     # Every record's marker is in the file, as the anchors' targets.
     assert {d["id"] for d in doc.find_all("details")} == {
-        "trial-1", "trial-2", "trial-3", "trial-4", "attempt-1"
+        "trial-1",
+        "trial-2",
+        "trial-3",
+        "trial-4",
+        "attempt-1",
     }
     best_link = doc.select_one("dd a")
     assert best_link is not None and best_link["href"] == "#trial-1"
@@ -84,15 +90,15 @@ def test_report_chart_marks_failed_best_and_the_threshold(tmp_path: Path) -> Non
     assert len(charts) == 2  # the objective, then the ttft constraint's metric
     objective, ttft = charts
     # Hover text of each point is its <title>; trial 2 (fails ttft) is red, the best ringed.
-    hover = {c.title.get_text(): c["class"] for c in objective.find_all("circle")}
-    assert hover == {
+    points = {hover(c): c["class"] for c in objective.find_all("circle")}
+    assert points == {
         "trial 2: 1320 (fails max_ttft_ms.mean)": ["pt-failed"],
         "best: trial 1: 950.5": ["pt-best"],
     }
     assert [t.get_text() for t in objective.select("text.best")] == ["best #1"]
     limit = ttft.select_one("line.limit")
-    assert limit is not None and limit.title.get_text() == "max_ttft_ms.mean 200"
-    assert [c.title.get_text() for c in ttft.find_all("circle")] == [
+    assert limit is not None and hover(limit) == "max_ttft_ms.mean 200"
+    assert [hover(c) for c in ttft.find_all("circle")] == [
         "trial 2: 240 (fails max_ttft_ms.mean)",
         "best: trial 1: 150",
     ]
@@ -131,12 +137,12 @@ def test_report_of_1000_trials_is_small_and_complete(tmp_path: Path) -> None:
     assert out.stat().st_size < 2 * 1024 * 1024
     doc = soup(out.read_bytes())
     assert len(_table(doc, "trials")) == 1000
-    circles = doc.find("svg").find_all("circle")
+    circles = one(doc, "svg").find_all("circle")
     assert len(circles) == 1000
     failed = [c for c in circles if c["class"] == ["pt-failed"]]
     # Every tenth says failed; the others fail where their ttft (100 + 13n mod 300) > 300.
     expected = [n for n in range(1, 1001) if n % 10 == 0 or 100 + (n * 13) % 300 > 300]
-    assert [int(c.title.get_text().split(":")[0].split()[-1]) for c in failed] == expected
+    assert [int(hover(c).split(":")[0].split()[-1]) for c in failed] == expected
 
 
 def test_report_errors_are_one_line(tmp_path: Path) -> None:
