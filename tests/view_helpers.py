@@ -92,9 +92,16 @@ def soup(html: str | bytes) -> BeautifulSoup:
 
 
 def one(node: Tag, selector: str) -> Tag:
-    """The first element `selector` matches below `node` (CSS; `:scope + dd` for a sibling)."""
+    """The first element `selector` matches below `node` (CSS)."""
     found = node.select_one(selector)
     assert isinstance(found, Tag), f"nothing matches {selector!r}"
+    return found
+
+
+def sibling(node: Tag, name: str) -> Tag:
+    """The next sibling element of `node` named `name`."""
+    found = node.find_next_sibling(name)
+    assert isinstance(found, Tag), f"no <{name}> after <{node.name}>"
     return found
 
 

@@ -18,6 +18,7 @@ from view_helpers import (
     external_refs,
     one,
     rich_session,
+    sibling,
     soup,
     viewer,
 )
@@ -144,7 +145,7 @@ def test_record_page_shows_files_rendered(site: tuple[Viewer, Store]) -> None:
     assert "line 0\n" not in shown.get_text() and len(shown.get_text()) <= SHOW_LIMIT
     # Binary: download only, never shown.
     blob = next(h for h in doc.find_all("h3") if h.get_text() == "blob.bin")
-    assert "download only" in one(blob, ":scope + p").get_text()
+    assert "download only" in sibling(blob, "p").get_text()
 
 
 def test_record_files_are_served_as_text_or_downloads(site: tuple[Viewer, Store]) -> None:

@@ -14,6 +14,7 @@ from view_helpers import (
     hover,
     one,
     rich_session,
+    sibling,
     soup,
 )
 
@@ -46,7 +47,7 @@ def test_report_of_a_session_shows_every_part(tmp_path: Path) -> None:
     assert h1 is not None and h1.get_text() == escape(HOSTILE_NAME)
     assert [s for s in doc.find_all("script") if "pwned" in s.get_text()] == []
     assert len(doc.find_all("script")) == 1
-    facts = {dt.get_text(): one(dt, ":scope + dd").get_text() for dt in doc.select("dl dt")}
+    facts = {dt.get_text(): sibling(dt, "dd").get_text() for dt in doc.select("dl dt")}
     assert facts["status"] == "running"
     assert facts["progress"] == "verified (2/6)"
     assert facts["constraints"] == "max_ttft_ms.mean = 200"
