@@ -24,7 +24,8 @@ def demo(store_dir: Path | None, keep_workspace: bool) -> None:
     place mid-flight, one torn marker, one trial still in flight, and a
     verification attempt) while the mirror daemon copies it into a new
     session, redacting the secret. Then the workspace is deleted and the
-    session is shown as `sessionstore inspect` shows it.
+    session is shown as `sessionstore inspect` shows it, and `sessionstore view`
+    and `sessionstore report` are offered to see it in a browser.
 
     \b
     Examples:
@@ -68,9 +69,12 @@ def demo(store_dir: Path | None, keep_workspace: bool) -> None:
     view = SessionView.load(session, Objective(DEFAULT_OBJECTIVE, "higher"))
     session_detail(console, view, view.detail()["lineage"])
     console.print()
+    store_flag = f" --store {root}" if store_dir is not None else ""
     console.print("Look next:")
     console.print(f"  sessionstore inspect {session.id}          # this view")
     console.print(f"  sessionstore inspect {session.id} --json   # the same, for scripts")
+    console.print(f"  sessionstore view{store_flag}   # in a browser, live")
+    console.print(f"  sessionstore report {session.id}{store_flag} -o report.html   # one file")
     console.print(f"  ls -R {session.path}")
     if store_dir is not None:
         console.print(f"  (add --store {root} to each command)")

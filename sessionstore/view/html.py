@@ -62,17 +62,19 @@ stroke-width:1.5;stroke-dasharray:6 4}svg text.limit-label{fill:#cf222e}svg text
 .key{color:#0550ae}.pager a,.pager span{margin-right:10px}
 """
 
-# Table sorting (click a header), and a running session's live reload: poll the JSON
-# the page was drawn from, reload when a record's state or the status changed.
+# Table sorting (click a header; empty cells stay last), and a running session's live
+# reload: poll the JSON the page was drawn from, reload when a record's state or the
+# status changed.
 _SCRIPT = """
 (function(){
-function key(td){var v=td.getAttribute('data-v');if(v===null)v=td.textContent;
-var n=parseFloat(v);return isNaN(n)||!/^-?[0-9.eE+]+$/.test(v.trim())?[1,v]:[0,n];}
+function key(td){var v=td.getAttribute('data-v');if(v===null)v=td.textContent.trim();
+if(v==='')return null;var n=Number(v);return isNaN(n)?[1,v.toLowerCase()]:[0,n];}
 document.querySelectorAll('table.sortable').forEach(function(t){
 t.querySelectorAll('th').forEach(function(th,i){th.classList.add('sort');
 th.addEventListener('click',function(){var b=t.tBodies[0],rows=[].slice.call(b.rows);
 var up=th.getAttribute('data-dir')!=='asc';th.setAttribute('data-dir',up?'asc':'desc');
 rows.sort(function(a,c){var x=key(a.cells[i]),y=key(c.cells[i]);
+if(x===null||y===null)return (x===null)-(y===null);
 var r=x[0]-y[0]||(x[1]<y[1]?-1:x[1]>y[1]?1:0);return up?r:-r;});
 rows.forEach(function(r){b.appendChild(r);});});});});
 var live=document.body.getAttribute('data-live');if(!live)return;
@@ -99,18 +101,17 @@ _POLICY = (
 FILE_CSP = "default-src 'none'; sandbox"
 
 
-def page_csp(*, served: bool) -> str:
+def page_csp(*, served: bool, header: bool = False) -> str:
     """The Content-Security-Policy of a page: only its own style and script.
 
     A served page may also fetch its JSON and submit its forms to the server;
-    the report (`served=False`) reaches nothing at all.
+    the report (`served=False`) reaches nothing at all. The HTTP header
+    (`header`) adds `frame-ancestors`, which a `<meta>` policy cannot carry.
     """
-    if served:
-        return (
-            f"{_POLICY}; connect-src 'self'; form-action 'self'; base-uri 'none'; "
-            "frame-ancestors 'none'"
-        )
-    return f"{_POLICY}; form-action 'none'; base-uri 'none'"
+    if not served:
+        return f"{_POLICY}; form-action 'none'; base-uri 'none'"
+    policy = f"{_POLICY}; connect-src 'self'; form-action 'self'; base-uri 'none'"
+    return f"{policy}; frame-ancestors 'none'" if header else policy
 
 
 def text(value: object) -> str:

@@ -44,6 +44,8 @@ from sessionstore.view.session_page import Links, live_signature, session_body
 
 TIMEOUT = 30.0
 _ALLOWED = "GET, HEAD"
+_PAGE_CSP = page_csp(served=True, header=True)
+_HTML = "text/html; charset=utf-8"
 
 
 class NotFound(Exception):
@@ -105,10 +107,9 @@ class Site:
     def respond(self, target: str) -> tuple[int, str, str, bytes, dict[str, str]]:
         """(status, content type, CSP, body, extra headers) for a GET of `target`."""
         parts, query = segments(target)
-        html_type = "text/html; charset=utf-8"
         if not parts:
             body = list_body(self.store, ListQuery.parse(query), self.objective)
-            return 200, html_type, page_csp(served=True), self._page("Sessions", body), {}
+            return 200, _HTML, _PAGE_CSP, self._page("Sessions", body), {}
         if parts[0] == "api" and len(parts) in (2, 3) and parts[1] == "sessions":
             if len(parts) == 2:
                 views = [SessionView.load(s, self.objective) for s in self.store.sessions()]
@@ -120,7 +121,7 @@ class Site:
             raise NotFound
         session = self._session(parts[1])
         if len(parts) == 2:
-            return 200, html_type, page_csp(served=True), self._session_page(session), {}
+            return 200, _HTML, _PAGE_CSP, self._session_page(session), {}
         if parts[2] not in (TRIALS, SERVICE) or len(parts) < 4:
             raise NotFound
         n = record_number(parts[3])
@@ -128,7 +129,7 @@ class Site:
             raise NotFound
         ref = RecordRef(session, parts[2], n)
         if len(parts) == 4:
-            return 200, html_type, page_csp(served=True), self._record_page(ref, query), {}
+            return 200, _HTML, _PAGE_CSP, self._record_page(ref, query), {}
         if parts[4] != "files" or len(parts) < 6:
             raise NotFound
         return self._file(ref, parts[5:])
@@ -220,7 +221,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             status, kind, csp, body, extra = self.site.respond(self.path)
         except NotFound:
-            status, kind, csp, extra = 404, "text/html; charset=utf-8", page_csp(served=True), {}
+            status, kind, csp, extra = 404, _HTML, _PAGE_CSP, {}
             body = page(
                 "Not found", '<h1>Not found</h1><p><a href="/">sessions</a></p>', served=True
             ).encode()
