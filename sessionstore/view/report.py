@@ -16,6 +16,7 @@ import orjson
 from sessionstore import __version__
 from sessionstore._json import utf8_safe
 from sessionstore.inspect.summary import SessionView
+from sessionstore.store.lineage import lineage_info
 from sessionstore.store.session import Record
 from sessionstore.view.html import page, text, text_lines
 from sessionstore.view.session_page import Links, session_body
@@ -48,13 +49,12 @@ def _markers(collection: str, records: list[Record]) -> str:
 
 def render_report(view: SessionView) -> str:
     """The report of a loaded session, as one HTML document."""
-    detail = view.detail()
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     title = f"{view.name or view.session.id or 'session'}: sessionstore report"
     body = (
         f'<header><span class="dim">sessionstore {text(__version__)} report, {stamp}</span>'
         "</header>"
-        + session_body(view, detail, _LINKS)
+        + session_body(view, lineage_info(view.session), _LINKS)
         + "<h2>Records</h2>"
         + _markers("trials", view.trials)
         + _markers("service", view.service)

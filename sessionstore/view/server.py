@@ -33,6 +33,7 @@ from sessionstore.errors import InvalidId, RecordNotFound, SessionNotFound
 from sessionstore.format.names import SERVICE, TRIALS, record_number, validate_id
 from sessionstore.inspect.best import Objective
 from sessionstore.inspect.summary import SessionView
+from sessionstore.store.lineage import lineage_info
 from sessionstore.store.session import Session, Store
 from sessionstore.store.status import session_status
 from sessionstore.view.files import read_file
@@ -150,7 +151,7 @@ class Site:
 
     def _session_page(self, session: Session) -> bytes:
         view = SessionView.load(session, self.objective)
-        body = session_body(view, view.detail(), self._links(session))
+        body = session_body(view, lineage_info(session), self._links(session))
         live = self._live(session, view.status, view)
         return self._page(view.name or session.key, body, live)
 

@@ -1,7 +1,8 @@
 """One session as HTML: what `inspect TARGET` shows, with a real chart and links.
 
-Built from a `SessionView` and its `detail()` (the `inspect --json` data, so
-the page and `/api/sessions/<id>` never disagree). `Links` says where a
+Built from a `SessionView` (what `inspect --json` prints, so the page and
+`/api/sessions/<id>` never disagree) and its lineage (`lineage_info`, the
+`lineage` of the JSON). `Links` says where a
 record or another session is: pages of the server, or anchors of the report.
 """
 
@@ -81,7 +82,7 @@ def labels_html(labels: Any) -> str:
     )
 
 
-def header(view: SessionView, detail: dict[str, Any], links: Links) -> str:
+def header(view: SessionView, lineage: list[dict[str, Any]], links: Links) -> str:
     """Title and facts: status, progress, created, labels, constraints, best, report, lineage."""
     session = view.session
     title = text(view.name) if view.name else '<span class="dim">(no name)</span>'
@@ -104,8 +105,8 @@ def header(view: SessionView, detail: dict[str, Any], links: Links) -> str:
     report = _report_html(view.report)
     if report:
         rows.append(("report", report))
-    if detail["lineage"]:
-        rows.append(("previous", _lineage(detail["lineage"], links)))
+    if lineage:
+        rows.append(("previous", _lineage(lineage, links)))
     return f"<h1>{title}</h1>{_facts(rows)}"
 
 
@@ -315,10 +316,10 @@ def foreign_html(view: SessionView) -> str:
     return f'<h2>Foreign entries</h2><ul class="foreign">{items}</ul>'
 
 
-def session_body(view: SessionView, detail: dict[str, Any], links: Links) -> str:
+def session_body(view: SessionView, lineage: list[dict[str, Any]], links: Links) -> str:
     """The whole session section: header, charts, trials, attempts, foreign entries."""
     return (
-        header(view, detail, links)
+        header(view, lineage, links)
         + "<h2>Objective across trials</h2>"
         + charts(view)
         + trials_table(view, links)

@@ -145,14 +145,14 @@ def test_demo_session_screenshots(browser: WebDriver, tmp_path: Path) -> None:
     assert run("demo", "--store", store, timeout=120).returncode == 0
     (session,) = Store(store).sessions()
     keep = os.environ.get("SESSIONSTORE_SCREENSHOTS")
-    browser.set_window_size(1200, 1300)
     with viewer(store) as view:
-        pages = {
-            "viewer-sessions.png": "",
-            "viewer-session.png": f"s/{session.key}",
-            "viewer-trial.png": f"s/{session.key}/trials/2?against=1",
+        pages = {  # name: (path, window height: the page's length, no blank below)
+            "viewer-sessions.png": ("", 300),
+            "viewer-session.png": (f"s/{session.key}", 1150),
+            "viewer-trial.png": (f"s/{session.key}/trials/2?against=1", 1000),
         }
-        for name, path in pages.items():
+        for name, (path, height) in pages.items():
+            browser.set_window_size(1200, height)
             text = _load(browser, view.url + path, tmp_path / name)
             assert "demo: tune fake-7b" in text or "trial 2" in text
             if keep:
