@@ -10,7 +10,9 @@ already escapes control characters, and scripts want the exact value.
 
 from __future__ import annotations
 
+import math
 import re
+from typing import Any
 
 # C0 controls, DEL, C1 controls (0x80-0x9f: some terminals read 0x9b as CSI), the
 # Unicode line/paragraph separators, the bidi overrides and marks that reorder what
@@ -62,3 +64,16 @@ def fmt_number(value: float) -> str:
     if abs(value) >= 1000:
         return f"{value:.1f}"
     return f"{value:.4g}"
+
+
+def scalar(value: Any) -> str:
+    """A JSON value on one line for people, escaped: a finite number short
+    (`fmt_number`), a string as it is, anything else as compact JSON."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return fmt_number(float(value))
+    if isinstance(value, str):
+        return escape(value)
+    import orjson  # on use: this module is imported by every command, most never need it
+
+    # JSON escapes C0 controls but leaves C1 controls, NEL and bidi overrides as they are.
+    return escape(orjson.dumps(value).decode())

@@ -8,10 +8,12 @@ record or another session is: pages of the server, or anchors of the report.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sessionstore._display import scalar
 from sessionstore.harness.verdict import Verdict
 from sessionstore.inspect.best import Score, as_number, lookup
 from sessionstore.inspect.summary import SessionView
@@ -53,22 +55,9 @@ def _facts(rows: list[tuple[str, str]]) -> str:
 def _constraints(values: dict[str, Any]) -> str:
     if not values:
         return '<span class="dim">none</span>'
-    return ", ".join(f"<code>{text(k)}</code> = {_scalar(v)}" for k, v in values.items())
-
-
-def _scalar(value: Any) -> str:
-    found = as_number(value)
-    if found is not None:
-        return number(found)
-    return text(value if isinstance(value, str) else _json_text(value))
-
-
-def _json_text(value: Any) -> str:
-    import orjson
-
-    from sessionstore._json import utf8_safe
-
-    return orjson.dumps(utf8_safe(value)).decode()
+    return ", ".join(
+        f"<code>{text(k)}</code> = {html.escape(scalar(v))}" for k, v in values.items()
+    )
 
 
 def labels_html(labels: Any) -> str:
