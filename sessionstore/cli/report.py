@@ -8,7 +8,13 @@ from pathlib import Path
 import click
 
 from sessionstore._display import escape
-from sessionstore.cli.common import command, library_errors, target_options
+from sessionstore.cli.common import (
+    command,
+    library_errors,
+    objective_of,
+    objective_options,
+    target_options,
+)
 from sessionstore.store.target import resolve_target
 
 
@@ -22,8 +28,11 @@ from sessionstore.store.target import resolve_target
     metavar="FILE.html",
     help="Where to write the report; '-' writes it to standard output.",
 )
+@objective_options
 @library_errors
-def report(target: str, store_dir: Path | None, output: str) -> None:
+def report(
+    target: str, store_dir: Path | None, output: str, objective: str | None, higher: bool
+) -> None:
     """Write one self-contained HTML report of TARGET (an id or a session directory).
 
     The file holds the session's status, constraints, best trial and why, a
@@ -36,15 +45,16 @@ def report(target: str, store_dir: Path | None, output: str) -> None:
     Examples:
       sessionstore report 1a2b3c4d -o report.html
       sessionstore report 1a2b3c4d -o - > report.html
+      sessionstore report 1a2b3c4d -o r.html --objective benchmark.metrics.ttft_ms.p99 --lower
     """
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
     from sessionstore._fs.atomic import write_atomic
     from sessionstore.inspect.summary import SessionView
     from sessionstore.view.report import render_report
 
-    data = render_report(SessionView.load(resolve_target(target, store_dir))).encode(
-        "utf-8", "surrogateescape"
-    )
+    session = resolve_target(target, store_dir)
+    view = SessionView.load(session, objective_of(objective, higher))
+    data = render_report(view).encode("utf-8", "surrogateescape")
     if output == "-":
         sys.stdout.buffer.write(data)
         sys.stdout.flush()

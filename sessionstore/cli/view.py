@@ -7,7 +7,13 @@ from pathlib import Path
 import click
 
 from sessionstore._display import escape
-from sessionstore.cli.common import command, library_errors, store_option
+from sessionstore.cli.common import (
+    command,
+    library_errors,
+    objective_of,
+    objective_options,
+    store_option,
+)
 
 
 @command()
@@ -25,8 +31,9 @@ from sessionstore.cli.common import command, library_errors, store_option
     show_default=True,
     help="Port to listen on; 0 picks a free one.",
 )
+@objective_options
 @library_errors
-def view(store_dir: Path | None, host: str, port: int) -> None:
+def view(store_dir: Path | None, host: str, port: int, objective: str | None, higher: bool) -> None:
     """Serve the store's sessions as web pages, read-only, and print the URL.
 
     Pages: / (sessions), /s/ID (one session), /s/ID/trials/N and
@@ -57,7 +64,7 @@ def view(store_dir: Path | None, host: str, port: int) -> None:
             err=True,
         )
     try:
-        serve(root, host, port, lambda url: click.echo(url))
+        serve(root, host, port, objective_of(objective, higher), lambda url: click.echo(url))
     except OSError as exc:
         if exc.filename is None and port:
             raise InvalidInput(

@@ -83,8 +83,13 @@ def select(store: Store, query: ListQuery) -> tuple[list[Session], int]:
             sessions.reverse()
     elif not query.ascending:
         sessions.reverse()
-    start = (query.page - 1) * PER_PAGE
+    start = (_page_of(query, len(sessions)) - 1) * PER_PAGE
     return sessions[start : start + PER_PAGE], len(sessions)
+
+
+def _page_of(query: ListQuery, total: int) -> int:
+    """The page shown: the one asked for, or the last one past the end."""
+    return min(query.page, max((total + PER_PAGE - 1) // PER_PAGE, 1))
 
 
 def _controls(query: ListQuery) -> str:
@@ -128,11 +133,12 @@ def _row(view: SessionView) -> str:
 
 def _pager(query: ListQuery, total: int) -> str:
     pages = max((total + PER_PAGE - 1) // PER_PAGE, 1)
-    parts = [f"<span>page {min(query.page, pages)} of {pages} ({total} sessions)</span>"]
-    if query.page > 1:
-        parts.append(f'<a href="{text(query.url(page=query.page - 1))}">previous</a>')
-    if query.page < pages:
-        parts.append(f'<a href="{text(query.url(page=query.page + 1))}">next</a>')
+    page = _page_of(query, total)
+    parts = [f"<span>page {page} of {pages} ({total} sessions)</span>"]
+    if page > 1:
+        parts.append(f'<a href="{text(query.url(page=page - 1))}">previous</a>')
+    if page < pages:
+        parts.append(f'<a href="{text(query.url(page=page + 1))}">next</a>')
     return f'<p class="pager">{"".join(parts)}</p>'
 
 

@@ -267,9 +267,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
 
-def make_server(root: Path, host: str, port: int) -> ThreadingHTTPServer:
+def make_server(root: Path, host: str, port: int, objective: Objective) -> ThreadingHTTPServer:
     """A server of the store at `root` bound to (host, port); port 0 picks a free one."""
-    handler = type("SiteHandler", (Handler,), {"site": Site(root)})
+    handler = type("SiteHandler", (Handler,), {"site": Site(root, objective)})
     server_class: type[ThreadingHTTPServer] = _Server
     if ":" in host:
         server_class = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
@@ -284,9 +284,12 @@ def url_of(server: ThreadingHTTPServer) -> str:
     return f"http://{shown}:{port}/"
 
 
-def serve(root: Path, host: str, port: int, announce: Callable[[str], None]) -> None:
-    """Serve until interrupted; `announce` gets the URL once the socket listens."""
-    server = make_server(root, host, port)
+def serve(
+    root: Path, host: str, port: int, objective: Objective, announce: Callable[[str], None]
+) -> None:
+    """Serve until interrupted, ranking trials by `objective`; `announce` gets the URL
+    once the socket listens."""
+    server = make_server(root, host, port, objective)
     try:
         announce(url_of(server))
         server.serve_forever()

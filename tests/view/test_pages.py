@@ -77,6 +77,7 @@ def test_list_is_paged_filtered_and_sorted(site: tuple[Viewer, Store]) -> None:
     assert isinstance(nxt, Tag)
     third = _page(view, "/?page=3")
     assert len(_ids(third)) == 22
+    assert _ids(_page(view, "/?page=99")) == _ids(third)  # past the end: the last page
     done = _page(view, "/?status=done")
     assert set(_ids(done)) == {f"s{i:04d}" for i in range(MANY) if i % 3 == 0 and i % 6 != 0}
     team = _page(view, "/?label=team%3Da&sort=name&order=asc")

@@ -153,3 +153,18 @@ def test_report_errors_are_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "x.html").exists()
     missing = run("report", "nosuch", "--store", tmp_path / "store")
     assert missing.returncode == 2 and "-o" in missing.stderr
+
+
+def test_report_ranks_by_the_objective_given(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    rich_session(store)
+    out = tmp_path / "r.html"
+    args = ("--objective", "benchmark.metrics.ttft_ms.mean", "--lower")
+    result = run("report", "rich0001", "--store", store.root, "-o", out, *args)
+    assert result.returncode == 0, result.stderr
+    doc = soup(out.read_bytes())
+    facts = {dt.get_text(): sibling(dt, "dd").get_text() for dt in doc.select("dl dt")}
+    assert facts["objective"] == "benchmark.metrics.ttft_ms.mean, lower"
+    assert facts["best"].startswith("#1 mean = 150")
+    caption = one(doc, "figcaption").get_text()
+    assert caption == "benchmark.metrics.ttft_ms.mean (lower is better)"
