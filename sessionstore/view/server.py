@@ -78,7 +78,11 @@ def segments(target: str) -> tuple[list[str], dict[str, list[str]]]:
         if name in (".", "..") or "/" in name or "\0" in name or (not name and raw != [""]):
             raise NotFound
         parts.append(name)
-    return [p for p in parts if p], parse_qs(query, max_num_fields=20)
+    try:
+        fields = parse_qs(query, max_num_fields=20)
+    except ValueError:  # more fields than any page takes
+        raise NotFound from None
+    return [p for p in parts if p], fields
 
 
 class Site:

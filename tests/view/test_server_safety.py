@@ -78,6 +78,7 @@ def _status(response: bytes) -> int:
         "http://127.0.0.1/etc/passwd",
         "/etc/passwd",
         "/s/other001/trials/1/files/../../../rich0001/trials/1/run.log",
+        "/?" + "&".join(f"f{i}=1" for i in range(50)),
     ],
 )
 def test_paths_outside_the_store_are_404_and_never_read(
