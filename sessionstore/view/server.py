@@ -47,6 +47,8 @@ TIMEOUT = 30.0
 _ALLOWED = "GET, HEAD"
 _PAGE_CSP = page_csp(served=True, header=True)
 _HTML = "text/html; charset=utf-8"
+# (status, content type, Content-Security-Policy, body, extra headers)
+Response = tuple[int, str, str, bytes, dict[str, str]]
 
 
 class NotFound(Exception):
@@ -109,8 +111,8 @@ class Site:
 
         return Links(record=lambda c, n: f"{base}/{c}/{n}", session=other)
 
-    def respond(self, target: str) -> tuple[int, str, str, bytes, dict[str, str]]:
-        """(status, content type, CSP, body, extra headers) for a GET of `target`."""
+    def respond(self, target: str) -> Response:
+        """What a GET of `target` answers; `NotFound` for anything else."""
         parts, query = segments(target)
         if not parts:
             body = list_body(self.store, ListQuery.parse(query), self.objective)
@@ -145,7 +147,9 @@ class Site:
             "utf-8", "surrogateescape"
         )
 
-    def _live(self, session: Session, status: str, view: SessionView | None) -> Any:
+    def _live(
+        self, session: Session, status: str, view: SessionView | None
+    ) -> tuple[str, str] | None:
         """The live-reload target of a running session's page, else None."""
         if status != "running":
             return None
@@ -172,9 +176,7 @@ class Site:
         live = self._live(ref.session, session_status(ref.session), None)
         return self._page(f"{ref.session.key} {ref.collection}/{ref.n}", body, live)
 
-    def _file(
-        self, ref: RecordRef, parts: list[str]
-    ) -> tuple[int, str, str, bytes, dict[str, str]]:
+    def _file(self, ref: RecordRef, parts: list[str]) -> Response:
         key = file_parts(ref, parts)
         if key is None:
             raise NotFound
