@@ -9,8 +9,11 @@ after one warm-up each:
                 the same reading without the HTML)
   page:         GET /s/<id> from a running `sessionstore view` (http.client, one
                 connection per request, as a browser's first load)
+  api:          GET /api/sessions/<id> from the same server: the peer of the page,
+                the same reading (`inspect --json`'s code) without the HTML
 
-Goals (issue 14): report < 1 s and < 2 MB; page < 200 ms. A baseline, not a gate.
+Goals (issue 14): report < 1 s and < 2 MB; page < 200 ms. The ratios say what
+the HTML adds to the reading it shares with `inspect`. A baseline, not a gate.
 
     python benchmarks/bench_view.py [--trials 1000] [--repeats 11] [--dir PATH]
 """
@@ -114,16 +117,19 @@ def main() -> None:
         assert match, "the server printed no URL"
         port = int(match.group(1))
         run_once(report), run_once(inspect), get_once(port, f"/s/{sid}")  # warm-up
-        times: dict[str, list[float]] = {"report": [], "inspect": [], "page": []}
-        for _ in range(args.repeats):  # interleaved: the load changes under all three alike
+        get_once(port, f"/api/sessions/{sid}")
+        times: dict[str, list[float]] = {"report": [], "inspect": [], "page": [], "api": []}
+        for _ in range(args.repeats):  # interleaved: the load changes under all alike
             times["report"].append(run_once(report))
             times["inspect"].append(run_once(inspect))
             times["page"].append(get_once(port, f"/s/{sid}"))
+            times["api"].append(get_once(port, f"/api/sessions/{sid}"))
         print(f"{args.trials} trials, {args.repeats} runs each after one warm-up")
         for name, samples in times.items():
             print(summary(name, samples))
-        ratio = statistics.median(times["report"]) / statistics.median(times["inspect"])
-        print(f"report / inspect --json: {ratio:.2f}x")
+        for a, b in (("report", "inspect"), ("page", "api")):
+            ratio = statistics.median(times[a]) / statistics.median(times[b])
+            print(f"{a} / {b}: {ratio:.2f}x")
         print(f"report size: {out.stat().st_size / 1024:.0f} KiB (goal < 2048 KiB)")
     finally:
         if server is not None:
