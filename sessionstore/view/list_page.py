@@ -116,7 +116,7 @@ def _controls(query: ListQuery) -> str:
 
 
 def _row(view: SessionView) -> str:
-    sid = view.session.id or ""
+    sid = view.session.id or view.session.key  # a torn manifest has no id: its directory
     best = ""
     if view.best is not None:
         best = f"#{view.best.n} {number(view.best.value)}{view.best.mark}"
