@@ -12,6 +12,7 @@ from cli_runner import run
 from inspect_helpers import metrics, set_manifest, trial
 from view_helpers import (
     BAD_BYTES_NAME,
+    HOSTILE_NAME,
     SECRET_NAME,
     Viewer,
     big_session,
@@ -49,6 +50,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Viewer, Sto
             s.finish({"status": "failed" if i % 6 == 0 else "done"})
         set_manifest(s, created_at=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00")
     big_session(store)
+    store.create(id="child001", name="child", previous=["s0003", "s0006"], pid=None)
+    torn = root / "torn0001"
+    torn.mkdir()
+    (torn / "session.json").write_bytes(b'{"id": "torn0')
     with viewer(root) as running:
         yield running, store
 
@@ -68,15 +73,15 @@ def _ids(doc: BeautifulSoup) -> list[str]:
 
 
 def test_list_is_paged_filtered_and_sorted(site: tuple[Viewer, Store]) -> None:
-    view, _ = site
+    view, store = site
     first = _page(view, "/")
     assert len(_ids(first)) == 50
     pager = first.select_one("p.pager")
-    assert pager is not None and "page 1 of 3 (122 sessions)" in pager.get_text()
+    assert pager is not None and "page 1 of 3 (124 sessions)" in pager.get_text()
     nxt = pager.find("a", string="next")
     assert isinstance(nxt, Tag)
     third = _page(view, "/?page=3")
-    assert len(_ids(third)) == 22
+    assert len(_ids(third)) == 24
     assert _ids(_page(view, "/?page=99")) == _ids(third)  # past the end: the last page
     done = _page(view, "/?status=done")
     assert set(_ids(done)) == {f"s{i:04d}" for i in range(MANY) if i % 3 == 0 and i % 6 != 0}
@@ -90,7 +95,10 @@ def test_list_is_paged_filtered_and_sorted(site: tuple[Viewer, Store]) -> None:
         if one(tr, "td").get_text() == "rich0001"
     )
     cells = [td.get_text() for td in row.find_all("td")]
+    assert cells[1] == escape(HOSTILE_NAME)  # text, never markup
     assert cells[2:5] == ["running", "verified (2/6)", "#1 950.5"]
+    created = (store.open("rich0001").manifest or {})["created_at"]
+    assert cells[5] == created[:19].replace("T", " ")
     assert "team=infra" in cells[6]
 
 
@@ -115,6 +123,31 @@ def test_session_page_and_its_api_agree_with_inspect_json(site: tuple[Viewer, St
     assert status == 200 and listing == cli.stdout
     finished = _page(view, "/s/s0003")
     assert finished.body is not None and finished.body.get("data-live") is None
+
+
+def test_lineage_links_to_the_previous_sessions(site: tuple[Viewer, Store]) -> None:
+    view, _ = site
+    doc = _page(view, "/s/child001")
+    items = one(doc, "ul.lineage").find_all("li")
+    assert [one(li, "a")["href"] for li in items] == ["/s/s0003", "/s/s0006"]
+    assert [li.get_text() for li in items] == [
+        "s0003 (1 trials, 0 attempts copied)",
+        "s0006 (1 trials, 0 attempts copied)",
+    ]
+
+
+def test_a_torn_manifest_is_listed_and_shown_with_its_problem(
+    site: tuple[Viewer, Store],
+) -> None:
+    view, _ = site
+    # No name: it sorts first by name.
+    rows = _page(view, "/?sort=name&order=asc").select("table.sessions tbody tr")
+    torn = [tr for tr in rows if one(tr, "td").get_text() == "torn0001"]
+    assert len(torn) == 1 and one(torn[0], "td a")["href"] == "/s/torn0001"
+    doc = _page(view, "/s/torn0001")
+    facts = {dt.get_text(): sibling(dt, "dd").get_text() for dt in doc.select("dl dt")}
+    assert facts["id"] == "(no manifest)"
+    assert facts["manifest"].startswith("session.json: invalid JSON")
 
 
 def test_record_page_shows_files_rendered(site: tuple[Viewer, Store]) -> None:
