@@ -11,11 +11,13 @@ after one warm-up each:
                 connection per request, as a browser's first load)
   api:          GET /api/sessions/<id> from the same server: the peer of the page,
                 the same reading (`inspect --json`'s code) without the HTML
+  list:         GET / with SESSIONS more sessions of 5 trials each in the store
+                (one page of 50 shown; every manifest read to sort)
 
 Goals (issue 14): report < 1 s and < 2 MB; page < 200 ms. The ratios say what
 the HTML adds to the reading it shares with `inspect`. A baseline, not a gate.
 
-    python benchmarks/bench_view.py [--trials 1000] [--repeats 11] [--dir PATH]
+    python benchmarks/bench_view.py [--trials 1000] [--sessions 1000] [--repeats 11] [--dir PATH]
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ from sessionstore import Store
 CLI = (sys.executable, "-m", "sessionstore")
 
 
-def build(root: Path, trials: int) -> str:
+def build(root: Path, trials: int, sessions: int) -> str:
+    """The big session first, then the small ones: the list's first page is all small."""
     store = Store(root)
     session = store.create(
         id="bench001", name="bench", trials=trials, constraints={"max_ttft_ms": 300}, pid=None
@@ -59,6 +62,12 @@ def build(root: Path, trials: int) -> str:
             "learned": f"batch {n}",
         }
         (record / "trial.json").write_bytes(orjson.dumps(marker))
+    for i in range(sessions):
+        small = store.create(id=f"x{i:05d}", name=f"small {i}", trials=5, pid=None)
+        for n in range(1, 6):
+            (small.trials.path / str(n)).mkdir()
+            metrics = {"benchmark": {"metrics": {"output_tok_per_s": 100.0 + n}}}
+            (small.trials.path / str(n) / "trial.json").write_bytes(orjson.dumps(metrics))
     return "bench001"
 
 
@@ -92,6 +101,7 @@ def summary(name: str, samples: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--trials", type=int, default=1000)
+    parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=11)
     parser.add_argument("--dir", type=Path, default=None, help="where to build (default: temp)")
     args = parser.parse_args()
@@ -103,7 +113,7 @@ def main() -> None:
     server = None
     try:
         root = base / "store"
-        sid = build(root, args.trials)
+        sid = build(root, args.trials, args.sessions)
         out = base / "report.html"
         report = [*CLI, "report", sid, "--store", str(root), "-o", str(out)]
         inspect = [*CLI, "inspect", sid, "--store", str(root), "--json"]
@@ -117,14 +127,24 @@ def main() -> None:
         assert match, "the server printed no URL"
         port = int(match.group(1))
         run_once(report), run_once(inspect), get_once(port, f"/s/{sid}")  # warm-up
-        get_once(port, f"/api/sessions/{sid}")
-        times: dict[str, list[float]] = {"report": [], "inspect": [], "page": [], "api": []}
+        get_once(port, f"/api/sessions/{sid}"), get_once(port, "/")
+        times: dict[str, list[float]] = {
+            "report": [],
+            "inspect": [],
+            "page": [],
+            "api": [],
+            "list": [],
+        }
         for _ in range(args.repeats):  # interleaved: the load changes under all alike
             times["report"].append(run_once(report))
             times["inspect"].append(run_once(inspect))
             times["page"].append(get_once(port, f"/s/{sid}"))
             times["api"].append(get_once(port, f"/api/sessions/{sid}"))
-        print(f"{args.trials} trials, {args.repeats} runs each after one warm-up")
+            times["list"].append(get_once(port, "/"))
+        print(
+            f"{args.trials} trials (+ {args.sessions} sessions of 5 for the list), "
+            f"{args.repeats} runs each after one warm-up"
+        )
         for name, samples in times.items():
             print(summary(name, samples))
         for a, b in (("report", "inspect"), ("page", "api")):
