@@ -7,11 +7,14 @@ normalise `..`), so the server sees exactly what an attacker would send.
 from __future__ import annotations
 
 import os
+import re
+import signal
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_runner import run
+from cli_runner import finish, popen, run
 from inspect_helpers import trial
 from view_helpers import SCRIPT_BODY, SCRIPT_NAME, Viewer, rich_session, soup, viewer
 
@@ -161,3 +164,23 @@ def test_a_busy_port_and_a_missing_store_are_clear_errors(
     missing = run("view", "--store", tmp_path / "nope")
     assert missing.returncode == 1
     assert missing.stderr == f"Error: {tmp_path / 'nope'}: is not a directory; no store to view\n"
+
+
+def test_prints_its_url_on_one_line_and_ctrl_c_ends_it(tmp_path: Path) -> None:
+    (tmp_path / "store").mkdir()
+    proc = popen("view", "--store", tmp_path / "store", "--port", "0")
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        assert re.fullmatch(r"http://127\.0\.0\.1:[1-9]\d*/\n", line), line
+        port = int(line.rsplit(":", 1)[1].rstrip("/\n"))
+        with socket.create_connection(("127.0.0.1", port), timeout=30):
+            pass  # it listens on the port it printed
+        proc.send_signal(signal.SIGINT)
+        code, out, err = finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (code, out) == (130, "")
+    assert "Traceback" not in err
