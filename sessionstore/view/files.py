@@ -22,18 +22,11 @@ MAX_ENTRIES = 10_000
 
 
 @dataclass(frozen=True)
-class Entry:
-    """One file of a record: its path below the record and why it cannot be read, if so."""
-
-    path: str  # '/'-separated, below the record
-    problem: str | None = None
-
-
-@dataclass(frozen=True)
 class Listing:
-    """A record's files in path order, and the directories not entered (path, why)."""
+    """A record's files ('/'-separated paths below it) in order, and the directories
+    not entered (path, why)."""
 
-    files: list[Entry]
+    files: list[str]
     skipped: list[tuple[str, str]]
 
 
@@ -50,7 +43,7 @@ def list_files(storage: Storage, key: str) -> Listing:
     `MAX_RECORD_DEPTH` levels, or one that cannot be listed, is skipped
     with why.
     """
-    files: list[Entry] = []
+    files: list[str] = []
     skipped: list[tuple[str, str]] = []
     queue: list[tuple[str, int]] = [("", 0)]
     seen = 0
@@ -66,14 +59,14 @@ def list_files(storage: Storage, key: str) -> Listing:
             seen += 1
             if seen > MAX_ENTRIES:
                 skipped.append((path, f"not listed: more than {MAX_ENTRIES} entries"))
-                return Listing(sorted(files, key=lambda e: e.path), skipped)
+                return Listing(sorted(files), skipped)
             if not item.is_prefix:
-                files.append(Entry(path))
+                files.append(path)
             elif depth + 1 > MAX_RECORD_DEPTH:
                 skipped.append((path, f"is deeper than {MAX_RECORD_DEPTH} levels"))
             else:
                 queue.append((path, depth + 1))
-    return Listing(sorted(files, key=lambda e: e.path), skipped)
+    return Listing(sorted(files), skipped)
 
 
 def is_listed(storage: Storage, key: str, parts: list[str]) -> bool:

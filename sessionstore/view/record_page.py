@@ -54,21 +54,21 @@ def _files(ref: RecordRef) -> str:
     listing = list_files(storage, ref.key)
     rows: list[str] = []
     sections: list[str] = []
-    for i, entry in enumerate(listing.files):
-        content = read_file(storage, f"{ref.key}/{entry.path}")
+    for i, path in enumerate(listing.files):
+        content = read_file(storage, f"{ref.key}/{path}")
         data = content.data
         binary = data is not None and is_binary(data)
         label = "binary" if binary else ("text" if data is not None else "")
         rows.append(
-            f'<tr><td><a class="mono" href="#f{i}">{text(entry.path)}</a></td>'
+            f'<tr><td><a class="mono" href="#f{i}">{text(path)}</a></td>'
             f'<td class="num">{_size(content)}</td><td>{label}</td>'
-            f'<td><a href="{text(ref.file_url(entry.path))}">'
+            f'<td><a href="{text(ref.file_url(path))}">'
             f"{'download' if binary else 'raw'}</a></td></tr>"
         )
         if len(sections) >= MAX_RENDERED or data is None:
             continue
-        shown = binary_note(len(data)) if binary else render(entry.path, data)
-        sections.append(f'<h3 id="f{i}" class="mono">{text(entry.path)}</h3>{shown}')
+        shown = binary_note(len(data)) if binary else render(path, data)
+        sections.append(f'<h3 id="f{i}" class="mono">{text(path)}</h3>{shown}')
     skipped = "".join(
         f"<li><code>{text(path)}</code>: {text(why)}</li>" for path, why in listing.skipped
     )
@@ -88,9 +88,9 @@ def _configs(ref: RecordRef) -> dict[str, bytes | None]:
     """The record's top-level configuration files (the marker left out), by name."""
     marker = MARKERS[ref.collection]
     found = {}
-    for entry in list_files(ref.session.storage, ref.key).files:
-        if "/" not in entry.path and entry.path.endswith(CONFIG_SUFFIXES) and entry.path != marker:
-            found[entry.path] = read_file(ref.session.storage, f"{ref.key}/{entry.path}").data
+    for path in list_files(ref.session.storage, ref.key).files:
+        if "/" not in path and path.endswith(CONFIG_SUFFIXES) and path != marker:
+            found[path] = read_file(ref.session.storage, f"{ref.key}/{path}").data
     return found
 
 
