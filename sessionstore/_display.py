@@ -10,7 +10,9 @@ already escapes control characters, and scripts want the exact value.
 
 from __future__ import annotations
 
+import math
 import re
+from typing import Any
 
 # C0 controls, DEL, C1 controls (0x80-0x9f: some terminals read 0x9b as CSI), the
 # Unicode line/paragraph separators, the bidi overrides and marks that reorder what
@@ -22,6 +24,8 @@ _UNSAFE = re.compile(
     "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069"
     "\ufeff\ufff9-\ufffb\ud800-\udfff]"
 )
+# The same, less the line feed and the tab (`escape_lines`).
+_UNSAFE_IN_LINES = re.compile(_UNSAFE.pattern.replace("\x00-\x1f", "\x00-\x08\x0b-\x1f"))
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -42,3 +46,34 @@ def escape(text: str) -> str:
     contains a line break, so one problem stays one line.
     """
     return _UNSAFE.sub(_replace, text)
+
+
+def escape_lines(text: str) -> str:
+    """`escape`, keeping line feeds and tabs: for a file's contents shown as lines.
+
+    A `\\r` is escaped too, so a CRLF file shows where its carriage returns
+    are and no line can overwrite another.
+    """
+    return _UNSAFE_IN_LINES.sub(_replace, text)
+
+
+def fmt_number(value: float) -> str:
+    """Short human form: integers whole, large values to one decimal, small to 4 digits."""
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    if abs(value) >= 1000:
+        return f"{value:.1f}"
+    return f"{value:.4g}"
+
+
+def scalar(value: Any) -> str:
+    """A JSON value on one line for people, escaped: a finite number short
+    (`fmt_number`), a string as it is, anything else as compact JSON."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return fmt_number(float(value))
+    if isinstance(value, str):
+        return escape(value)
+    import orjson  # on use: this module is imported by every command, most never need it
+
+    # JSON escapes C0 controls but leaves C1 controls, NEL and bidi overrides as they are.
+    return escape(orjson.dumps(value).decode())

@@ -26,6 +26,17 @@ def dumps(obj: Any) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n"
 
 
+def dumps_exact(value: Any) -> bytes:
+    """One JSON document for output (indented, a trailing newline): exact, except that a
+    name that is not UTF-8 (a file name's raw bytes, which JSON cannot carry) has its
+    undecodable bytes written `\\xNN` (`utf8_safe`). What `--json` and the viewer's API send."""
+    try:
+        data = orjson.dumps(value, option=orjson.OPT_INDENT_2)
+    except TypeError:
+        data = orjson.dumps(utf8_safe(value), option=orjson.OPT_INDENT_2)
+    return data + b"\n"
+
+
 # Lone surrogates: os.fsdecode's stand-ins for the bytes of a name that is not UTF-8.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sessionstore._display import escape
+from sessionstore._display import escape, escape_lines, scalar
 
 
 @pytest.mark.parametrize(
@@ -37,3 +37,28 @@ def test_escapes_control_characters(raw: str, shown: str) -> None:
 def test_escaped_text_has_no_control_left(text: str) -> None:
     shown = escape(text)
     assert not [c for c in shown if unicodedata.category(c) in ("Cc", "Zl", "Zp", "Cs")]
+
+
+@given(st.text())
+def test_escaped_lines_keep_only_line_feeds_and_tabs(text: str) -> None:
+    shown = escape_lines(text)
+    controls = [c for c in shown if unicodedata.category(c) in ("Cc", "Zl", "Zp", "Cs")]
+    assert set(controls) <= {"\n", "\t"}
+    assert (shown.count("\n"), shown.count("\t")) == (text.count("\n"), text.count("\t"))
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (200, "200"),
+        (0.5, "0.5"),
+        (1234.56, "1234.6"),
+        (True, "true"),
+        ("a\x1bb", "a\\x1bb"),
+        ({"k": [1]}, '{"k":[1]}'),
+        (None, "null"),
+        (float("nan"), "null"),
+    ],
+)
+def test_scalar(value: object, shown: str) -> None:
+    assert scalar(value) == shown

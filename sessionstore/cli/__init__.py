@@ -36,6 +36,8 @@ COMMANDS: dict[str, str] = {
     "resume": "sessionstore.cli.resume:resume",
     "scan": "sessionstore.cli.scan:scan",
     "doctor": "sessionstore.cli.doctor:doctor",
+    "report": "sessionstore.cli.report:report",
+    "view": "sessionstore.cli.view:view",
 }
 
 

@@ -8,15 +8,18 @@ import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from sessionstore._display import escape
 from sessionstore._fs import read as fsread
-from sessionstore._json import MAX_MARKER_BYTES
+from sessionstore._json import MAX_MARKER_BYTES, dumps_exact
 from sessionstore.errors import InvalidInput, SessionStoreError
 from sessionstore.format.names import MAX_RECORD
+
+if TYPE_CHECKING:
+    from sessionstore.inspect.best import Objective
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -64,6 +67,34 @@ def target_options(required: bool = True, *, many: bool = False) -> Callable[[F]
 
 
 record_number_type = click.IntRange(min=1, max=MAX_RECORD)
+
+
+def objective_options(func: F) -> F:
+    """`--objective PATH` and `--higher/--lower`: what "best" means, as `inspect` takes them.
+
+    The command receives `objective` (a dotted key path, None for the
+    default) and `higher`; `sessionstore.inspect.best.Objective` is built
+    from them by `objective_of`.
+    """
+    with_direction: F = click.option(
+        "--higher/--lower",
+        "higher",
+        default=True,
+        help="Whether a higher objective value is better (default: --higher).",
+    )(func)
+    return click.option(
+        "--objective",
+        default=None,
+        metavar="PATH",
+        help="Dotted key path ranking trials (default: benchmark.metrics.output_tok_per_s).",
+    )(with_direction)
+
+
+def objective_of(objective: str | None, higher: bool) -> Objective:
+    """The `Objective` that `objective_options` asked for."""
+    from sessionstore.inspect.best import DEFAULT_OBJECTIVE, Objective
+
+    return Objective(objective or DEFAULT_OBJECTIVE, "higher" if higher else "lower")
 
 
 def read_json_value(value: str, option: str) -> object:
@@ -174,14 +205,5 @@ def emit_json(value: Any) -> None:
     Exact, except that a name that is not UTF-8 (a file name's raw bytes,
     which JSON cannot carry) has its undecodable bytes written `\\xNN`.
     """
-    # Only when JSON is printed: `sessionstore mirror` without --json never loads orjson.
-    import orjson
-
-    from sessionstore._json import utf8_safe
-
-    try:
-        data = orjson.dumps(value, option=orjson.OPT_INDENT_2)
-    except TypeError:
-        data = orjson.dumps(utf8_safe(value), option=orjson.OPT_INDENT_2)
-    sys.stdout.buffer.write(data + b"\n")
+    sys.stdout.buffer.write(dumps_exact(value))
     sys.stdout.flush()

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from sessionstore.cli.common import command, library_errors, store_option
 from sessionstore.store.target import default_store_root
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from sessionstore.store.session import Session
 
 
 @command()
@@ -24,7 +30,8 @@ def demo(store_dir: Path | None, keep_workspace: bool) -> None:
     place mid-flight, one torn marker, one trial still in flight, and a
     verification attempt) while the mirror daemon copies it into a new
     session, redacting the secret. Then the workspace is deleted and the
-    session is shown as `sessionstore inspect` shows it.
+    session is shown as `sessionstore inspect` shows it, and `sessionstore view`
+    and `sessionstore report` are offered to see it in a browser.
 
     \b
     Examples:
@@ -68,9 +75,17 @@ def demo(store_dir: Path | None, keep_workspace: bool) -> None:
     view = SessionView.load(session, Objective(DEFAULT_OBJECTIVE, "higher"))
     session_detail(console, view, view.detail()["lineage"])
     console.print()
-    console.print("Look next:")
-    console.print(f"  sessionstore inspect {session.id}          # this view")
-    console.print(f"  sessionstore inspect {session.id} --json   # the same, for scripts")
-    console.print(f"  ls -R {session.path}")
-    if store_dir is not None:
-        console.print(f"  (add --store {root} to each command)")
+    _look_next(console, session, root, store_dir is not None)
+
+
+def _look_next(console: Console, session: Session, root: Path, own_store: bool) -> None:
+    """The commands to try next, `sessionstore view` and `report` among them."""
+    store_flag = f" --store {root}" if own_store else ""
+    console.print(
+        "Look next:\n"
+        f"  sessionstore inspect {session.id}{store_flag}          # this view\n"
+        f"  sessionstore inspect {session.id}{store_flag} --json   # the same, for scripts\n"
+        f"  sessionstore view{store_flag}   # in a browser, live\n"
+        f"  sessionstore report {session.id}{store_flag} -o report.html   # one file\n"
+        f"  ls -R {session.path}"
+    )

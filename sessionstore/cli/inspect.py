@@ -6,25 +6,22 @@ from pathlib import Path
 
 import click
 
-from sessionstore.cli.common import command, emit_json, json_option, library_errors, target_options
+from sessionstore.cli.common import (
+    command,
+    emit_json,
+    json_option,
+    library_errors,
+    objective_of,
+    objective_options,
+    target_options,
+)
 from sessionstore.store.target import resolve_target, store_root
 
 
 @command()
 @target_options(required=False)
 @json_option
-@click.option(
-    "--objective",
-    default=None,
-    metavar="PATH",
-    help="Dotted key path ranking trials (default: benchmark.metrics.output_tok_per_s).",
-)
-@click.option(
-    "--higher/--lower",
-    "higher",
-    default=True,
-    help="Whether a higher objective value is better (default: --higher).",
-)
+@objective_options
 @click.option(
     "--color/--no-color",
     "color",
@@ -55,11 +52,10 @@ def inspect(
       sessionstore inspect ./workspace --json
     """
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
-    from sessionstore.inspect.best import DEFAULT_OBJECTIVE, Objective
     from sessionstore.inspect.summary import SessionView
     from sessionstore.store.session import Store
 
-    goal = Objective(objective or DEFAULT_OBJECTIVE, "higher" if higher else "lower")
+    goal = objective_of(objective, higher)
     if target is None:
         store = Store(store_root(store_dir))
         views = [SessionView.load(s, goal) for s in store.sessions()]

@@ -16,12 +16,11 @@ import functools
 from pathlib import Path
 from typing import Any
 
-import orjson
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sessionstore._display import escape
+from sessionstore._display import escape, fmt_number, scalar
 from sessionstore.harness.verdict import Verdict
 from sessionstore.inspect.best import Best, Score, as_number, lookup
 from sessionstore.inspect.spark import bars, window
@@ -62,15 +61,6 @@ def make_console(color: bool | None = None, width: int | None = None) -> Console
     return make(color_system=None, no_color=True)
 
 
-def fmt_number(value: float) -> str:
-    """Short human form: integers whole, large values to one decimal, small to 4 digits."""
-    if value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    if abs(value) >= 1000:
-        return f"{value:.1f}"
-    return f"{value:.4g}"
-
-
 def _created(view: SessionView, compact: bool) -> str:
     created = view.created_at or ""
     text = escape(created[:16].replace("T", " "))
@@ -87,17 +77,7 @@ def best_cell(best: Best | None) -> str:
 def constraints_cell(constraints: dict[str, Any], error: str | None = None) -> str:
     if error:
         return "torn constraints.json"
-    return ", ".join(f"{escape(k)}={_scalar(v)}" for k, v in constraints.items())
-
-
-def _scalar(value: Any) -> str:
-    number = as_number(value)
-    if number is not None:
-        return fmt_number(number)
-    if isinstance(value, str):
-        return escape(value)
-    # JSON escapes C0 controls but leaves C1 controls, NEL and bidi overrides as they are.
-    return escape(orjson.dumps(value).decode())
+    return ", ".join(f"{escape(k)}={scalar(v)}" for k, v in constraints.items())
 
 
 def status_text(view: SessionView) -> Text:

@@ -44,6 +44,8 @@ def test_demo_mirrors_a_fake_session_and_redacts_its_secret(tmp_path: Path) -> N
     assert "held back by the mirror: trials/3/trial.json" in out
     assert "The workspace is deleted" in out
     assert f"sessionstore inspect {session.id}" in out
+    assert f"sessionstore view --store {store}" in out
+    assert f"sessionstore report {session.id} --store {store} -o report.html" in out
     assert "verified (2/4)" in out
     match = re.search(r"(/\S*sessionstore-demo-\w+)", out)
     assert match is not None and match.group(1).startswith("/")

@@ -1,0 +1,63 @@
+"""`sessionstore report`: one session as a self-contained HTML file."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from sessionstore._display import escape
+from sessionstore.cli.common import (
+    command,
+    library_errors,
+    objective_of,
+    objective_options,
+    target_options,
+)
+from sessionstore.store.target import resolve_target
+
+
+@command()
+@target_options()
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    required=True,
+    metavar="FILE.html",
+    help="Where to write the report; '-' writes it to standard output.",
+)
+@objective_options
+@library_errors
+def report(
+    target: str, store_dir: Path | None, output: str, objective: str | None, higher: bool
+) -> None:
+    """Write one self-contained HTML report of TARGET (an id or a session directory).
+
+    The file holds the session's status, constraints, best trial and why, a
+    chart of the objective across trials, the trials and verification
+    attempts with their verdicts, lineage, and every record's marker. It
+    refers to nothing outside itself (no CDN, no web font): it opens from
+    file:// offline, and everything shows with JavaScript disabled.
+
+    \b
+    Examples:
+      sessionstore report 1a2b3c4d -o report.html
+      sessionstore report 1a2b3c4d -o - > report.html
+      sessionstore report 1a2b3c4d -o r.html --objective benchmark.metrics.ttft_ms.p99 --lower
+    """
+    # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
+    from sessionstore._fs.atomic import write_atomic
+    from sessionstore.inspect.summary import SessionView
+    from sessionstore.view.report import render_report
+
+    session = resolve_target(target, store_dir)
+    view = SessionView.load(session, objective_of(objective, higher))
+    data = render_report(view).encode("utf-8", "surrogateescape")
+    if output == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    write_atomic(output, data)
+    click.echo(escape(f"report written to {Path(output).resolve()}"), err=True)

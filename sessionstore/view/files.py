@@ -1,0 +1,107 @@
+"""A record's files, read through the storage seam only (`Storage.list` and `get`).
+
+The viewer never opens a path itself: a file is one it found by listing
+its record, level by level, and it is read by a bounded `get`, so what the
+backend refuses (a symlink, a FIFO, a directory swapped on the way) is
+reported, never followed or waited on, and an `s3://` store reads the same.
+A walk is bounded in depth and in entries, so a runaway tree cannot stall a page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sessionstore.errors import StorageError, TooLarge
+from sessionstore.storage.base import Storage
+from sessionstore.store.session import MAX_RECORD_DEPTH
+
+# Bytes read of one file: its size is known up to here; larger ones are not read.
+READ_LIMIT = 16 * 1024 * 1024
+# Entries listed in one record: past this the listing says it stopped.
+MAX_ENTRIES = 10_000
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A record's files ('/'-separated paths below it) in order, and the directories
+    not entered (path, why)."""
+
+    files: list[str]
+    skipped: list[tuple[str, str]]
+
+
+def record_key(session_key: str, collection: str, n: int) -> str:
+    """The storage key of record `n` of `collection` of the session `session_key`."""
+    return f"{session_key}/{collection}/{n}"
+
+
+def list_files(storage: Storage, key: str) -> Listing:
+    """Every file below the record `key`, by `Storage.list`, breadth-first, bounded.
+
+    An entry listed as no prefix is a file (a symlink or FIFO is listed so
+    too; reading it is refused by the backend); a directory deeper than
+    `MAX_RECORD_DEPTH` levels, or one that cannot be listed, is skipped
+    with why.
+    """
+    files: list[str] = []
+    skipped: list[tuple[str, str]] = []
+    queue: list[tuple[str, int]] = [("", 0)]
+    seen = 0
+    while queue:
+        rel, depth = queue.pop(0)
+        try:
+            listed = sorted(storage.list(f"{key}/{rel}" if rel else key))
+        except StorageError as exc:
+            skipped.append((rel or ".", exc.problem))
+            continue
+        for item in listed:
+            path = f"{rel}/{item.name}" if rel else item.name
+            seen += 1
+            if seen > MAX_ENTRIES:
+                skipped.append((path, f"not listed: more than {MAX_ENTRIES} entries"))
+                return Listing(sorted(files), skipped)
+            if not item.is_prefix:
+                files.append(path)
+            elif depth + 1 > MAX_RECORD_DEPTH:
+                skipped.append((path, f"is deeper than {MAX_RECORD_DEPTH} levels"))
+            else:
+                queue.append((path, depth + 1))
+    return Listing(sorted(files), skipped)
+
+
+def is_listed(storage: Storage, key: str, parts: list[str]) -> bool:
+    """Whether `parts` names a file of the record `key`: each directory on the way, and
+    the file, listed by its parent (a name the record does not list is never read)."""
+    prefix = key
+    for i, name in enumerate(parts):
+        try:
+            found = {item.name: item.is_prefix for item in storage.list(prefix)}
+        except StorageError:
+            return False
+        last = i == len(parts) - 1
+        if name not in found or found[name] is not (not last):
+            return False
+        prefix = f"{prefix}/{name}"
+    return bool(parts)
+
+
+@dataclass(frozen=True)
+class Content:
+    """What a bounded read of a file found: its bytes, or why there are none."""
+
+    data: bytes | None
+    size: int | None  # None: larger than READ_LIMIT, or unreadable
+    problem: str | None
+
+
+def read_file(storage: Storage, key: str, limit: int = READ_LIMIT) -> Content:
+    """The bytes of the file at `key`, read by one bounded `get` (never followed)."""
+    try:
+        data = storage.get(key, limit)
+    except TooLarge:
+        return Content(None, None, f"larger than {limit // (1024 * 1024)} MiB; not read")
+    except StorageError as exc:
+        return Content(None, None, exc.problem)
+    if data is None:
+        return Content(None, None, "removed since it was listed")
+    return Content(data, len(data), None)

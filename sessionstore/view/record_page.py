@@ -1,0 +1,156 @@
+"""One record's page: its marker, its files with sizes and contents, a config diff.
+
+Files are found by listing the record through the storage seam and read by
+bounded gets (`view.files`); contents are rendered by `view.render`. The
+configuration diff compares this trial's top-level config files (`*.json`,
+`*.yml`, `*.yaml`, `*.toml`, the marker left out) with another trial's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sessionstore.format.names import MARKERS
+from sessionstore.harness.verdict import output_verdict
+from sessionstore.store.session import Record, Session
+from sessionstore.view.files import Content, is_listed, list_files, read_file, record_key
+from sessionstore.view.html import text, url_name
+from sessionstore.view.render import CONFIG_SUFFIXES, binary_note, config_diff, is_binary, render
+
+# Files whose contents one page shows; the rest are listed with their sizes.
+MAX_RENDERED = 200
+
+
+@dataclass(frozen=True)
+class RecordRef:
+    """Which record a page is about: the session, `trials` or `service`, and the number."""
+
+    session: Session
+    collection: str
+    n: int
+
+    @property
+    def key(self) -> str:
+        return record_key(self.session.key, self.collection, self.n)
+
+    @property
+    def base(self) -> str:
+        """The URL of this record's page."""
+        return f"/s/{url_name(self.session.key)}/{self.collection}/{self.n}"
+
+    def file_url(self, path: str) -> str:
+        return f"{self.base}/files/" + "/".join(url_name(p) for p in path.split("/"))
+
+
+def _size(content: Content) -> str:
+    if content.size is None:
+        return f'<span class="bad">{text(content.problem or "")}</span>'
+    return f'<span data-v="{content.size}">{content.size}</span>'
+
+
+def _files(ref: RecordRef) -> str:
+    """The files table, then each text file's contents (binary ones: download only)."""
+    storage = ref.session.storage
+    listing = list_files(storage, ref.key)
+    rows: list[str] = []
+    sections: list[str] = []
+    for i, path in enumerate(listing.files):
+        content = read_file(storage, f"{ref.key}/{path}")
+        data = content.data
+        binary = data is not None and is_binary(data)
+        label = "binary" if binary else ("text" if data is not None else "")
+        rows.append(
+            f'<tr><td><a class="mono" href="#f{i}">{text(path)}</a></td>'
+            f'<td class="num">{_size(content)}</td><td>{label}</td>'
+            f'<td><a href="{text(ref.file_url(path))}">'
+            f"{'download' if binary else 'raw'}</a></td></tr>"
+        )
+        if len(sections) >= MAX_RENDERED or data is None:
+            continue
+        shown = binary_note(len(data)) if binary else render(path, data)
+        sections.append(f'<h3 id="f{i}" class="mono">{text(path)}</h3>{shown}')
+    skipped = "".join(
+        f"<li><code>{text(path)}</code>: {text(why)}</li>" for path, why in listing.skipped
+    )
+    if not rows:
+        table = '<p class="dim">No files.</p>'
+    else:
+        table = (
+            '<table class="sortable files"><thead><tr><th>file</th><th class="num">bytes</th>'
+            f"<th>kind</th><th></th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        )
+    if skipped:
+        table += f'<p>Not entered:</p><ul class="skipped">{skipped}</ul>'
+    return f"<h2>Files</h2>{table}{''.join(sections)}"
+
+
+def _configs(ref: RecordRef) -> dict[str, bytes | None]:
+    """The record's top-level configuration files (the marker left out), by name."""
+    marker = MARKERS[ref.collection]
+    found = {}
+    for path in list_files(ref.session.storage, ref.key).files:
+        if "/" not in path and path.endswith(CONFIG_SUFFIXES) and path != marker:
+            found[path] = read_file(ref.session.storage, f"{ref.key}/{path}").data
+    return found
+
+
+def _diff_form(ref: RecordRef, numbers: list[int], against: int | None) -> str:
+    """Pick another trial and see how its configuration differs from this one's."""
+    options = "".join(
+        f'<option value="{n}"{" selected" if n == against else ""}>trial {n}</option>'
+        for n in numbers
+        if n != ref.n
+    )
+    if not options:
+        return ""
+    return (
+        '<h2>Configuration diff</h2><form class="bar" method="get">'
+        f'<label>trial {ref.n} against <select name="against">{options}</select></label>'
+        '<button type="submit">show diff</button></form>'
+    )
+
+
+def config_diff_html(ref: RecordRef, other: RecordRef) -> str:
+    """Each configuration file that differs between `other` and `ref` (other first)."""
+    mine, theirs = _configs(ref), _configs(other)
+    parts = []
+    for name in sorted(mine.keys() | theirs.keys()):
+        diff = config_diff(
+            f"trials/{other.n}/{name}", theirs.get(name), f"trials/{ref.n}/{name}", mine.get(name)
+        )
+        if diff:
+            parts.append(f'<h3 class="mono">{text(name)}</h3>{diff}')
+    if not parts:
+        return f'<p class="dim">No configuration difference with trial {other.n}.</p>'
+    return "".join(parts)
+
+
+def record_body(
+    ref: RecordRef, record: Record, numbers: list[int], against: RecordRef | None
+) -> str:
+    """The page body of one record (`numbers`: the session's trials, for the diff picker)."""
+    session_url = f"/s/{url_name(ref.session.key)}"
+    what = "trial" if ref.collection == "trials" else "verification attempt"
+    facts = [
+        f'<dt>session</dt><dd><a href="{text(session_url)}">'
+        f"{text(ref.session.id or ref.session.key)}</a></dd>",
+        f'<dt>state</dt><dd class="{record.state}">{record.state}</dd>',
+    ]
+    if record.error:
+        facts.append(f'<dt>problem</dt><dd class="bad">{text(record.error)}</dd>')
+    verdict = output_verdict(record)
+    if verdict is not None:
+        facts.append(f'<dt>log verdict</dt><dd class="{verdict.outcome}">{text(verdict)}</dd>')
+    body = f'<h1>{what} {ref.n}</h1><dl class="facts">{"".join(facts)}</dl>'
+    if ref.collection == "trials":
+        body += _diff_form(ref, numbers, against.n if against else None)
+        if against is not None:
+            body += config_diff_html(ref, against)
+    return body + _files(ref)
+
+
+def file_parts(ref: RecordRef, parts: list[str]) -> str | None:
+    """The storage key of the record file `parts` names, if the record lists it; else None."""
+    if not is_listed(ref.session.storage, ref.key, parts):
+        return None
+    return f"{ref.key}/" + "/".join(parts)

@@ -1,0 +1,147 @@
+"""A file's contents as HTML: JSON and YAML pretty, diffs coloured, logs tailed.
+
+Every line is data (`html.text_lines`): an agent's `<script>` is text and a
+terminal escape is shown as `\\x1b`. A file with a NUL byte or that is not
+UTF-8 is binary: offered for download, never shown. Shown text is capped
+(`SHOW_LIMIT`): a log shows its tail (where the PASS/FAIL line is, the last
+non-empty line, highlighted), anything else its head.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+import orjson
+
+from sessionstore.view.html import text, text_lines
+
+SHOW_LIMIT = 256 * 1024
+_SNIFF = 8192
+_VERDICT = re.compile(r"^(PASS|FAIL)(:.*)?$")
+_YAML_KEY = re.compile(r"^(\s*(?:- )?)([^\s:#][^:#]*?)(:)(?=\s|$)")
+CONFIG_SUFFIXES = (".json", ".yml", ".yaml", ".toml")
+
+
+def is_binary(data: bytes) -> bool:
+    """A NUL in the first 8 KiB, or bytes that are not UTF-8 (a cut last character is fine)."""
+    head = data[:_SNIFF]
+    if b"\0" in head:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return not (len(head) == _SNIFF and exc.start >= len(head) - 3)
+    return False
+
+
+def kind(path: str) -> str:
+    """json | yaml | diff | log | text, by the file's name."""
+    name = path.rsplit("/", 1)[-1].lower()
+    if name.endswith(".json"):
+        return "json"
+    if name.endswith((".yml", ".yaml")):
+        return "yaml"
+    if name.endswith((".diff", ".patch")):
+        return "diff"
+    if name.endswith((".log", ".out", ".err")) or "log" in name:
+        return "log"
+    return "text"
+
+
+def _clip(data: bytes, tail: bool) -> tuple[bytes, str]:
+    """At most SHOW_LIMIT bytes, cut at a line boundary, and a note saying what was left out."""
+    if len(data) <= SHOW_LIMIT:
+        return data, ""
+    if tail:
+        part = data[-SHOW_LIMIT:]
+        part = part[part.find(b"\n") + 1 :] if b"\n" in part else part
+        return part, f"showing the last {len(part)} of {len(data)} bytes"
+    part = data[:SHOW_LIMIT]
+    part = part[: part.rfind(b"\n") + 1] if b"\n" in part else part
+    return part, f"showing the first {len(part)} of {len(data)} bytes"
+
+
+def render(path: str, data: bytes) -> str:
+    """The HTML of one text file's contents (call only when `is_binary` is false)."""
+    found = kind(path)
+    shown, note = _clip(data, tail=found == "log")
+    body = shown.decode("utf-8", "replace")
+    note_html = f'<p class="dim">{note}</p>' if note else ""
+    if found == "json" and not note:
+        try:
+            pretty = orjson.dumps(orjson.loads(data), option=orjson.OPT_INDENT_2).decode()
+        except (orjson.JSONDecodeError, TypeError):
+            pretty = None
+        if pretty is not None:
+            return f'<pre class="json">{text_lines(pretty)}</pre>'
+    if found == "yaml":
+        return note_html + f'<pre class="yaml">{_yaml(body)}</pre>'
+    if found == "diff":
+        return note_html + f'<pre class="diff">{diff_lines(body.splitlines())}</pre>'
+    if found == "log":
+        return note_html + f'<pre class="log">{_log(body)}</pre>'
+    return note_html + f"<pre>{text_lines(body)}</pre>"
+
+
+def _yaml(body: str) -> str:
+    out = []
+    for line in body.split("\n"):
+        match = _YAML_KEY.match(line)
+        if match and not line.lstrip().startswith("#"):
+            lead, key, colon = match.groups()
+            rest = line[match.end() :]
+            out.append(
+                f'{text_lines(lead)}<span class="key">{text_lines(key)}</span>'
+                f"{colon}{text_lines(rest)}"
+            )
+        else:
+            out.append(text_lines(line))
+    return "\n".join(out)
+
+
+def diff_lines(lines: list[str]) -> str:
+    """Unified-diff lines, each coloured by its first character (+, -, @@, file headers)."""
+    out = []
+    for line in lines:
+        if line.startswith(("+++", "---", "diff ", "index ")):
+            css = "d-file"
+        elif line.startswith("@@"):
+            css = "d-hunk"
+        elif line.startswith("+"):
+            css = "d-add"
+        elif line.startswith("-"):
+            css = "d-del"
+        else:
+            out.append(text_lines(line))
+            continue
+        out.append(f'<span class="{css}">{text_lines(line)}</span>')
+    return "\n".join(out)
+
+
+def _log(body: str) -> str:
+    """Log lines; the last non-empty line, when it is PASS or FAIL[:detail], highlighted."""
+    lines = body.split("\n")
+    last = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), None)
+    out = [text_lines(line) for line in lines]
+    if last is not None:
+        match = _VERDICT.match(lines[last].strip())
+        if match:
+            css = "pass" if match.group(1) == "PASS" else "fail"
+            out[last] = f'<span class="verdict-line {css}">{out[last]}</span>'
+    return "\n".join(out)
+
+
+def config_diff(name_a: str, a: bytes | None, name_b: str, b: bytes | None) -> str:
+    """A unified diff of one configuration file between two records, coloured."""
+    if a is not None and b is not None and a == b:
+        return ""
+    left = (a or b"").decode("utf-8", "replace").splitlines()
+    right = (b or b"").decode("utf-8", "replace").splitlines()
+    lines = list(difflib.unified_diff(left, right, name_a, name_b, lineterm=""))
+    return f'<pre class="diff">{diff_lines(lines)}</pre>' if lines else ""
+
+
+def binary_note(size: int) -> str:
+    """What a binary file shows instead of its contents."""
+    return f'<p class="dim">binary file, {text(size)} bytes: download only</p>'

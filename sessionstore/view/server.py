@@ -1,0 +1,303 @@
+"""`sessionstore view`: the store served read-only over HTTP (the standard library's server).
+
+Rules (docs/viewer.md, "Safety"):
+- GET and HEAD only: any other method is 405, whatever the path.
+- The request path is split into segments before any decoding, then each is
+  percent-decoded on its own: a segment that decodes to empty, `.`, `..`, or
+  holds `/` or NUL (`%2e%2e`, `%2f`, `//`) is 404 before anything is read.
+  A session is opened by id (`Store.open`: validated, never followed), a
+  record only if its collection lists it, a file only if each level of its
+  record lists it (`view.files.is_listed`), and read through the storage
+  seam, which refuses symlinks and non-regular files: 404, never read.
+- Every response carries `X-Content-Type-Options: nosniff` and a
+  Content-Security-Policy; a file's contents are `text/plain` (or a download)
+  under a policy that forbids everything (`html.FILE_CSP`).
+- A connection idle for `TIMEOUT` seconds is closed: a stalled client holds
+  one thread, never the server.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import sys
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote, unquote_to_bytes
+
+from sessionstore._display import escape
+from sessionstore._json import dumps_exact
+from sessionstore.errors import InvalidId, RecordNotFound, SessionNotFound
+from sessionstore.format.names import SERVICE, TRIALS, record_number, validate_id
+from sessionstore.inspect.best import Objective
+from sessionstore.inspect.summary import SessionView
+from sessionstore.store.lineage import lineage_info
+from sessionstore.store.session import Session, Store
+from sessionstore.store.status import session_status
+from sessionstore.view.files import read_file
+from sessionstore.view.html import FILE_CSP, page, page_csp, text, url_name
+from sessionstore.view.list_page import ListQuery, list_body
+from sessionstore.view.record_page import RecordRef, file_parts, record_body
+from sessionstore.view.render import is_binary
+from sessionstore.view.session_page import Links, live_signature, session_body
+
+TIMEOUT = 30.0
+_ALLOWED = "GET, HEAD"
+_PAGE_CSP = page_csp(served=True, header=True)
+_HTML = "text/html; charset=utf-8"
+# (status, content type, Content-Security-Policy, body, extra headers)
+Response = tuple[int, str, str, bytes, dict[str, str]]
+
+
+class NotFound(Exception):
+    """The path names nothing the viewer serves (or something it refuses to read)."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is a loopback name or address (`localhost`, 127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def segments(target: str) -> tuple[list[str], dict[str, list[str]]]:
+    """The decoded path segments and query of a request target; `NotFound` for a path
+    that is not plainly inside the site (see the module docstring)."""
+    path, _, query = target.partition("?")
+    if not path.startswith("/"):
+        raise NotFound
+    raw = path[1:].split("/")
+    if raw[-1] == "" and len(raw) > 1:
+        raw.pop()  # one trailing slash: /s/ID/ is /s/ID
+    parts = []
+    for item in raw:
+        name = unquote_to_bytes(item).decode("utf-8", "surrogateescape")
+        if name in (".", "..") or "/" in name or "\0" in name or (not name and raw != [""]):
+            raise NotFound
+        parts.append(name)
+    try:
+        fields = parse_qs(query, max_num_fields=20)
+    except ValueError:  # more fields than any page takes
+        raise NotFound from None
+    return [p for p in parts if p], fields
+
+
+class Site:
+    """The pages and JSON of one store; `respond` maps a path to (status, type, CSP, body)."""
+
+    def __init__(self, root: Path, objective: Objective | None = None) -> None:
+        self.store = Store(root)
+        self.objective = objective or Objective()
+
+    def _session(self, key: str) -> Session:
+        try:
+            return self.store.open(key)
+        except (InvalidId, SessionNotFound):
+            raise NotFound from None
+
+    def _links(self, session: Session) -> Links:
+        base = f"/s/{url_name(session.key)}"
+
+        def other(session_id: str) -> str | None:
+            try:
+                return f"/s/{url_name(validate_id(session_id))}"
+            except InvalidId:
+                return None
+
+        return Links(record=lambda c, n: f"{base}/{c}/{n}", session=other)
+
+    def respond(self, target: str) -> Response:
+        """What a GET of `target` answers; `NotFound` for anything else."""
+        parts, query = segments(target)
+        if not parts:
+            body = list_body(self.store, ListQuery.parse(query), self.objective)
+            return 200, _HTML, _PAGE_CSP, self._page("Sessions", body), {}
+        if parts[0] == "api" and len(parts) in (2, 3) and parts[1] == "sessions":
+            if len(parts) == 2:
+                views = [SessionView.load(s, self.objective) for s in self.store.sessions()]
+                value: Any = [v.summary() for v in views]
+            else:
+                value = SessionView.load(self._session(parts[2]), self.objective).detail()
+            return 200, "application/json", FILE_CSP, dumps_exact(value), {}
+        if parts[0] != "s" or len(parts) < 2:
+            raise NotFound
+        session = self._session(parts[1])
+        if len(parts) == 2:
+            return 200, _HTML, _PAGE_CSP, self._session_page(session), {}
+        if parts[2] not in (TRIALS, SERVICE) or len(parts) < 4:
+            raise NotFound
+        n = record_number(parts[3])
+        if n is None:
+            raise NotFound
+        ref = RecordRef(session, parts[2], n)
+        if len(parts) == 4:
+            return 200, _HTML, _PAGE_CSP, self._record_page(ref, query), {}
+        if parts[4] != "files" or len(parts) < 6:
+            raise NotFound
+        return self._file(ref, parts[5:])
+
+    def _page(self, title: str, body: str, live: tuple[str, str] | None = None) -> bytes:
+        nav = f'<header><a href="/">sessions</a><span class="dim">{text(self.store.root)}</span>'
+        return page(title, f"{nav}</header>{body}", served=True, live=live).encode(
+            "utf-8", "surrogateescape"
+        )
+
+    def _live(
+        self, session: Session, status: str, view: SessionView | None
+    ) -> tuple[str, str] | None:
+        """The live-reload target of a running session's page, else None."""
+        if status != "running":
+            return None
+        trials = view.trials if view else session.trials.records()
+        service = view.service if view else session.service.records()
+        return f"/api/sessions/{url_name(session.key)}", live_signature(status, trials, service)
+
+    def _session_page(self, session: Session) -> bytes:
+        view = SessionView.load(session, self.objective)
+        body = session_body(view, lineage_info(session), self._links(session))
+        live = self._live(session, view.status, view)
+        return self._page(view.name or session.key, body, live)
+
+    def _record_page(self, ref: RecordRef, query: dict[str, list[str]]) -> bytes:
+        collection = ref.session.trials if ref.collection == TRIALS else ref.session.service
+        try:
+            record = collection.get(ref.n)
+        except RecordNotFound:
+            raise NotFound from None
+        numbers = ref.session.trials.numbers()
+        against = record_number(query.get("against", [""])[-1])
+        other = RecordRef(ref.session, TRIALS, against) if against in numbers else None
+        body = record_body(ref, record, numbers, other)
+        live = self._live(ref.session, session_status(ref.session), None)
+        return self._page(f"{ref.session.key} {ref.collection}/{ref.n}", body, live)
+
+    def _file(self, ref: RecordRef, parts: list[str]) -> Response:
+        key = file_parts(ref, parts)
+        if key is None:
+            raise NotFound
+        content = read_file(ref.session.storage, key)
+        if content.data is None:
+            raise NotFound
+        if not is_binary(content.data):
+            return 200, "text/plain; charset=utf-8", FILE_CSP, content.data, {}
+        name = parts[-1].encode("utf-8", "surrogateescape")
+        disposition = f"attachment; filename*=UTF-8''{quote(name, safe='')}"
+        return (
+            200,
+            "application/octet-stream",
+            FILE_CSP,
+            content.data,
+            {"Content-Disposition": disposition},
+        )
+
+
+class Handler(BaseHTTPRequestHandler):
+    """GET and HEAD through `Site.respond`; every other method 405."""
+
+    site: Site  # set on the subclass `make_server` builds
+    timeout = TIMEOUT
+    server_version = "sessionstore-view"
+
+    def version_string(self) -> str:
+        return self.server_version  # no Python version: nothing to fingerprint
+
+    def __getattr__(self, name: str) -> Any:
+        # `do_<METHOD>` for any method but GET and HEAD (BaseHTTPRequestHandler answers
+        # an unknown one 501): read-only means 405, with Allow.
+        if name.startswith("do_"):
+            return self._not_allowed
+        raise AttributeError(name)
+
+    def _not_allowed(self) -> None:
+        self._send(
+            405, "text/plain; charset=utf-8", FILE_CSP, b"405: read-only\n", {"Allow": _ALLOWED}
+        )
+
+    def do_GET(self) -> None:
+        self._answer(head=False)
+
+    def do_HEAD(self) -> None:
+        self._answer(head=True)
+
+    def _answer(self, *, head: bool) -> None:
+        try:
+            status, kind, csp, body, extra = self.site.respond(self.path)
+        except NotFound:
+            status, kind, csp, extra = 404, _HTML, _PAGE_CSP, {}
+            body = page(
+                "Not found", '<h1>Not found</h1><p><a href="/">sessions</a></p>', served=True
+            ).encode()
+        except Exception as exc:  # one bad page must not stop the server; say why, escaped
+            self.log_message("error: %s", escape(f"{type(exc).__name__}: {exc}"))
+            status, kind, csp, extra = 500, "text/plain; charset=utf-8", FILE_CSP, {}
+            body = b"500: internal error (see the server's log)\n"
+        self._send(status, kind, csp, b"" if head else body, extra, length=len(body))
+
+    def _send(
+        self,
+        status: int,
+        kind: str,
+        csp: str,
+        body: bytes,
+        extra: dict[str, str],
+        length: int | None = None,
+    ) -> None:
+        self.send_response(status)
+        headers = {
+            "Content-Type": kind,
+            "Content-Length": str(len(body) if length is None else length),
+            "Content-Security-Policy": csp,
+            "X-Content-Type-Options": "nosniff",
+            "X-Frame-Options": "DENY",
+            "Referrer-Policy": "no-referrer",
+            "Cache-Control": "no-store",
+            **extra,
+        }
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # Request lines are the client's bytes: one escaped line each, never terminal control.
+        line = escape(format % args)
+        sys.stderr.write(f"{self.address_string()} {line}\n")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+
+def make_server(root: Path, host: str, port: int, objective: Objective) -> ThreadingHTTPServer:
+    """A server of the store at `root` bound to (host, port); port 0 picks a free one."""
+    handler = type("SiteHandler", (Handler,), {"site": Site(root, objective)})
+    server_class: type[ThreadingHTTPServer] = _Server
+    if ":" in host:
+        server_class = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
+    return server_class((host, port), handler)
+
+
+def url_of(server: ThreadingHTTPServer) -> str:
+    """The URL a person opens for `server`."""
+    host, port = server.server_address[:2]
+    name = host.decode() if isinstance(host, bytes) else host
+    shown = f"[{name}]" if ":" in name else name
+    return f"http://{shown}:{port}/"
+
+
+def serve(
+    root: Path, host: str, port: int, objective: Objective, announce: Callable[[str], None]
+) -> None:
+    """Serve until interrupted, ranking trials by `objective`; `announce` gets the URL
+    once the socket listens."""
+    server = make_server(root, host, port, objective)
+    try:
+        announce(url_of(server))
+        server.serve_forever()
+    finally:
+        server.server_close()

@@ -1,0 +1,235 @@
+"""The pages and JSON `sessionstore view` serves, from a real server process, parsed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from urllib.parse import quote
+
+import pytest
+from bs4 import BeautifulSoup, Tag
+from cli_runner import run
+from inspect_helpers import metrics, set_manifest, trial
+from view_helpers import (
+    BAD_BYTES_NAME,
+    HOSTILE_NAME,
+    SECRET_NAME,
+    Viewer,
+    big_session,
+    external_refs,
+    one,
+    rich_session,
+    sibling,
+    soup,
+    viewer,
+)
+
+from sessionstore._display import escape
+from sessionstore.store.session import Store
+from sessionstore.view.render import SHOW_LIMIT
+
+MANY = 120  # sessions beyond the rich one: three pages of 50
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Viewer, Store]]:
+    root = tmp_path_factory.mktemp("pages") / "store"
+    store = Store(root)
+    session = rich_session(store)
+    writer = session.trials.get(1)
+    (writer.path / "big.log").write_bytes(b"".join(b"line %d\n" % i for i in range(60000)))
+    for i in range(MANY):
+        s = store.create(
+            id=f"s{i:04d}",
+            name=f"name-{MANY - i:04d}",
+            labels={"team": "a" if i % 2 else "b"},
+            pid=None,
+        )
+        trial(s, metrics(100.0 + i))
+        if i % 3 == 0:
+            s.finish({"status": "failed" if i % 6 == 0 else "done"})
+        set_manifest(s, created_at=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00")
+    big_session(store)
+    store.create(id="child001", name="child", previous=["s0003", "s0006"], pid=None)
+    torn = root / "torn0001"
+    torn.mkdir()
+    (torn / "session.json").write_bytes(b'{"id": "torn0')
+    with viewer(root) as running:
+        yield running, store
+
+
+def _page(view: Viewer, path: str) -> BeautifulSoup:
+    status, headers, body = view.get(path)
+    assert status == 200, (path, body[:300])
+    assert headers["Content-Type"] == "text/html; charset=utf-8"
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    doc = soup(body)
+    assert external_refs(doc) == []
+    return doc
+
+
+def _ids(doc: BeautifulSoup) -> list[str]:
+    return [a.get_text() for a in doc.select("table.sessions tbody tr td:first-child a")]
+
+
+def test_list_is_paged_filtered_and_sorted(site: tuple[Viewer, Store]) -> None:
+    view, store = site
+    first = _page(view, "/")
+    assert len(_ids(first)) == 50
+    pager = first.select_one("p.pager")
+    assert pager is not None and "page 1 of 3 (124 sessions)" in pager.get_text()
+    nxt = pager.find("a", string="next")
+    assert isinstance(nxt, Tag)
+    third = _page(view, "/?page=3")
+    assert len(_ids(third)) == 24
+    assert _ids(_page(view, "/?page=99")) == _ids(third)  # past the end: the last page
+    done = _page(view, "/?status=done")
+    assert set(_ids(done)) == {f"s{i:04d}" for i in range(MANY) if i % 3 == 0 and i % 6 != 0}
+    team = _page(view, "/?label=team%3Da&sort=name&order=asc")
+    names = [tr.find_all("td")[1].get_text() for tr in team.select("table.sessions tbody tr")]
+    assert names == sorted(names) and len(names) == 50
+    assert _page(view, "/?label=nosuch").select_one("table.sessions") is None
+    row = next(
+        tr
+        for tr in first.select("table.sessions tbody tr")
+        if one(tr, "td").get_text() == "rich0001"
+    )
+    cells = [td.get_text() for td in row.find_all("td")]
+    assert cells[1] == escape(HOSTILE_NAME)  # text, never markup
+    assert cells[2:5] == ["running", "verified (2/6)", "#1 950.5"]
+    created = (store.open("rich0001").manifest or {})["created_at"]
+    assert cells[5] == created[:19].replace("T", " ")
+    assert "team=infra" in cells[6]
+
+
+def test_session_page_and_its_api_agree_with_inspect_json(site: tuple[Viewer, Store]) -> None:
+    view, store = site
+    doc = _page(view, "/s/rich0001")
+    assert [a["href"] for a in doc.select("table.trials tbody td:first-child a")] == [
+        f"/s/rich0001/trials/{n}" for n in (1, 2, 3, 4)
+    ]
+    assert doc.find("svg") is not None
+    # Running: the page reloads itself (script) or refreshes (no script).
+    body = doc.body
+    assert body is not None and body["data-live"] == "/api/sessions/rich0001"
+    assert body["data-sig"] == "running|1:completed,2:completed,3:torn,4:in_flight|1:completed"
+    assert doc.select_one('noscript meta[http-equiv="refresh"]') is not None
+    status, headers, api = view.get("/api/sessions/rich0001")
+    assert status == 200 and headers["Content-Type"] == "application/json"
+    cli = run("inspect", "rich0001", "--store", store.root, "--json", text=False)
+    assert api == cli.stdout
+    status, _, listing = view.get("/api/sessions")
+    cli = run("inspect", "--store", store.root, "--json", text=False)
+    assert status == 200 and listing == cli.stdout
+    finished = _page(view, "/s/s0003")
+    assert finished.body is not None and finished.body.get("data-live") is None
+
+
+def test_lineage_links_to_the_previous_sessions(site: tuple[Viewer, Store]) -> None:
+    view, _ = site
+    doc = _page(view, "/s/child001")
+    items = one(doc, "ul.lineage").find_all("li")
+    assert [one(li, "a")["href"] for li in items] == ["/s/s0003", "/s/s0006"]
+    assert [li.get_text() for li in items] == [
+        "s0003 (1 trials, 0 attempts copied)",
+        "s0006 (1 trials, 0 attempts copied)",
+    ]
+
+
+def test_a_torn_manifest_is_listed_and_shown_with_its_problem(
+    site: tuple[Viewer, Store],
+) -> None:
+    view, _ = site
+    # No name: it sorts first by name.
+    rows = _page(view, "/?sort=name&order=asc").select("table.sessions tbody tr")
+    torn = [tr for tr in rows if one(tr, "td").get_text() == "torn0001"]
+    assert len(torn) == 1 and one(torn[0], "td a")["href"] == "/s/torn0001"
+    doc = _page(view, "/s/torn0001")
+    facts = {dt.get_text(): sibling(dt, "dd").get_text() for dt in doc.select("dl dt")}
+    assert facts["id"] == "(no manifest)"
+    assert facts["manifest"].startswith("session.json: invalid JSON")
+
+
+def test_record_page_shows_files_rendered(site: tuple[Viewer, Store]) -> None:
+    view, _ = site
+    doc = _page(view, "/s/rich0001/trials/1")
+    files = {
+        one(tr, "td").get_text(): [td.get_text() for td in tr.find_all("td")[1:]]
+        for tr in doc.select("table.files tbody tr")
+    }
+    assert files["run.log"] == [str(len(b"start\nttft 150 ms\nPASS\n")), "text", "raw"]
+    assert files["blob.bin"] == ["256", "binary", "download"]
+    assert escape(SECRET_NAME) in files and escape(BAD_BYTES_NAME) in files
+    assert files["patches/0001.diff"][1] == "text"
+    # The hostile name is text in the page: no element came of it.
+    assert doc.find("img") is None
+    verdict = doc.select_one("pre.log .verdict-line.pass")
+    assert verdict is not None and verdict.get_text() == "PASS"
+    diff = doc.select_one("pre.diff")
+    assert diff is not None
+    assert [s.get_text() for s in diff.select(".d-add")] == ["+new"]
+    assert [s.get_text() for s in diff.select(".d-del")] == ["-old"]
+    assert doc.select_one("pre.json") is not None
+    assert doc.select_one("pre.yaml .key") is not None
+    # The big log is tailed: its last line shown, its first not.
+    big = next(h for h in doc.find_all("h3") if h.get_text() == "big.log")
+    note, shown = big.find_next_sibling("p"), big.find_next_sibling("pre")
+    assert note is not None and note.get_text().startswith("showing the last")
+    assert shown is not None and shown.get_text().endswith("line 59999\n")
+    assert "line 0\n" not in shown.get_text() and len(shown.get_text()) <= SHOW_LIMIT
+    # Binary: download only, never shown.
+    blob = next(h for h in doc.find_all("h3") if h.get_text() == "blob.bin")
+    assert "download only" in sibling(blob, "p").get_text()
+
+
+def test_record_files_are_served_as_text_or_downloads(site: tuple[Viewer, Store]) -> None:
+    view, _ = site
+    status, headers, body = view.get("/s/rich0001/trials/1/files/run.log")
+    assert (status, body) == (200, b"start\nttft 150 ms\nPASS\n")
+    assert headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert headers["Content-Security-Policy"] == "default-src 'none'; sandbox"
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    status, headers, body = view.get("/s/rich0001/trials/1/files/blob.bin")
+    assert status == 200 and body == b"\x00\x01\x02\xff" * 64
+    assert headers["Content-Type"] == "application/octet-stream"
+    assert headers["Content-Disposition"].startswith("attachment;")
+    secret = quote(SECRET_NAME, safe="")
+    status, headers, body = view.get(f"/s/rich0001/trials/1/files/{secret}")
+    assert (status, body) == (200, b"secret-shaped file\n")
+    assert headers["Content-Type"].startswith("text/plain")
+    odd = quote(b"ctl-\xff\xfe-\x07name.log", safe="")
+    status, _, body = view.get(f"/s/rich0001/trials/1/files/{odd}")
+    assert (status, body) == (200, b"bytes that are not UTF-8 in the name\n")
+    status, _, _ = view.get("/s/rich0001/service/1")
+    assert status == 200
+
+
+def test_config_diff_between_two_trials(site: tuple[Viewer, Store]) -> None:
+    view, _ = site
+    doc = _page(view, "/s/rich0001/trials/2?against=1")
+    picker = doc.select_one("form select[name=against]")
+    assert picker is not None
+    assert [o["value"] for o in picker.find_all("option")] == ["1", "3", "4"]
+    diff = doc.select_one("h3 + pre.diff")
+    assert diff is not None
+    assert [s.get_text() for s in diff.select(".d-del")] == ["-batch: 32"]
+    assert [s.get_text() for s in diff.select(".d-add")] == ["+batch: 64"]
+    assert [s.get_text() for s in diff.select(".d-file")] == [
+        "--- trials/1/task.yml",
+        "+++ trials/2/task.yml",
+    ]
+
+
+def test_big_session_page_is_whole(site: tuple[Viewer, Store]) -> None:
+    view, _ = site
+    doc = _page(view, "/s/big00001")
+    assert len(doc.select("table.trials tbody tr")) == 1000
+    assert len(one(doc, "svg").find_all("circle")) == 1000
+
+
+def test_server_log_escapes_request_lines(site: tuple[Viewer, Store]) -> None:
+    view, store = site
+    view.raw("GET /\x1b]0;owned\x07 HTTP/1.0")
+    log = (store.root.parent / "view.log").read_text()
+    assert "\x1b" not in log and "\\x1b]0;owned\\x07" in log
+    assert json.loads(view.get("/api/sessions/big00001")[2])["trial_counts"]["completed"] == 1000

@@ -1,0 +1,170 @@
+"""`sessionstore report`: one self-contained HTML file, parsed (never grepped) for what it shows."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bs4 import BeautifulSoup, Tag
+from cli_runner import run
+from view_helpers import (
+    HOSTILE_NAME,
+    big_session,
+    external_refs,
+    hover,
+    one,
+    rich_session,
+    sibling,
+    soup,
+)
+
+from sessionstore._display import escape
+from sessionstore.store.session import Store
+
+
+def _report(store: Path, target: str, tmp_path: Path) -> BeautifulSoup:
+    out = tmp_path / "report.html"
+    result = run("report", target, "--store", store, "-o", out)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert f"report written to {out}" in result.stderr
+    return soup(out.read_bytes())
+
+
+def _table(doc: BeautifulSoup, css: str) -> list[list[str]]:
+    table = doc.select_one(f"table.{css}")
+    assert isinstance(table, Tag), f"no table.{css}"
+    return [[td.get_text() for td in tr.find_all("td")] for tr in table.select("tbody tr")]
+
+
+def test_report_of_a_session_shows_every_part(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    rich_session(store)
+    doc = _report(store.root, "rich0001", tmp_path)
+    # The name is text: the parser finds it in the title and h1, and no element came of it.
+    assert doc.title is not None and doc.title.get_text().startswith(escape(HOSTILE_NAME))
+    h1 = doc.find("h1")
+    assert h1 is not None and h1.get_text() == escape(HOSTILE_NAME)
+    assert [s for s in doc.find_all("script") if "pwned" in s.get_text()] == []
+    assert len(doc.find_all("script")) == 1
+    facts = {dt.get_text(): sibling(dt, "dd").get_text() for dt in doc.select("dl dt")}
+    assert facts["status"] == "running"
+    assert facts["progress"] == "verified (2/6)"
+    assert facts["constraints"] == "max_ttft_ms.mean = 200"
+    assert "team=infra" in facts["labels"] and "kind=<b>bold</b>" in facts["labels"]
+    # Best: trial 1 meets the constraints (ttft 150 <= 200, its log says PASS).
+    assert facts["best"].startswith("#1 output_tok_per_s = 950.5")
+    assert "meets the constraints" in facts["best"] and "log: pass" in facts["best"]
+    rows = _table(doc, "trials")
+    assert [r[0] for r in rows] == ["1", "2", "3", "4"]
+    assert [r[1] for r in rows] == ["completed", "completed", "torn", "in_flight"]
+    assert rows[0][2] == "950.5" and rows[1][2] == "1320"
+    header = [th.get_text() for th in doc.select("table.trials th")]
+    assert header[-2:] == ["log", "note"]
+    log, note = header.index("log"), header.index("note")
+    assert rows[0][log] == "pass" and rows[1][log] == "fail: ttft 240 ms"
+    assert rows[0][note].startswith("best") and "fp8 fits" in rows[0][note]
+    assert "ttft_ms.mean 240 > max 200" in rows[1][note]
+    assert "invalid JSON" in rows[2][note]
+    assert _table(doc, "service") == [["1", "completed", "1", "verified", ""]]
+    foreign = doc.select_one("ul.foreign")
+    assert foreign is not None
+    assert "notes.txt" in foreign.get_text()
+    assert escape(os.fsdecode(b"bad-\xff\x1b[2J")) in foreign.get_text()  # \xff\x1b shown
+    # Every record's marker is in the file, as the anchors' targets.
+    assert {d["id"] for d in doc.find_all("details")} == {
+        "trial-1",
+        "trial-2",
+        "trial-3",
+        "trial-4",
+        "attempt-1",
+    }
+    best_link = doc.select_one("dd a")
+    assert best_link is not None and best_link["href"] == "#trial-1"
+
+
+def test_report_chart_marks_failed_best_and_the_threshold(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    rich_session(store)
+    doc = _report(store.root, "rich0001", tmp_path)
+    charts = doc.find_all("svg")
+    assert len(charts) == 2  # the objective, then the ttft constraint's metric
+    objective, ttft = charts
+    # Hover text of each point is its <title>; trial 2 (fails ttft) is red, the best ringed.
+    points = {hover(c): c["class"] for c in objective.find_all("circle")}
+    assert points == {
+        "trial 2: 1320 (fails max_ttft_ms.mean)": ["pt-failed"],
+        "best: trial 1: 950.5": ["pt-best"],
+    }
+    assert [t.get_text() for t in objective.select("text.best")] == ["best #1"]
+    limit = ttft.select_one("line.limit")
+    assert limit is not None and hover(limit) == "max_ttft_ms.mean 200"
+    assert [hover(c) for c in ttft.find_all("circle")] == [
+        "trial 2: 240 (fails max_ttft_ms.mean)",
+        "best: trial 1: 150",
+    ]
+
+
+def test_report_has_no_external_reference_and_forbids_other_scripts(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    rich_session(store)
+    doc = _report(store.root, "rich0001", tmp_path)
+    assert external_refs(doc) == []
+    assert doc.find_all("link", rel="stylesheet") == [] and doc.find_all("img") == []
+    assert all(not s.get("src") for s in doc.find_all("script"))
+    csp = doc.find("meta", attrs={"http-equiv": "Content-Security-Policy"})
+    assert csp is not None
+    policy = str(csp["content"])
+    assert "default-src 'none'" in policy and "script-src 'sha256-" in policy
+    assert "unsafe-inline" not in policy
+
+
+def test_report_to_stdout(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    rich_session(store)
+    result = run("report", "rich0001", "--store", store.root, "-o", "-", text=False)
+    assert result.returncode == 0, result.stderr
+    doc = soup(result.stdout)
+    assert doc.find("table", class_="trials") is not None
+    assert result.stderr == b""
+
+
+def test_report_of_1000_trials_is_small_and_complete(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    big_session(store)
+    out = tmp_path / "big.html"
+    result = run("report", "big00001", "--store", store.root, "-o", out)
+    assert result.returncode == 0, result.stderr
+    assert out.stat().st_size < 2 * 1024 * 1024
+    doc = soup(out.read_bytes())
+    assert len(_table(doc, "trials")) == 1000
+    circles = one(doc, "svg").find_all("circle")
+    assert len(circles) == 1000
+    failed = [c for c in circles if c["class"] == ["pt-failed"]]
+    # Every tenth says failed; the others fail where their ttft (100 + 13n mod 300) > 300.
+    expected = [n for n in range(1, 1001) if n % 10 == 0 or 100 + (n * 13) % 300 > 300]
+    assert [int(hover(c).split(":")[0].split()[-1]) for c in failed] == expected
+
+
+def test_report_errors_are_one_line(tmp_path: Path) -> None:
+    result = run("report", "nosuch", "--store", tmp_path / "store", "-o", tmp_path / "x.html")
+    assert result.returncode == 1
+    assert result.stderr.startswith("Error: no session 'nosuch'")
+    assert not (tmp_path / "x.html").exists()
+    missing = run("report", "nosuch", "--store", tmp_path / "store")
+    assert missing.returncode == 2 and "-o" in missing.stderr
+
+
+def test_report_ranks_by_the_objective_given(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    rich_session(store)
+    out = tmp_path / "r.html"
+    args = ("--objective", "benchmark.metrics.ttft_ms.mean", "--lower")
+    result = run("report", "rich0001", "--store", store.root, "-o", out, *args)
+    assert result.returncode == 0, result.stderr
+    doc = soup(out.read_bytes())
+    facts = {dt.get_text(): sibling(dt, "dd").get_text() for dt in doc.select("dl dt")}
+    assert facts["objective"] == "benchmark.metrics.ttft_ms.mean, lower"
+    assert facts["best"].startswith("#1 mean = 150")
+    caption = one(doc, "figcaption").get_text()
+    assert caption == "benchmark.metrics.ttft_ms.mean (lower is better)"

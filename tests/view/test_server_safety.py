@@ -1,0 +1,186 @@
+"""`sessionstore view` is read-only and never reads outside the store: from real clients.
+
+Paths are sent byte for byte over a raw socket (http.client and browsers
+normalise `..`), so the server sees exactly what an attacker would send.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli_runner import finish, popen, run
+from inspect_helpers import trial
+from view_helpers import SCRIPT_BODY, SCRIPT_NAME, Viewer, rich_session, soup, viewer
+
+from sessionstore.store.session import Store
+
+SECRET = b"the-secret-outside-the-store"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Viewer, Path]]:
+    base = tmp_path_factory.mktemp("safety")
+    outside = base / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_bytes(SECRET)
+    (outside / "session.json").write_bytes(b'{"id": "outside"}')
+    store = Store(base / "store")
+    session = rich_session(store)
+    record = session.trials.get(1).path
+    os.symlink(outside / "secret.txt", record / "link.txt")
+    os.symlink(outside, record / "linkdir")
+    os.mkfifo(record / "pipe.log")
+    # A session directory and a record directory that are symlinks to the outside.
+    os.symlink(outside, store.root / "evil0001")
+    os.symlink(outside, session.trials.path / "9")
+    other = store.create(id="other001", pid=None)
+    trial(other, {"failed": False}, {"a.txt": "a\n"})
+    with viewer(store.root) as running:
+        yield running, outside
+
+
+def _status(response: bytes) -> int:
+    return int(response.split(b" ", 2)[1])
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/s/../outside/secret.txt",
+        "/s/rich0001/../../outside/secret.txt",
+        "/s/rich0001/trials/1/files/../../../../outside/secret.txt",
+        "/s/rich0001/trials/1/files/%2e%2e/%2e%2e/%2e%2e/%2e%2e/outside/secret.txt",
+        "/s/rich0001/trials/1/files/%2E%2E%2F%2E%2E%2Fsession.json",
+        "/s/rich0001/trials/1/files/..%2f..%2f..%2fsession.json",
+        "/s/rich0001/trials/1/files//etc/passwd",
+        "/s/rich0001/trials/1/files/%2Fetc%2Fpasswd",
+        "//etc/passwd",
+        "/s/%2e%2e",
+        "/s/rich0001/trials/1/files/./run.log",
+        "/s/rich0001/trials/1/files/run.log%00.txt",
+        "/s/rich0001/trials/1/files/link.txt",
+        "/s/rich0001/trials/1/files/linkdir/secret.txt",
+        "/s/rich0001/trials/1/files/pipe.log",
+        "/s/rich0001/trials/9",
+        "/s/rich0001/trials/9/files/secret.txt",
+        "/s/evil0001",
+        "/api/sessions/evil0001",
+        "/s/evil0001/trials/1",
+        "/s/rich0001/trials/0",
+        "/s/rich0001/trials/01",
+        "/s/rich0001/trials/99",
+        "/s/rich0001/files/session.json",
+        "/s/rich0001/trials/1/files/trial.json/x",
+        "/s/rich0001/trials/1/files/patches",
+        "http://127.0.0.1/etc/passwd",
+        "/etc/passwd",
+        "/s/other001/trials/1/files/../../../rich0001/trials/1/run.log",
+        "/?" + "&".join(f"f{i}=1" for i in range(50)),
+    ],
+)
+def test_paths_outside_the_store_are_404_and_never_read(
+    site: tuple[Viewer, Path], path: str
+) -> None:
+    view, _ = site
+    response = view.raw(f"GET {path} HTTP/1.0")
+    assert _status(response) == 404, response[:200]
+    assert SECRET not in response and b"root:" not in response
+    assert b"X-Content-Type-Options: nosniff" in response
+
+
+def test_a_fifo_is_refused_at_once_and_the_listing_shows_why(site: tuple[Viewer, Path]) -> None:
+    view, _ = site
+    status, _, body = view.get("/s/rich0001/trials/1")
+    assert status == 200 and SECRET not in body
+    # The planted entries are listed with why they are not read; their targets never are.
+    assert b"pipe.log" in body and b"not a regular file" in body
+    assert b"link.txt" in body and b"symlink" in body
+
+
+@pytest.mark.parametrize(
+    "method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT", "PROPFIND", "FOO"]
+)
+def test_any_method_but_get_and_head_is_405(site: tuple[Viewer, Path], method: str) -> None:
+    view, _ = site
+    for path in ("/", "/s/rich0001", "/api/sessions", "/s/../x"):
+        response = view.raw(f"{method} {path} HTTP/1.0")
+        assert _status(response) == 405, (method, path, response[:200])
+        assert b"\r\nAllow: GET, HEAD\r\n" in response
+
+
+def test_head_sends_headers_only(site: tuple[Viewer, Path]) -> None:
+    view, _ = site
+    status, headers, body = view.get("/s/rich0001", method="HEAD")
+    assert status == 200 and body == b""
+    assert int(headers["Content-Length"]) > 1000
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert "script-src 'sha256-" in headers["Content-Security-Policy"]
+
+
+def test_a_script_named_file_is_text(site: tuple[Viewer, Path]) -> None:
+    view, _ = site
+    status, headers, body = view.get("/s/rich0001/trials/1")
+    assert status == 200
+    assert b"<script>alert" not in body and b"<img src=x" not in body
+    doc = soup(body)
+    assert len(doc.find_all("script")) == 1  # the page's own, allowed by its hash
+    heading = next(h for h in doc.find_all("h3") if h.get_text() == SCRIPT_NAME)
+    shown = heading.find_next_sibling("pre")
+    assert shown is not None and shown.get_text() == SCRIPT_BODY
+    assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
+    status, headers, raw = view.get("/s/rich0001/trials/1/files/%3Cscript%3E")
+    assert (status, raw) == (200, SCRIPT_BODY.encode())
+    assert headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert headers["Content-Security-Policy"] == "default-src 'none'; sandbox"
+
+
+def test_a_non_loopback_host_is_warned_about(tmp_path: Path) -> None:
+    (tmp_path / "store").mkdir()
+    # 192.0.2.1 (TEST-NET-1) is no address of this machine: the warning is printed,
+    # then binding fails; nothing ever listens beyond loopback.
+    result = run("view", "--store", tmp_path / "store", "--host", "192.0.2.1", "--port", "9")
+    assert result.returncode == 1
+    warning, error = result.stderr.splitlines()
+    assert warning.startswith("warning: listening on 192.0.2.1: the store ")
+    assert "visible to the network" in warning
+    assert error.startswith("Error: --host 192.0.2.1 --port 9: cannot listen:")
+    assert result.stdout == ""
+
+
+def test_a_busy_port_and_a_missing_store_are_clear_errors(
+    site: tuple[Viewer, Path], tmp_path: Path
+) -> None:
+    view, _ = site
+    (tmp_path / "store").mkdir()
+    busy = run("view", "--store", tmp_path / "store", "--port", str(view.port))
+    assert busy.returncode == 1
+    assert busy.stderr.startswith(f"Error: --host 127.0.0.1 --port {view.port}: cannot listen:")
+    missing = run("view", "--store", tmp_path / "nope")
+    assert missing.returncode == 1
+    assert missing.stderr == f"Error: {tmp_path / 'nope'}: is not a directory; no store to view\n"
+
+
+def test_prints_its_url_on_one_line_and_ctrl_c_ends_it(tmp_path: Path) -> None:
+    (tmp_path / "store").mkdir()
+    proc = popen("view", "--store", tmp_path / "store", "--port", "0")
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        assert re.fullmatch(r"http://127\.0\.0\.1:[1-9]\d*/\n", line), line
+        port = int(line.rsplit(":", 1)[1].rstrip("/\n"))
+        with socket.create_connection(("127.0.0.1", port), timeout=30):
+            pass  # it listens on the port it printed
+        proc.send_signal(signal.SIGINT)
+        code, out, err = finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (code, out) == (130, "")
+    assert "Traceback" not in err
