@@ -147,7 +147,7 @@ class S3Settings:
         if env.get("AWS_ACCESS_KEY_ID") and not env.get("AWS_SESSION_TOKEN"):
             token = None  # a token of the profile belongs to the profile's keys, not these
         endpoint = env.get("AWS_ENDPOINT_URL_S3") or pick("AWS_ENDPOINT_URL", "endpoint_url")
-        region = pick("AWS_REGION", "region") or env.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+        region = env.get("AWS_REGION") or pick("AWS_DEFAULT_REGION", "region") or DEFAULT_REGION
         return cls(endpoint, region, key_id, secret, token)
 
 
