@@ -25,6 +25,7 @@ Failures are `StorageError`s of one line (`s3_config.client_error`).
 
 from __future__ import annotations
 
+import builtins
 import os
 import secrets
 import socket
@@ -164,11 +165,11 @@ class S3Storage:
 
     # -- beyond the protocol: what the engine needs of an object store --------------
 
-    def keys_below(self, prefix: str) -> list[str]:
+    def keys_below(self, prefix: str) -> builtins.list[str]:
         """Every key below `prefix` (at any depth), sorted; claim objects included."""
         check_key(prefix, "storage prefix")
         start = len(self.url.key("")) if self.url.prefix else 0
-        found: list[str] = []
+        found: builtins.list[str] = []
         try:
             for batch in obstore.list(self._store, self.url.key(prefix) + "/"):
                 found.extend(meta["path"][start:].lstrip("/") for meta in batch)
