@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
 import shutil
 import socket
@@ -142,6 +143,8 @@ def moto_server() -> Iterator[S3Server]:
     """moto's `ThreadedMotoServer` on 127.0.0.1 and a free port, in this process."""
     from moto.server import ThreadedMotoServer
 
+    # One log line per request otherwise, in every failing test's report.
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     server = ThreadedMotoServer(ip_address=HOST, port=0, verbose=False)
     server.start()
     try:
@@ -255,7 +258,6 @@ def rclone_server(workdir: Path) -> Iterator[S3Server]:
         f"--auth-key={key},{secret}",
         f"--config={workdir / 'rclone.conf'}",
         f"--cache-dir={workdir / 'cache'}",
-        "--dir-cache-time=0s",
         str(data),
     ]
     log = workdir / "rclone.log"

@@ -43,12 +43,17 @@ from sessionstore._proc import process_start_time
 from sessionstore.errors import StorageError, TooLarge
 from sessionstore.storage.base import Listed, check_key, check_names, check_prefix, join
 from sessionstore.storage.s3_config import S3Settings, S3Url, client_error, open_bucket
+from sessionstore.storage.s3_path import S3Path
 
-__all__ = ["CLAIM", "S3Storage"]
+__all__ = ["CLAIM", "SINGLE_WRITER_ENV", "S3Storage", "open_store", "storage_at"]
+
+SINGLE_WRITER_ENV = "SESSIONSTORE_S3_SINGLE_WRITER"
 
 # The claim object of a record (inside the record's prefix); the storage's own, never
 # listed, so a record's files never include it.
 CLAIM = ".sessionstore-claim"
+# Where the probe of a store's server writes (`probe_conditional`), below the store's prefix.
+PROBE_PREFIX = ".sessionstore-probe"
 # Attempts of one conditional write (409s, lost answers) before giving up loudly.
 _ATTEMPTS = 8
 _GET_THREADS = 16
@@ -135,9 +140,8 @@ class S3Storage:
 
     def remove_tree(self, prefix: str) -> None:
         check_key(prefix, "storage prefix")
-        keys = [self.url.key(k) for k in self.keys_below(prefix)]
-        if not keys:
-            return
+        # The object at `prefix` itself too (a key may be both an object and a prefix).
+        keys = [self.url.key(k) for k in (prefix, *self.keys_below(prefix))]
         try:
             obstore.delete(self._store, keys)
         except Exception as exc:
@@ -166,16 +170,74 @@ class S3Storage:
     # -- beyond the protocol: what the engine needs of an object store --------------
 
     def keys_below(self, prefix: str) -> builtins.list[str]:
-        """Every key below `prefix` (at any depth), sorted; claim objects included."""
-        check_key(prefix, "storage prefix")
+        """Every key below `prefix` ("" for the whole store, at any depth), sorted; claim
+        objects included."""
+        check_prefix(prefix)
         start = len(self.url.key("")) if self.url.prefix else 0
+        below = self.url.key(prefix) + "/" if prefix else self.url.key("")
         found: builtins.list[str] = []
         try:
-            for batch in obstore.list(self._store, self.url.key(prefix) + "/"):
+            for batch in obstore.list(self._store, below or None):
                 found.extend(meta["path"][start:].lstrip("/") for meta in batch)
         except Exception as exc:
             raise self._error(exc, prefix) from None
         return sorted(found)
+
+    def chunks(self, key: str) -> Iterator[bytes] | None:
+        """The bytes at `key` as a stream of chunks (a large object is never held whole);
+        None if absent."""
+        check_key(key)
+        try:
+            result = obstore.get(self._store, self.url.key(key))
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise self._error(exc, key) from None
+
+        def stream() -> Iterator[bytes]:
+            try:
+                for chunk in result.stream(min_chunk_size=1 << 20):
+                    yield bytes(chunk)
+            except Exception as exc:
+                raise self._error(exc, key) from None
+
+        return stream()
+
+    def tail(self, key: str, length: int) -> tuple[int, bytes] | None:
+        """The size of the object `key` and its last `length` bytes (at most); None if absent."""
+        check_key(key)
+        try:
+            size = obstore.head(self._store, self.url.key(key))["size"]
+            if size == 0:
+                return 0, b""
+            start = max(0, size - length)
+            data = obstore.get_range(self._store, self.url.key(key), start=start, end=size)
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise self._error(exc, key) from None
+        return size, bytes(data)
+
+    def files_below(self, prefix: str) -> builtins.list[str]:
+        """The relative keys of the objects below `prefix` ("" for the whole store), sorted,
+        claim and probe objects left out."""
+        start = len(prefix) + 1 if prefix else 0
+        return [
+            k[start:]
+            for k in self.keys_below(prefix)
+            if k.rpartition("/")[2] != CLAIM and not k.startswith(f"{PROBE_PREFIX}/")
+        ]
+
+    def modified(self, key: str) -> float | None:
+        """When the object `key` was last written (seconds since the epoch); None if absent."""
+        check_key(key)
+        try:
+            meta = obstore.head(self._store, self.url.key(key))
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise self._error(exc, key) from None
+        return meta["last_modified"].timestamp()
 
     def remove(self, key: str) -> None:
         """Delete the object `key`; absent is fine."""
@@ -194,7 +256,7 @@ class S3Storage:
         (`.sessionstore-probe/<token>`) and removed afterwards. A missing
         bucket, bad credentials or an unreachable endpoint raise here.
         """
-        key = f".sessionstore-probe/{secrets.token_hex(8)}"
+        key = f"{PROBE_PREFIX}/{secrets.token_hex(8)}"
         try:
             if not self.create(key, b"1"):
                 raise StorageError(key, "a fresh probe key already exists; try again")
@@ -278,3 +340,51 @@ def _kind(exc: Any) -> str:
         # resolves it), and it is how an unreachable endpoint is retried a few times.
         return "lost"
     return "error"
+
+
+# Stores opened by this process, by URL, and what each (endpoint, bucket)'s probe found:
+# a process probes a bucket once, so `inspect` pays one probe, not one per session.
+_OPENED: dict[str, S3Storage] = {}
+_PROBED: dict[tuple[str, str], bool] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def open_store(url: S3Url, *, single_writer: bool | None = None) -> S3Storage:
+    """The store at `url`, its server probed for `If-None-Match: *` once per process.
+
+    A server that ignores the condition is refused (`StorageError` naming the
+    endpoint) unless `single_writer` (None: the `SESSIONSTORE_S3_SINGLE_WRITER`
+    variable is `1`) accepts a store with one writer at a time. A missing
+    bucket, bad credentials and an unreachable endpoint are refused here too.
+    """
+    if single_writer is None:
+        single_writer = os.environ.get(SINGLE_WRITER_ENV, "") == "1"
+    settings = S3Settings.from_env()
+    with _OPEN_LOCK:
+        storage = _OPENED.get(str(url))
+        if storage is None or storage.settings != settings:
+            storage = S3Storage(url, settings)
+        probe = (settings.where, url.bucket)
+        if probe not in _PROBED:
+            _PROBED[probe] = storage.probe_conditional()
+        _OPENED[str(url)] = storage
+    if not _PROBED[probe] and not single_writer:
+        raise StorageError(
+            str(url),
+            f"the server at {settings.where} ignores If-None-Match: * (conditional "
+            "create), so two writers could take the same record; use a server that enforces "
+            f"it, or accept one writer at a time with --single-writer ({SINGLE_WRITER_ENV}=1)",
+        )
+    return storage
+
+
+def storage_at(path: S3Path, depth: int) -> tuple[S3Storage, str]:
+    """The opened store holding `path` and the key of `path` in it, the key being
+    its last `depth` components (1: a session, 3: a record); `StorageError` if no
+    store of this process holds it."""
+    parts = path.parts
+    top = S3Path(*parts[: len(parts) - depth])
+    storage = _OPENED.get(str(top)) if len(parts) - depth >= 2 else None
+    if storage is None:
+        raise StorageError(str(path), "is in no s3:// store opened by this process")
+    return storage, "/".join(parts[len(parts) - depth :])

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessionstore.errors import InvalidInput, StorageError
 from sessionstore.storage.base import check_key
+from sessionstore.storage.s3_path import S3Path
 
 if TYPE_CHECKING:
     from obstore.store import S3Store
@@ -69,6 +70,10 @@ class S3Url:
     def key(self, key: str) -> str:
         """The bucket key of the store's `key` (the prefix before it)."""
         return f"{self.prefix}/{key}" if self.prefix else key
+
+    def path(self) -> S3Path:
+        """The store as an `S3Path` (`str()` of it is this URL)."""
+        return S3Path(f"/{self.bucket}/{self.prefix}" if self.prefix else f"/{self.bucket}")
 
 
 def is_s3_url(text: str | os.PathLike[str]) -> bool:
