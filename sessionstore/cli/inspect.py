@@ -56,13 +56,13 @@ def inspect(
     """
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
     from sessionstore.inspect.best import DEFAULT_OBJECTIVE, Objective
-    from sessionstore.inspect.summary import SessionView
+    from sessionstore.inspect.summary import SessionView, load_views
     from sessionstore.store.session import Store
 
     goal = Objective(objective or DEFAULT_OBJECTIVE, "higher" if higher else "lower")
     if target is None:
         store = Store(store_root(store_dir))
-        views = [SessionView.load(s, goal) for s in store.sessions()]
+        views = load_views(store, goal)
         if as_json:
             emit_json([v.summary() for v in views])
             return

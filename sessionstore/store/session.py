@@ -45,6 +45,7 @@ from sessionstore.format.names import (
     REPORT,
     SERVICE,
     TRIALS,
+    is_id,
     validate_id,
 )
 from sessionstore.storage.base import Storage
@@ -62,6 +63,7 @@ from sessionstore.store.records import (
     record_dir_fd,
     record_relpath,
 )
+from sessionstore.store.remote import create_session, each
 
 __all__ = [
     "DIR_MODE",
@@ -326,8 +328,6 @@ class Store:
                     lambda temp: self._build(temp, data, constraints_obj, previous_ids),
                 )
             else:
-                from sessionstore.store.remote import create_session
-
                 made = create_session(self.storage, session_id, data, constraints_obj, previous_ids)
             if made:
                 return Session.open(target, follow=False)
@@ -362,21 +362,19 @@ class Store:
             raise SessionNotFound(id, self.root) from None
 
     def sessions(self) -> list[Session]:
-        """Every session in the store, newest first (by `created_at`, else directory mtime)."""
-        found: list[tuple[float, str, Session]] = []
-        for item in self.storage.list(""):
-            if not item.is_prefix:
-                continue
+        """Every session in the store, newest first (by `created_at`, else directory mtime).
+
+        In an `s3://` store the manifests are read concurrently (`remote.each`)."""
+
+        def load(name: str) -> tuple[float, str, Session] | None:
             try:
-                validate_id(item.name)
-            except ValueError:
-                continue
-            try:
-                session = Session._load(self.root / item.name, self.storage, item.name, item.name)
-                key = _created_key(session)
+                session = Session._load(self.root / name, self.storage, name, name)
+                return _created_key(session), name, session
             except (SessionNotFound, FileNotFoundError):
-                continue  # removed since the listing: it was not there
-            found.append((key, item.name, session))
+                return None  # removed since the listing: it was not there
+
+        names = [i.name for i in self.storage.list("") if i.is_prefix and is_id(i.name)]
+        found = [f for f in each(self.storage, load, names) if f]
         found.sort(key=lambda item: (item[0], item[1]), reverse=True)
         return [session for _, _, session in found]
 
