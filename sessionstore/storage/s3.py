@@ -81,6 +81,9 @@ class S3Storage:
         self._once = open_bucket(url, self.settings, retries=0)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        # False once the probe found a server that ignores `If-None-Match: *` (a store
+        # opened single-writer): every create then looks for the key first.
+        self.enforced = True
 
     def __repr__(self) -> str:
         return f"S3Storage({str(self.url)!r}, endpoint={self.settings.where!r})"
@@ -284,6 +287,8 @@ class S3Storage:
 
     def _create_once(self, key: str, data: bytes, is_ours: Callable[[bytes], bool]) -> bool:
         """A conditional create of `key`, retried on 409 and lost answers (module docstring)."""
+        if not self.enforced and self.modified(key) is not None:
+            return False  # the server would not refuse it: one writer's own check
         lost: StorageError | None = None
         for attempt in range(_ATTEMPTS):
             try:
@@ -368,7 +373,8 @@ def open_store(url: S3Url, *, single_writer: bool | None = None) -> S3Storage:
         if probe not in _PROBED:
             _PROBED[probe] = storage.probe_conditional()
         _OPENED[str(url)] = storage
-    if not _PROBED[probe] and not single_writer:
+    storage.enforced = _PROBED[probe]
+    if not storage.enforced and not single_writer:
         raise StorageError(
             str(url),
             f"the server at {settings.where} ignores If-None-Match: * (conditional "

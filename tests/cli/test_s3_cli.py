@@ -233,8 +233,15 @@ def test_a_server_ignoring_conditions_is_refused_unless_single_writer(
     assert rclone_s3.keys(url[5:].split("/")[0]) == []  # the probe cleaned up
     flagged = run("new", "--id", "abc", "--single-writer", env=env)
     assert flagged.returncode == 0, flagged.stderr
-    by_env = run("inspect", "abc", "--json", env={**env, "SESSIONSTORE_S3_SINGLE_WRITER": "1"})
+    single = {**env, "SESSIONSTORE_S3_SINGLE_WRITER": "1"}
+    by_env = run("inspect", "abc", "--json", env=single)
     assert json.loads(by_env.stdout)["id"] == "abc"
+    # The server would overwrite; the store's own check still writes the report once.
+    assert run("finish", "abc", "--report", '{"status": "done"}', env=single).returncode == 0
+    again = run("finish", "abc", "--report", '{"status": "failed"}', env=single)
+    assert again.returncode == 1 and "report" in again.stderr
+    taken = run("new", "--id", "abc", env=single)
+    assert taken.returncode == 1 and "already exists" in taken.stderr
 
 
 def test_a_local_store_never_imports_obstore(tmp_path: Path) -> None:
