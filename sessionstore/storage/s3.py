@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import obstore
 from obstore import exceptions as oe
@@ -57,6 +57,8 @@ PROBE_PREFIX = ".sessionstore-probe"
 # Attempts of one conditional write (409s, lost answers) before giving up loudly.
 _ATTEMPTS = 8
 _GET_THREADS = 16
+
+T = TypeVar("T")
 
 
 class _Lost(Exception):
@@ -190,12 +192,9 @@ class S3Storage:
         """The bytes at `key` as a stream of chunks (a large object is never held whole);
         None if absent."""
         check_key(key)
-        try:
-            result = obstore.get(self._store, self.url.key(key))
-        except FileNotFoundError:
+        result = self._call(key, obstore.get, self._store, self.url.key(key))
+        if result is None:
             return None
-        except Exception as exc:
-            raise self._error(exc, key) from None
 
         def stream() -> Iterator[bytes]:
             try:
@@ -209,17 +208,16 @@ class S3Storage:
     def tail(self, key: str, length: int) -> tuple[int, bytes] | None:
         """The size of the object `key` and its last `length` bytes (at most); None if absent."""
         check_key(key)
-        try:
-            size = obstore.head(self._store, self.url.key(key))["size"]
-            if size == 0:
-                return 0, b""
-            start = max(0, size - length)
-            data = obstore.get_range(self._store, self.url.key(key), start=start, end=size)
-        except FileNotFoundError:
+        meta = self._call(key, obstore.head, self._store, self.url.key(key))
+        if meta is None:
             return None
-        except Exception as exc:
-            raise self._error(exc, key) from None
-        return size, bytes(data)
+        if meta["size"] == 0:
+            return 0, b""
+        start, end = max(0, meta["size"] - length), meta["size"]
+        data = self._call(
+            key, obstore.get_range, self._store, self.url.key(key), start=start, end=end
+        )
+        return None if data is None else (meta["size"], bytes(data))
 
     def files_below(self, prefix: str) -> builtins.list[str]:
         """The relative keys of the objects below `prefix` ("" for the whole store), sorted,
@@ -234,23 +232,13 @@ class S3Storage:
     def modified(self, key: str) -> float | None:
         """When the object `key` was last written (seconds since the epoch); None if absent."""
         check_key(key)
-        try:
-            meta = obstore.head(self._store, self.url.key(key))
-        except FileNotFoundError:
-            return None
-        except Exception as exc:
-            raise self._error(exc, key) from None
-        return meta["last_modified"].timestamp()
+        meta = self._call(key, obstore.head, self._store, self.url.key(key))
+        return None if meta is None else meta["last_modified"].timestamp()
 
     def remove(self, key: str) -> None:
         """Delete the object `key`; absent is fine."""
         check_key(key)
-        try:
-            obstore.delete(self._store, self.url.key(key))
-        except FileNotFoundError:
-            return
-        except Exception as exc:
-            raise self._error(exc, key) from None
+        self._call(key, obstore.delete, self._store, self.url.key(key))
 
     def probe_conditional(self) -> bool:
         """Whether the server refuses a second `If-None-Match: *` create of one key.
@@ -269,15 +257,22 @@ class S3Storage:
 
     # -- inside ------------------------------------------------------------------
 
-    def _get(self, key: str, limit: int) -> bytes | None:
+    def _call(self, key: str, request: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+        """`request(*args, **kwargs)` on `key`: None if the key is absent, a missing bucket
+        and every other failure a `StorageError` (`client_error`)."""
         try:
-            result = obstore.get(self._store, self.url.key(key))
+            return request(*args, **kwargs)
         except FileNotFoundError as exc:
             if "NoSuchBucket" in str(exc):
                 raise self._error(exc, key) from None
             return None
         except Exception as exc:
             raise self._error(exc, key) from None
+
+    def _get(self, key: str, limit: int) -> bytes | None:
+        result = self._call(key, obstore.get, self._store, self.url.key(key))
+        if result is None:
+            return None
         if result.meta["size"] > limit:
             raise TooLarge(key, limit)  # the body is never read
         try:
