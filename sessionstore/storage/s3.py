@@ -153,8 +153,16 @@ class S3Storage:
             raise self._error(exc, prefix) from None
 
     def claim(self, prefix: str) -> bool:
-        """Take `prefix` by a conditional create of its claim object (module docstring)."""
+        """Take `prefix` by a conditional create of its claim object (module docstring).
+
+        A prefix that holds objects already is taken, claim or not (as `mkdir`
+        fails on a directory that exists): a record some other writer made
+        without claiming it is never handed out again. Such a writer must
+        create the claim first, as the mirror does.
+        """
         check_key(prefix, "storage prefix")
+        if self.keys_below(prefix):
+            return False
         token = secrets.token_hex(16)
         pid = os.getpid()
         body = jsonio.dumps(

@@ -77,6 +77,12 @@ def test_claim_is_taken_once_and_not_listed_as_a_file(storage: Storage) -> None:
     assert names(storage, "s/trials/1") == {}
 
 
+def test_a_prefix_holding_objects_cannot_be_claimed(storage: Storage) -> None:
+    storage.put("s/trials/3/task.yml", b"x")  # a record made without a claim
+    assert storage.claim("s/trials/3") is False
+    assert storage.claim("s/trials/4") is True
+
+
 def test_get_each_answers_in_order(storage: Storage) -> None:
     for n in range(1, 21):
         storage.put(f"s/trials/{n}/trial.json", str(n).encode())
