@@ -24,7 +24,7 @@ from sessionstore.errors import StorageError
 if TYPE_CHECKING:
     from sessionstore.storage.s3_config import S3Url
 
-__all__ = ["S3Path", "absolute", "s3_root"]
+__all__ = ["S3Path", "absolute", "s3_root", "split_session_url"]
 
 
 class S3Path(PosixPath):
@@ -71,3 +71,9 @@ def s3_root(root: str | os.PathLike[str]) -> S3Url | None:
 def absolute(path: Path) -> Path:
     """`path` made absolute: a local path by `os.path.abspath`, an `S3Path` as it is."""
     return path if isinstance(path, S3Path) else Path(os.path.abspath(path))
+
+
+def split_session_url(text: str) -> tuple[str, str]:
+    """`s3://BUCKET/PREFIX/ID` as its store's URL and the id (neither checked here)."""
+    store, _, session_id = text.rstrip("/").rpartition("/")
+    return store, session_id

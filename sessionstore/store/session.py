@@ -50,7 +50,7 @@ from sessionstore.format.names import (
 )
 from sessionstore.storage.base import Storage
 from sessionstore.storage.local import LocalStorage
-from sessionstore.storage.s3_path import S3Path, s3_root
+from sessionstore.storage.s3_path import S3Path, s3_root, split_session_url
 from sessionstore.store.collection import Collection
 from sessionstore.store.export import export_record
 from sessionstore.store.files import constraints_of, exists, locate, read_object
@@ -119,8 +119,11 @@ class Session:
         store is opened with `follow=False`: a symlink there is no session.
         Every later open of the session directory uses `O_NOFOLLOW` on its
         final component, so a directory swapped for a symlink afterwards is
-        refused (torn, unknown or an error), never read through.
+        refused (torn, unknown or an error), never read through. A string
+        `s3://BUCKET/PREFIX/ID` is the session ID of that store.
         """
+        if isinstance(path, str) and s3_root(path) is not None:
+            return Store(split_session_url(path)[0]).open(split_session_url(path)[1])
         p = path if isinstance(path, S3Path) else Path(path)
         if isinstance(p, S3Path):
             storage, key = locate(p, 1)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from sessionstore.errors import AmbiguousTarget, InvalidId, InvalidInput, SessionNotFound
 from sessionstore.format.names import validate_id
-from sessionstore.storage.s3_path import S3Path, s3_root
+from sessionstore.storage.s3_path import S3Path, s3_root, split_session_url
 
 if TYPE_CHECKING:
     from sessionstore.store.session import Session
@@ -129,8 +129,7 @@ def resolve_target(target: str, store: str | os.PathLike[str] | None = None) -> 
         # Path("") is the current directory: `rm "$ID"` with ID unset would remove it.
         raise InvalidInput("TARGET", "is empty; name a session id, a prefix of one, or a path")
     if s3_root(target) is not None:  # s3://BUCKET/PREFIX/ID: the session ID of that store
-        url, _, session_id = target.rstrip("/").rpartition("/")
-        return Store(url).open(session_id)
+        return Store(split_session_url(target)[0]).open(split_session_url(target)[1])
     root = store_root(store)
     if _store_id(target, root):
         try:

@@ -12,7 +12,7 @@ import pytest
 from cli_runner import finish, popen, run
 from s3_servers import S3Server
 
-from sessionstore import Store
+from sessionstore import Session, Store
 from sessionstore.storage.s3 import CLAIM
 
 
@@ -166,6 +166,7 @@ def test_the_store_option_and_a_session_url_name_the_same_session(s3: S3Store) -
     by_url = run("inspect", f"{s3.url}/abc", "--json", env=env)
     by_prefix = run("inspect", "ab", "--store", s3.url, "--json", env=env)
     assert json.loads(by_url.stdout)["id"] == json.loads(by_prefix.stdout)["id"] == "abc"
+    assert Session.open(f"{s3.url}/abc").id == s3.store().open("abc").id == "abc"
     contract = run("contract", "abc", "--store", s3.url, env=env)
     assert f"{s3.url}/abc/trials/<n>/trial.json" in contract.stdout
 
