@@ -25,6 +25,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sysconfig
 import time
 import urllib.error
 import urllib.request
@@ -129,7 +130,9 @@ def _wait_http(url: str, process: subprocess.Popen[bytes] | None, log: Path | No
 
 
 def _tool(name: str, package: str) -> str:
-    found = shutil.which(name)
+    """The executable `name` that `package` installed: in this interpreter's scripts
+    directory (a venv run without activating it), else on PATH."""
+    found = shutil.which(name, path=sysconfig.get_path("scripts")) or shutil.which(name)
     if found is None:
         raise RuntimeError(f"{name} not found: install the test extra ({package})")
     return found
