@@ -42,7 +42,7 @@ from sessionstore import _json as jsonio
 from sessionstore._proc import process_start_time
 from sessionstore.errors import StorageError, TooLarge
 from sessionstore.storage.base import Listed, check_key, check_names, check_prefix, join
-from sessionstore.storage.s3_config import S3Settings, S3Url, client_error, open_bucket
+from sessionstore.storage.s3_config import STATUS, S3Settings, S3Url, client_error, open_bucket
 from sessionstore.storage.s3_path import S3Path
 
 __all__ = ["CLAIM", "SINGLE_WRITER_ENV", "S3Storage", "open_store", "storage_at"]
@@ -314,7 +314,10 @@ class S3Storage:
     def _put_if_absent(self, key: str, data: bytes) -> None:
         try:
             obstore.put(self._once, self.url.key(key), data, mode="create", use_multipart=False)
-        except oe.AlreadyExistsError:
+        except oe.AlreadyExistsError as exc:
+            # obstore reports 409 ConditionalRequestConflict as "exists" too; it is not.
+            if _kind(exc) == "conflict":
+                raise _Conflict from None
             raise
         except Exception as exc:
             kind = _kind(exc)
@@ -336,18 +339,18 @@ class _Conflict(Exception):
 
 
 def _kind(exc: Any) -> str:
-    """ "conflict" (409), "lost" (the request may have landed: a dropped connection, a
-    timeout, a 5xx) or "error" (an answer that says no: retrying would not help)."""
-    text = str(exc)
-    if "409" in text and ("Conflict" in text or "conflict" in text):
+    """ "conflict" (409), "lost" (no answer, or a 5xx: the request may have landed: a
+    dropped connection, a timeout, a refused connection) or "error" (an answer that says
+    no: retrying would not help)."""
+    status = STATUS.search(str(exc))
+    code = int(status.group(1)) if status else None
+    if code == 409:
         return "conflict"
     if isinstance(exc, oe.PermissionDeniedError | oe.UnauthenticatedError | FileNotFoundError):
         return "error"
-    if "status code: 5" in text or "timed out" in text or "connection" in text.lower():
-        # A refused connection never sent the request: still safe to call lost (a retry
-        # resolves it), and it is how an unreachable endpoint is retried a few times.
-        return "lost"
-    return "error"
+    # A refused connection never sent the request: still safe to call lost (a retry
+    # resolves it), and it is how an unreachable endpoint is retried a few times.
+    return "lost" if code is None or code >= 500 else "error"
 
 
 # Stores opened by this process, by URL, and what each (endpoint, bucket)'s probe found:

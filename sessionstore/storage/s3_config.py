@@ -223,7 +223,7 @@ def open_bucket(url: S3Url, settings: S3Settings, *, retries: int = 3) -> S3Stor
 
 
 _CODE = re.compile(r"<Code>([A-Za-z0-9.]{1,64})</Code>")
-_STATUS = re.compile(r"status code: (\d{3})")
+STATUS = re.compile(r"status code: (\d{3})")  # the HTTP status in a client error
 
 
 def client_error(exc: Exception, key: str, url: S3Url, settings: S3Settings) -> StorageError:
@@ -237,7 +237,7 @@ def client_error(exc: Exception, key: str, url: S3Url, settings: S3Settings) -> 
     text = str(exc)
     code_match = _CODE.search(text)
     code = code_match.group(1) if code_match else None
-    status = _STATUS.search(text)
+    status = STATUS.search(text)
     where = f"{url.key(key)} in bucket {url.bucket!r} at {settings.where}"
     if code == "NoSuchBucket":
         problem = f"bucket {url.bucket!r} does not exist at {settings.where}"
