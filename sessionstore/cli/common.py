@@ -53,7 +53,7 @@ class StoreParam(click.ParamType[Path, Any]):
 
 
 def _single_writer(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-    # Read where the store is opened (storage.s3.open_store), whichever command it is.
+    # Read where the store is opened (storage.s3_open.open_store), whichever command it is.
     if value:
         os.environ["SESSIONSTORE_S3_SINGLE_WRITER"] = "1"
 

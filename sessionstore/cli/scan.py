@@ -125,7 +125,7 @@ def _remote_events(
     if url is None and not isinstance(store_root(store_dir), S3Path):
         return None
     from sessionstore.redact.scan_remote import scan_objects
-    from sessionstore.storage.s3 import open_store, storage_at
+    from sessionstore.storage.s3_open import open_store, storage_at
 
     if url is not None:
         return scan_objects(open_store(url), "", str(url), scanner, totals)

@@ -220,7 +220,7 @@ def _judge_file(record: Record, rel: PurePosixPath) -> Verdict:
 
 def _judge_remote(record: Record, rel: PurePosixPath) -> Verdict:
     """`_judge_file` for a record of an `s3://` store: the log's tail by one ranged GET."""
-    from sessionstore.storage.s3 import storage_at  # imports obstore: on use
+    from sessionstore.storage.s3_open import storage_at  # imports obstore: on use
 
     assert isinstance(record.path, S3Path)
     log = record.path.joinpath(*rel.parts)

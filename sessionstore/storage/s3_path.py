@@ -6,7 +6,7 @@ The engine names sessions and records by `Path` (`Session.path`,
 and that cannot be used as a local path: `os.fspath` raises `StorageError`,
 so any local operation reached with it (an `open`, a `stat`, a watch) fails
 loudly instead of touching a local file of a similar name. Everything read
-or written goes through the store's `S3Storage` (`storage.s3.storage_at`
+or written goes through the store's `S3Storage` (`storage.s3_open.storage_at`
 finds it from an `S3Path`).
 
 Kept apart from `s3_config` and `s3` so that telling a local path from a

@@ -103,7 +103,7 @@ def export_record(session: Session, n: int, dest: Path, collection: str = "trial
 
 def _remote_chunks(record: Record, rel: str) -> Iterator[bytes]:
     """The chunks of the file `rel` of a record in an `s3://` store (`InvalidInput` if gone)."""
-    from sessionstore.storage.s3 import storage_at  # imports obstore: on use
+    from sessionstore.storage.s3_open import storage_at  # imports obstore: on use
 
     assert isinstance(record.path, S3Path)
     storage, key = storage_at(record.path, 3)

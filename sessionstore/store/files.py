@@ -36,7 +36,7 @@ def locate(path: Path, depth: int) -> tuple[Storage, str]:
     An `S3Path` is located in the `s3://` store of this process that holds it.
     """
     if isinstance(path, S3Path):
-        from sessionstore.storage.s3 import storage_at  # imports obstore: on use
+        from sessionstore.storage.s3_open import storage_at  # imports obstore: on use
 
         return storage_at(path, depth)
     parts = Path(os.path.abspath(path)).parts

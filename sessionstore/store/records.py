@@ -90,7 +90,7 @@ class Record:
         objects below the record's prefix (`S3Storage.files_below`).
         """
         if isinstance(self.path, S3Path):
-            from sessionstore.storage.s3 import storage_at  # imports obstore: on use
+            from sessionstore.storage.s3_open import storage_at  # imports obstore: on use
 
             storage, key = storage_at(self.path, 1 if self.n == 0 else 3)
             return storage.files_below(key), []

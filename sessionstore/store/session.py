@@ -272,7 +272,7 @@ class Store:
     def __init__(self, root: str | os.PathLike[str], *, single_writer: bool | None = None) -> None:
         remote = s3_root(root)
         if remote is not None:
-            from sessionstore.storage.s3 import open_store  # imports obstore: on use
+            from sessionstore.storage.s3_open import open_store  # imports obstore: on use
 
             self.root: Path = remote.path()
             self.storage = open_store(remote, single_writer=single_writer)
