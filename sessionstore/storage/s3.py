@@ -275,6 +275,11 @@ class S3Storage:
             raise self._error(exc, key) from None
 
     def _get(self, key: str, limit: int) -> bytes | None:
+        if limit == 0:  # "is anything there" (`files.exists`): a HEAD, no body started
+            meta = self._call(key, obstore.head, self._store, self.url.key(key))
+            if meta is not None and meta["size"] > 0:
+                raise TooLarge(key, limit)
+            return None if meta is None else b""
         result = self._call(key, obstore.get, self._store, self.url.key(key))
         if result is None:
             return None

@@ -68,6 +68,11 @@ def test_get_is_bounded(storage: Storage) -> None:
     with pytest.raises(TooLarge) as info:
         storage.get("s/big", 99)
     assert info.value.key == "s/big"
+    with pytest.raises(TooLarge):
+        storage.get("s/big", 0)  # how `files.exists` asks: nothing read
+    storage.put("s/empty", b"")
+    assert storage.get("s/empty", 0) == b""
+    assert storage.get("s/none", 0) is None
 
 
 def test_claim_is_taken_once_and_not_listed_as_a_file(storage: Storage) -> None:
