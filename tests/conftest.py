@@ -17,10 +17,12 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+from s3_servers import S3Server, moto_server, rclone_server, seaweedfs_server
 
 settings.register_profile(
     "ci",
@@ -66,3 +68,28 @@ def src(tmp_path: Path) -> Path:
 def dst(tmp_path: Path) -> Path:
     """A mirror destination path, not created."""
     return tmp_path / "dst"
+
+
+# Real S3 servers on loopback (tests/s3_servers.py), one of each per test run, started on
+# first use and stopped at the end.
+
+
+@pytest.fixture(scope="session")
+def moto_s3() -> Iterator[S3Server]:
+    """moto in server mode: the functional suite's S3."""
+    with moto_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def weed_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """SeaweedFS (`weed mini`): atomic conditional writes and real signature checks."""
+    with seaweedfs_server(tmp_path_factory.mktemp("weed")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def rclone_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """`rclone serve s3`: a server that ignores `If-None-Match: *`."""
+    with rclone_server(tmp_path_factory.mktemp("rclone")) as server:
+        yield server

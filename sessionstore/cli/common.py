@@ -34,13 +34,54 @@ def command() -> Callable[[Callable[..., Any]], click.Command]:
     return click.command(context_settings=CONTEXT_SETTINGS)
 
 
-store_option = click.option(
-    "--store",
-    "store_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Store directory (default: $SESSIONSTORE_HOME, else ~/.sessionstore).",
-)
+class StoreParam(click.ParamType[Path, Any]):
+    """A store: a directory path, or `s3://BUCKET/PREFIX` (an `S3Path`, checked here:
+    a malformed URL is a usage error)."""
+
+    name = "store"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str:
+        return "DIR|s3://BUCKET/PREFIX"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        if isinstance(value, Path):
+            return value
+        from sessionstore.storage.s3_path import s3_root
+
+        try:
+            remote = s3_root(value)
+        except InvalidInput as exc:
+            self.fail(escape(str(exc)), param, ctx)
+        return Path(value) if remote is None else remote.path()
+
+
+def _single_writer(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    # Read where the store is opened (storage.s3_open.open_store), whichever command it is.
+    if value:
+        os.environ["SESSIONSTORE_S3_SINGLE_WRITER"] = "1"
+
+
+def store_option(func: F) -> F:
+    """`--store` and `--single-writer`, as every command that opens a store has."""
+    func = click.option(
+        "--single-writer",
+        is_flag=True,
+        expose_value=False,
+        callback=_single_writer,
+        help="Accept an s3:// store on a server that ignores conditional creates "
+        "(If-None-Match: *): safe only with one writer at a time "
+        "(also SESSIONSTORE_S3_SINGLE_WRITER=1).",
+    )(func)
+    return click.option(
+        "--store",
+        "store_dir",
+        type=StoreParam(),
+        default=None,
+        help="Store directory or s3://BUCKET/PREFIX "
+        "(default: $SESSIONSTORE_HOME, else ~/.sessionstore).",
+    )(func)
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 

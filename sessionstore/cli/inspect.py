@@ -52,13 +52,13 @@ def inspect(
       sessionstore inspect ./workspace --json
     """
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
-    from sessionstore.inspect.summary import SessionView
+    from sessionstore.inspect.summary import SessionView, load_views
     from sessionstore.store.session import Store
 
     goal = objective_of(objective, higher)
     if target is None:
         store = Store(store_root(store_dir))
-        views = [SessionView.load(s, goal) for s in store.sessions()]
+        views = load_views(store, goal)
         if as_json:
             emit_json([v.summary() for v in views])
             return

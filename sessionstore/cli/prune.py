@@ -74,6 +74,7 @@ def prune(
       sessionstore prune --status failed --status interrupted --yes
     """
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
+    from sessionstore.storage.s3_path import S3Path
     from sessionstore.store.lifecycle_remove import PRUNABLE, prunable, sweep_removed
     from sessionstore.store.lifecycle_remove import prune as prune_sessions
     from sessionstore.store.session import Store
@@ -82,7 +83,7 @@ def prune(
     if not dry_run and not yes and not sys.stdin.isatty():
         raise click.UsageError("refusing to remove sessions unasked: give --yes, or --dry-run")
     root = store_root(store_dir)
-    if not root.is_dir():
+    if not isinstance(root, S3Path) and not root.is_dir():
         raise InvalidInput(str(root), "no such store directory")
     store = Store(root)
     candidates = prunable(store, older_than, statuses or PRUNABLE)

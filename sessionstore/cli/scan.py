@@ -18,7 +18,7 @@ import click
 from sessionstore._display import escape
 from sessionstore.cli.common import command, json_option, library_errors, store_option
 from sessionstore.errors import InvalidInput, SessionNotFound
-from sessionstore.store.target import resolve_destination, store_root
+from sessionstore.store.target import resolve_destination, resolve_target, store_root
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -84,9 +84,11 @@ def scan(
     from sessionstore.redact.scan_tree import ScanTotals, scan_path
 
     scanner = _scanner(secret_env, secrets_file, patterns)
-    root, follow = _root(target, store_dir)
     totals = ScanTotals()
-    events = scan_path(root, scanner, follow=follow, totals=totals)
+    events = _remote_events(target, store_dir, scanner, totals)
+    if events is None:
+        root, follow = _root(target, store_dir)
+        events = scan_path(root, scanner, follow=follow, totals=totals)
     try:
         if as_json:
             _render_json(events)
@@ -110,6 +112,27 @@ def _scanner(secret_env: tuple[str, ...], secrets_file: Path | None, patterns: b
             "scan", "nothing to look for: give --secret-env, --secrets-file or --patterns"
         )
     return Scanner.from_sources(secret_env, secrets_file, patterns=patterns)
+
+
+def _remote_events(
+    target: str, store_dir: Path | None, scanner: Scanner, totals: ScanTotals
+) -> Iterator[Event] | None:
+    """The scan of an `s3://` TARGET (every object below it), or of a session TARGET of an
+    `s3://` store; None for a local one."""
+    from sessionstore.storage.s3_path import S3Path, s3_root
+
+    url = s3_root(target)
+    if url is None and not isinstance(store_root(store_dir), S3Path):
+        return None
+    from sessionstore.redact.scan_remote import scan_objects
+    from sessionstore.storage.s3_open import open_store, storage_at
+
+    if url is not None:
+        return scan_objects(open_store(url), "", str(url), scanner, totals)
+    session = resolve_target(target, store_dir)
+    assert isinstance(session.path, S3Path)
+    storage, key = storage_at(session.path, 1)
+    return scan_objects(storage, key, str(session.path), scanner, totals)
 
 
 def _root(target: str, store_dir: Path | None) -> tuple[str, bool]:

@@ -26,6 +26,7 @@ __all__ = [
     "SERVICE",
     "TEMP_PREFIX",
     "TRIALS",
+    "is_id",
     "record_number",
     "validate_id",
 ]
@@ -67,6 +68,11 @@ def validate_id(value: str, what: str = "session id") -> str:
     if not isinstance(value, str) or not _ID_RE.fullmatch(value):
         raise InvalidId(str(value), what, ID_PATTERN)
     return value
+
+
+def is_id(value: str) -> bool:
+    """Whether `value` is a valid session id (`validate_id` without the error)."""
+    return isinstance(value, str) and _ID_RE.fullmatch(value) is not None
 
 
 def record_number(name: str) -> int | None:

@@ -22,6 +22,7 @@ few `pread`s; `output_verdict` is cheap enough to call once per listed record.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
@@ -29,6 +30,7 @@ from typing import Any
 
 from sessionstore._fs import read as fsread
 from sessionstore.errors import InvalidInput
+from sessionstore.storage.s3_path import S3Path
 from sessionstore.store.session import (
     Collection,
     Record,
@@ -132,7 +134,11 @@ def evaluate_output_contract(record: Record, log: str | os.PathLike[str] | None 
 def judge(collection: Collection, n: int, log: str | os.PathLike[str] | None = None) -> Verdict:
     """Read record `n` of `collection` now and judge it; a missing record is indeterminate."""
     path = collection.path / str(n)
-    if not path.is_dir() or path.is_symlink():
+    if isinstance(path, S3Path):
+        missing = n not in collection.numbers()
+    else:
+        missing = not path.is_dir() or path.is_symlink()
+    if missing:
         if log is not None:
             record_relpath(log, f"--log {os.fspath(log)!r}")
         return _indeterminate(f"no record {n} in {collection.path}")
@@ -181,6 +187,8 @@ def _judge_file(record: Record, rel: PurePosixPath) -> Verdict:
     to an outside file at any moment is refused, never read.
     """
     name = rel.as_posix()
+    if isinstance(record.path, S3Path):
+        return _judge_remote(record, rel)
     log = Path(os.path.abspath(record.path.joinpath(*rel.parts)))
     try:
         dir_fd = record_dir_fd(record.n, record.path)
@@ -200,7 +208,7 @@ def _judge_file(record: Record, rel: PurePosixPath) -> Verdict:
     try:
         if st.st_size == 0:
             return _indeterminate("log is empty", log)
-        line, problem = _last_line(fd, st.st_size)
+        line, problem = _last_line(lambda step, pos: os.pread(fd, step, pos), st.st_size)
     except OSError as exc:
         return _indeterminate(f"log {name!r}: {fsread.problem(exc)}", log)
     finally:
@@ -210,13 +218,39 @@ def _judge_file(record: Record, rel: PurePosixPath) -> Verdict:
     return _judge_line(line.decode("utf-8", errors="replace"), log)
 
 
-def _last_line(fd: int, size: int) -> tuple[bytes | None, str]:
-    """The last line with non-whitespace content, trailing whitespace stripped, read backwards."""
+def _judge_remote(record: Record, rel: PurePosixPath) -> Verdict:
+    """`_judge_file` for a record of an `s3://` store: the log's tail by one ranged GET."""
+    from sessionstore.storage.s3_open import storage_at  # imports obstore: on use
+
+    assert isinstance(record.path, S3Path)
+    log = record.path.joinpath(*rel.parts)
+    storage, key = storage_at(record.path, 3)
+    try:
+        found = storage.tail(f"{key}/{rel.as_posix()}", TAIL_LIMIT + LINE_LIMIT + _CHUNK)
+    except OSError as exc:
+        return _indeterminate(f"log {rel.as_posix()!r}: {fsread.problem(exc)}", log)
+    if found is None:
+        return _indeterminate("log file is missing", log)
+    size, data = found
+    if size == 0:
+        return _indeterminate("log is empty", log)
+    start = size - len(data)
+    line, problem = _last_line(
+        lambda step, pos: data[max(pos - start, 0) : pos - start + step], size
+    )
+    if line is None:
+        return _indeterminate(problem, log)
+    return _judge_line(line.decode("utf-8", errors="replace"), log)
+
+
+def _last_line(read: Callable[[int, int], bytes], size: int) -> tuple[bytes | None, str]:
+    """The last line with non-whitespace content, trailing whitespace stripped, read backwards
+    by `read(length, offset)`."""
     pos, tail = size, b""
     while pos > 0:
         step = min(_CHUNK, pos)
         pos -= step
-        tail = os.pread(fd, step, pos) + tail
+        tail = read(step, pos) + tail
         content = tail.rstrip()
         if not content:
             if size - pos >= TAIL_LIMIT:

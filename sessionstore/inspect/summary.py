@@ -23,7 +23,8 @@ from sessionstore.inspect.best import (
     score_trials,
 )
 from sessionstore.store.lineage import lineage_info
-from sessionstore.store.session import Record, RecordState, Session
+from sessionstore.store.remote import each
+from sessionstore.store.session import Record, RecordState, Session, Store
 from sessionstore.store.status import (
     Progress,
     manifest_problem,
@@ -180,6 +181,12 @@ class SessionView:
             "foreign": self.foreign,
             "lineage": lineage_info(self.session),
         }
+
+
+def load_views(store: Store, objective: Objective | None = None) -> list[SessionView]:
+    """`SessionView.load` of every session of `store`, newest first; an object store's
+    sessions are read concurrently (`store.remote.each`: each is round trips, not CPU)."""
+    return each(store.storage, lambda s: SessionView.load(s, objective), store.sessions())
 
 
 def best_trial_number(session: Session, objective: Objective | None = None) -> int:

@@ -31,6 +31,7 @@ from sessionstore._fs.atomic import TEMP_PREFIX
 from sessionstore.errors import InvalidInput, TemplateError
 from sessionstore.format.names import CONSTRAINTS, MANIFEST, MARKERS, REPORT, SERVICE, TRIALS
 from sessionstore.format.template import render, used_variables
+from sessionstore.storage.s3_path import S3Path, absolute
 from sessionstore.store.files import constraints_of
 from sessionstore.store.status import planned_trials
 
@@ -64,7 +65,7 @@ def contract_variables(
     blocks drop them. Raises `InvalidInput` for a workspace that is not a
     directory or is the session directory itself.
     """
-    session_dir = Path(os.path.abspath(session.path))
+    session_dir = absolute(session.path)
     root = session_dir if workspace is None else _workspace(workspace, session_dir)
     trials, service = root / TRIALS, root / SERVICE
     trial, attempt = trials / "<n>", service / "<k>"
@@ -118,7 +119,9 @@ def _workspace(workspace: str | os.PathLike[str], session_dir: Path) -> Path:
     path = Path(os.path.abspath(workspace))
     if path.exists() and not path.is_dir():
         raise InvalidInput(os.fspath(workspace), "the workspace is not a directory")
-    if os.path.realpath(path) == os.path.realpath(session_dir):
+    if not isinstance(session_dir, S3Path) and os.path.realpath(path) == os.path.realpath(
+        session_dir
+    ):
         raise InvalidInput(
             os.fspath(workspace),
             "the workspace is the session directory itself; for an agent that writes "

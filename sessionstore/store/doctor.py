@@ -40,11 +40,14 @@ from sessionstore._fs.tree import remove_tree_at
 from sessionstore._fs.walk import Entry, walk
 from sessionstore._proc import PID_MAX, process_alive, process_start_time
 from sessionstore.format.names import CONSTRAINTS, MANIFEST, MARKERS, REPORT, record_number
+from sessionstore.storage.s3_path import S3Path
+from sessionstore.store.files import exists
 from sessionstore.store.lifecycle import mirror_daemon, recorded_writer
 from sessionstore.store.records import RecordState
 from sessionstore.store.status import manifest_problem, read_constraints
 
 if TYPE_CHECKING:
+    from sessionstore.store.collection import Collection
     from sessionstore.store.session import Session
 
 __all__ = ["SAFE_AGE", "Checkup", "Problem", "doctor", "temp_verdict"]
@@ -103,8 +106,10 @@ def doctor(session: Session, *, repair: bool = False, now: float | None = None) 
     session directory itself cannot be opened.
     """
     problems = _files(session) + _collections(session)
-    walked, in_progress = _walk(session, repair, time.time() if now is None else now)
-    problems += walked
+    in_progress: list[Path] = []
+    if not isinstance(session.path, S3Path):  # no modes or temps in an object store
+        walked, in_progress = _walk(session, repair, time.time() if now is None else now)
+        problems += walked
     problems.sort(key=lambda p: str(p.path))  # stable: one path's problems keep their order
     return Checkup(session.path, tuple(problems), tuple(in_progress))
 
@@ -128,7 +133,9 @@ def _files(session: Session) -> list[Problem]:
     _, error = read_constraints(session)
     if error is not None:
         found.append(Problem(top / CONSTRAINTS, "constraints", _strip(error, CONSTRAINTS)))
-    elif session.manifest is not None and not os.path.lexists(top / CONSTRAINTS):
+    elif session.manifest is not None and not exists(
+        session.storage, f"{session.key}/{CONSTRAINTS}"
+    ):
         detail = "missing: every session made by sessionstore has it ({} when none)"
         found.append(Problem(top / CONSTRAINTS, "constraints", detail))
     report = session.report()
@@ -146,6 +153,9 @@ def _collections(session: Session) -> list[Problem]:
     found: list[Problem] = []
     for collection in (session.trials, session.service):
         where = collection.path
+        if isinstance(where, S3Path):  # a prefix: nothing there is no problem, nor a file
+            found.extend(_collection_records(collection))
+            continue
         try:
             st: os.stat_result | None = os.stat(where, follow_symlinks=False)
         except FileNotFoundError:
@@ -163,15 +173,23 @@ def _collections(session: Session) -> list[Problem]:
             detail = f"is {what}, so it holds no records (nothing is read through it)"
             found.append(Problem(where, "collection", detail))
             continue
-        records, foreign = collection.scan()
-        for record in records:
-            if record.state is RecordState.TORN:
-                marker = record.path / collection.marker
-                detail = _strip(record.error or "torn", collection.marker)
-                found.append(Problem(marker, "torn", f"marker {detail}"))
-        for name in foreign:
-            detail = f"not a record of {where.name}/ (ignored by every reader)"
-            found.append(Problem(where / name, "foreign", detail))
+        found.extend(_collection_records(collection))
+    return found
+
+
+def _collection_records(collection: Collection) -> list[Problem]:
+    """Each torn marker and each foreign entry of a collection."""
+    found: list[Problem] = []
+    where = collection.path
+    records, foreign = collection.scan()
+    for record in records:
+        if record.state is RecordState.TORN:
+            marker = record.path / collection.marker
+            detail = _strip(record.error or "torn", collection.marker)
+            found.append(Problem(marker, "torn", f"marker {detail}"))
+    for name in foreign:
+        detail = f"not a record of {where.name}/ (ignored by every reader)"
+        found.append(Problem(where / name, "foreign", detail))
     return found
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ from sessionstore._fs import read as fsread
 from sessionstore._fs.atomic import DIR_MODE, FILE_MODE, AtomicFile, build_dir, fsync_dir
 from sessionstore.errors import InvalidInput
 from sessionstore.format.names import MARKERS
+from sessionstore.storage.s3_path import S3Path
 from sessionstore.store.files import constraints_of
 from sessionstore.store.records import Record, RecordState, record_dir_fd
 
@@ -89,6 +90,9 @@ def export_record(session: Session, n: int, dest: Path, collection: str = "trial
         raise InvalidInput(str(dest), "contains quotes, backslashes or control characters")
     # The one constraints reader; torn ones are recorded as null (inspect shows why).
     constraints, error = constraints_of(session.storage, session.key)
+    if isinstance(source.path, S3Path):
+        _copy(session, source, dest, collection, None if error else constraints, None)
+        return dest
     record_fd = record_dir_fd(n, source.path)
     try:
         _copy(session, source, dest, collection, None if error else constraints, record_fd)
@@ -97,13 +101,30 @@ def export_record(session: Session, n: int, dest: Path, collection: str = "trial
     return dest
 
 
-def _regular_files(record: Record, record_fd: int) -> tuple[list[str], list[dict[str, str]]]:
-    """The record's regular files, and the other entries with why each is skipped."""
+def _remote_chunks(record: Record, rel: str) -> Iterator[bytes]:
+    """The chunks of the file `rel` of a record in an `s3://` store (`InvalidInput` if gone)."""
+    from sessionstore.storage.s3_open import storage_at  # imports obstore: on use
+
+    assert isinstance(record.path, S3Path)
+    storage, key = storage_at(record.path, 3)
+    chunks = storage.chunks(f"{key}/{rel}")
+    if chunks is None:
+        raise InvalidInput(f"{record.path / rel}", "changed during export: is gone")
+    return chunks
+
+
+def _regular_files(record: Record, record_fd: int | None) -> tuple[list[str], list[dict[str, str]]]:
+    """The record's regular files, and the other entries with why each is skipped.
+
+    `record_fd` None: a record of an `s3://` store, whose objects are all files."""
     files: list[str] = []
     listed, not_entered = record.walk(record_fd)
     skipped = [{"file": rel, "reason": reason} for rel, reason in not_entered]
     for rel in listed:
         if rel == EXPORT_MANIFEST:
+            continue
+        if record_fd is None:
+            files.append(rel)
             continue
         try:
             fd, _ = fsread.open_under(record_fd, rel.split("/"))
@@ -116,7 +137,7 @@ def _regular_files(record: Record, record_fd: int) -> tuple[list[str], list[dict
 
 
 def _copy_file(
-    record: Record, record_fd: int, rel: str, target: Path, rewrite: Callable[[str], str]
+    record: Record, record_fd: int | None, rel: str, target: Path, rewrite: Callable[[str], str]
 ) -> bool:
     """Copy one file of the record to `target`, its references rewritten; True if any were.
 
@@ -125,6 +146,8 @@ def _copy_file(
     is never held in memory. Only a text file of at most `MAX_REWRITE_BYTES`
     is read whole to be rewritten; a bigger one is copied as it is.
     """
+    if record_fd is None:
+        return _copy_remote(record, rel, target, rewrite)
     try:
         fd, st = fsread.open_under(record_fd, rel.split("/"))
     except OSError as exc:
@@ -144,13 +167,42 @@ def _copy_file(
     return False
 
 
+def _copy_remote(record: Record, rel: str, target: Path, rewrite: Callable[[str], str]) -> bool:
+    """`_copy_file` from an `s3://` store: streamed, a small text file rewritten whole."""
+    with AtomicFile(target, FILE_MODE, sync_dir=False) as out:
+        if not rel.endswith(TEXT_SUFFIXES):
+            for chunk in _remote_chunks(record, rel):
+                out.write(chunk)
+            return False
+        held: list[bytes] = []
+        size = 0
+        spilled = False  # too big to rewrite: copied as it is
+        for chunk in _remote_chunks(record, rel):
+            if spilled:
+                out.write(chunk)
+                continue
+            held.append(chunk)
+            size += len(chunk)
+            if size > MAX_REWRITE_BYTES:
+                for part in held:
+                    out.write(part)
+                held, spilled = [], True
+        if spilled:
+            return False
+        data = b"".join(held)
+        text = data.decode("utf-8", "surrogateescape")
+        new = rewrite(text)
+        out.write(new.encode("utf-8", "surrogateescape") if new != text else data)
+        return new != text
+
+
 def _copy(
     session: Session,
     source: Record,
     dest: Path,
     collection: str,
     constraints: dict[str, Any] | None,
-    record_fd: int,
+    record_fd: int | None,
 ) -> None:
     """Build the export in a temp directory beside `dest` and rename it into place
     (`_fs.atomic.build_dir`: removed on any failure, fsynced before the rename)."""

@@ -24,15 +24,21 @@ from sessionstore.errors import StorageError, TooLarge
 from sessionstore.format.names import CONSTRAINTS
 from sessionstore.storage.base import Storage
 from sessionstore.storage.local import LocalStorage
+from sessionstore.storage.s3_path import S3Path
 
 __all__ = ["constraints_of", "exists", "locate", "object_of", "read_object"]
 
 
-def locate(path: Path, depth: int) -> tuple[LocalStorage, str]:
+def locate(path: Path, depth: int) -> tuple[Storage, str]:
     """A `LocalStorage` and the key of `path` in it, the key being its last `depth` components.
 
     `depth` is 1 for a session directory, 3 for a record (`<session>/trials/<n>`).
+    An `S3Path` is located in the `s3://` store of this process that holds it.
     """
+    if isinstance(path, S3Path):
+        from sessionstore.storage.s3_open import storage_at  # imports obstore: on use
+
+        return storage_at(path, depth)
     parts = Path(os.path.abspath(path)).parts
     if len(parts) <= depth:
         raise StorageError(os.fspath(path), "is not below a directory that can hold it")

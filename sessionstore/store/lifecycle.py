@@ -23,6 +23,7 @@ from sessionstore._fs import read as fsread
 from sessionstore._proc import PID_MAX, process_alive
 from sessionstore.errors import InvalidInput, RecordCompleted, SessionFinished, StorageError
 from sessionstore.format.names import MIRROR_LOCK, MIRROR_PID, REPORT, SERVICE, TRIALS
+from sessionstore.storage.s3_path import S3Path
 from sessionstore.store.records import MAX_RECORD_DEPTH, Record, RecordState, RecordWriter
 
 if TYPE_CHECKING:
@@ -187,8 +188,11 @@ def sync_record(record: Record) -> None:
 
     Nothing is followed (each level opened `O_NOFOLLOW`), nothing is read;
     levels deeper than `MAX_RECORD_DEPTH` are left alone, so at most that
-    many directory fds are open at once.
+    many directory fds are open at once. In an `s3://` store there is
+    nothing to sync: an object is durable when its PUT returns.
     """
+    if isinstance(record.path, S3Path):
+        return
     # Frames: a directory's fd and its entries still to visit; a directory is fsynced
     # when its last entry was, on the way back up.
     stack: list[tuple[int, list[os.DirEntry[str]]]] = []

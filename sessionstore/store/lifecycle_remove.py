@@ -38,7 +38,8 @@ from sessionstore.errors import (
     SessionStoreError,
     StorageError,
 )
-from sessionstore.format.names import validate_id
+from sessionstore.format.names import MANIFEST, validate_id
+from sessionstore.storage.s3_path import S3Path, absolute
 from sessionstore.store.lifecycle import live_writer
 from sessionstore.store.status import session_status
 
@@ -67,7 +68,7 @@ def _identity(st: os.stat_result) -> tuple[int, int]:
 def check_removable(session: Session, *, force: bool = False, name: str | None = None) -> None:
     """Refuse what `remove_session` must not remove; see there. `name`: the session's
     name in its parent, when its directory is read under another one."""
-    path = Path(os.path.abspath(session.path))
+    path = absolute(session.path)
     if name is not None:
         path = path.with_name(name)
     try:
@@ -94,6 +95,8 @@ def remove_session(session: Session, *, force: bool = False) -> Path:
     `InvalidInput` says so. Raises `SessionNotFound` if it is gone already.
     """
     check_removable(session, force=force)
+    if isinstance(session.path, S3Path):
+        return _remove_remote(session)
     path = Path(os.path.abspath(session.path))  # a path given as `.` names its directory
     parent = _open_parent(path)
     try:
@@ -139,6 +142,14 @@ def remove_session(session: Session, *, force: bool = False) -> Path:
     finally:
         os.close(parent)
     return path
+
+
+def _remove_remote(session: Session) -> Path:
+    """`remove_session` in an `s3://` store, which has no rename: the manifest goes first,
+    so the prefix is no session from then on (`store.remote`), then every object below."""
+    session.storage.remove_tree(f"{session.key}/{MANIFEST}")
+    session.storage.remove_tree(session.key)
+    return session.path
 
 
 def _check_moved(path: Path, away: str, parent: int, checked: tuple[int, int], force: bool) -> None:

@@ -30,6 +30,7 @@ from sessionstore._fs import read as fsread
 from sessionstore._fs.atomic import FILE_MODE, is_temp_name
 from sessionstore.errors import InvalidInput, RecordCompleted, StorageError
 from sessionstore.storage.base import Storage
+from sessionstore.storage.s3_path import S3Path
 from sessionstore.store.files import exists, locate, object_of, read_object
 
 __all__ = [
@@ -85,8 +86,14 @@ class Record:
         own, whatever it points to. Directories more than `MAX_RECORD_DEPTH`
         levels down are not entered (a runaway `mkdir -p` is no RecursionError
         and holds at most that many fds). Raises `OSError` if `dir_fd` is None
-        and the record directory cannot be opened.
+        and the record directory cannot be opened. In an `s3://` store, the
+        objects below the record's prefix (`S3Storage.files_below`).
         """
+        if isinstance(self.path, S3Path):
+            from sessionstore.storage.s3_open import storage_at  # imports obstore: on use
+
+            storage, key = storage_at(self.path, 1 if self.n == 0 else 3)
+            return storage.files_below(key), []
         top = record_dir_fd(self.n, self.path) if dir_fd is None else dir_fd
         files: list[str] = []
         skipped: list[tuple[str, str]] = []

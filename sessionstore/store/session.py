@@ -45,10 +45,12 @@ from sessionstore.format.names import (
     REPORT,
     SERVICE,
     TRIALS,
+    is_id,
     validate_id,
 )
 from sessionstore.storage.base import Storage
 from sessionstore.storage.local import LocalStorage
+from sessionstore.storage.s3_path import S3Path, s3_root, split_session_url
 from sessionstore.store.collection import Collection
 from sessionstore.store.export import export_record
 from sessionstore.store.files import constraints_of, exists, locate, read_object
@@ -61,6 +63,7 @@ from sessionstore.store.records import (
     record_dir_fd,
     record_relpath,
 )
+from sessionstore.store.remote import create_session, each
 
 __all__ = [
     "DIR_MODE",
@@ -116,9 +119,15 @@ class Session:
         store is opened with `follow=False`: a symlink there is no session.
         Every later open of the session directory uses `O_NOFOLLOW` on its
         final component, so a directory swapped for a symlink afterwards is
-        refused (torn, unknown or an error), never read through.
+        refused (torn, unknown or an error), never read through. A string
+        `s3://BUCKET/PREFIX/ID` is the session ID of that store.
         """
-        p = Path(path)
+        if isinstance(path, str) and s3_root(path) is not None:
+            return Store(split_session_url(path)[0]).open(split_session_url(path)[1])
+        p = path if isinstance(path, S3Path) else Path(path)
+        if isinstance(p, S3Path):
+            storage, key = locate(p, 1)
+            return cls._load(p, storage, key, str(path))
         if follow and os.path.islink(p):
             p = Path(os.path.realpath(p))
         try:
@@ -133,8 +142,14 @@ class Session:
 
         Whether the directory exists is asked locally, with `O_NOFOLLOW` (a
         prefix without a manifest is a raw workspace, so the manifest cannot
-        tell); everything read from it goes through `storage`.
+        tell); everything read from it goes through `storage`. In an `s3://`
+        store a prefix is a session only with its manifest (`store.remote`).
         """
+        if isinstance(path, S3Path):
+            there, data, error = read_object(storage, f"{key}/{MANIFEST}", key)
+            if not there:
+                raise SessionNotFound(target)
+            return cls(path, data, error and f"{MANIFEST}: {error}", storage=storage, key=key)
         try:
             os.close(fsread.open_dir(path))
         except (FileNotFoundError, NotADirectoryError, fsread.WrongKind):
@@ -244,10 +259,24 @@ def _generated_id() -> str:
 class Store:
     """A directory of sessions (default `$SESSIONSTORE_HOME`, else `~/.sessionstore`).
 
-    Its sessions are reached through `storage`, a `LocalStorage` over `root`.
+    Its sessions are reached through `storage`: a `LocalStorage` over the
+    directory `root`, or for `s3://BUCKET/PREFIX` (a string or an `S3Path`)
+    an `S3Storage` (docs/object-storage.md), whose server is probed for
+    conditional creates on open: one that ignores them is refused unless
+    `single_writer` (None: `$SESSIONSTORE_S3_SINGLE_WRITER`) says there is
+    one writer at a time.
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    storage: Storage
+
+    def __init__(self, root: str | os.PathLike[str], *, single_writer: bool | None = None) -> None:
+        remote = s3_root(root)
+        if remote is not None:
+            from sessionstore.storage.s3_open import open_store  # imports obstore: on use
+
+            self.root: Path = remote.path()
+            self.storage = open_store(remote, single_writer=single_writer)
+            return
         self.root = Path(root).expanduser()
         self.storage = LocalStorage(self.root, dir_mode=DIR_MODE, file_mode=FILE_MODE)
 
@@ -296,10 +325,14 @@ class Store:
             session_id = id or _generated_id()
             data["id"] = session_id
             target = self.root / session_id
-            if not exists(self.storage, session_id) and self.storage.publish_dir(
-                session_id,
-                lambda temp: self._build(temp, data, constraints_obj, previous_ids),
-            ):
+            if isinstance(self.storage, LocalStorage):
+                made = not exists(self.storage, session_id) and self.storage.publish_dir(
+                    session_id,
+                    lambda temp: self._build(temp, data, constraints_obj, previous_ids),
+                )
+            else:
+                made = create_session(self.storage, session_id, data, constraints_obj, previous_ids)
+            if made:
                 return Session.open(target, follow=False)
             if id is not None:
                 raise SessionExists(target)
@@ -332,21 +365,19 @@ class Store:
             raise SessionNotFound(id, self.root) from None
 
     def sessions(self) -> list[Session]:
-        """Every session in the store, newest first (by `created_at`, else directory mtime)."""
-        found: list[tuple[float, str, Session]] = []
-        for item in self.storage.list(""):
-            if not item.is_prefix:
-                continue
+        """Every session in the store, newest first (by `created_at`, else directory mtime).
+
+        In an `s3://` store the manifests are read concurrently (`remote.each`)."""
+
+        def load(name: str) -> tuple[float, str, Session] | None:
             try:
-                validate_id(item.name)
-            except ValueError:
-                continue
-            try:
-                session = Session._load(self.root / item.name, self.storage, item.name, item.name)
-                key = _created_key(session)
+                session = Session._load(self.root / name, self.storage, name, name)
+                return _created_key(session), name, session
             except (SessionNotFound, FileNotFoundError):
-                continue  # removed since the listing: it was not there
-            found.append((key, item.name, session))
+                return None  # removed since the listing: it was not there
+
+        names = [i.name for i in self.storage.list("") if i.is_prefix and is_id(i.name)]
+        found = [f for f in each(self.storage, load, names) if f]
         found.sort(key=lambda item: (item[0], item[1]), reverse=True)
         return [session for _, _, session in found]
 
@@ -363,4 +394,6 @@ def _created_key(session: Session) -> float:
             return moment.timestamp()
         except (ValueError, OverflowError):  # not ISO 8601, or a date beyond the epoch's range
             pass
+    if isinstance(session.path, S3Path):
+        return 0.0  # no directory to date; every session made by the library has created_at
     return os.stat(session.path, follow_symlinks=False).st_mtime

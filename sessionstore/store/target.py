@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from sessionstore.errors import AmbiguousTarget, InvalidId, InvalidInput, SessionNotFound
 from sessionstore.format.names import validate_id
+from sessionstore.storage.s3_path import S3Path, s3_root, split_session_url
 
 if TYPE_CHECKING:
     from sessionstore.store.session import Session
@@ -40,12 +41,21 @@ STORE_ENV = "SESSIONSTORE_HOME"
 def default_store_root() -> Path:
     """`$SESSIONSTORE_HOME`, else `~/.sessionstore` (not expanded: `store_root` does that)."""
     home = os.environ.get(STORE_ENV)
-    return Path(home) if home else Path.home() / ".sessionstore"
+    if home:
+        remote = s3_root(home)
+        return remote.path() if remote is not None else Path(home)
+    return Path.home() / ".sessionstore"
 
 
 def store_root(store: str | os.PathLike[str] | None = None) -> Path:
-    """The store directory: `store` if given, else `default_store_root()`; `~` expanded."""
-    return (Path(store) if store is not None else default_store_root()).expanduser()
+    """The store: `store` if given, else `default_store_root()`; `~` expanded.
+
+    An `s3://BUCKET/PREFIX` store is its `S3Path` (`InvalidInput` if malformed).
+    """
+    if store is None:
+        return default_store_root().expanduser()
+    remote = s3_root(store)
+    return remote.path() if remote is not None else Path(store).expanduser()
 
 
 def _store_id(target: str, root: Path) -> bool:
@@ -54,6 +64,8 @@ def _store_id(target: str, root: Path) -> bool:
         validate_id(target)
     except InvalidId:
         return False
+    if isinstance(root, S3Path):
+        return True  # the store's listing cannot do better than opening it: `Store.open`
     return (root / target).is_dir()
 
 
@@ -68,6 +80,10 @@ def prefix_matches(prefix: str, root: Path) -> list[str]:
         validate_id(prefix)
     except InvalidId:
         return []
+    if isinstance(root, S3Path):
+        from sessionstore.store.session import Store
+
+        return sorted(s.id for s in Store(root).sessions() if s.id and s.id.startswith(prefix))
     try:
         with os.scandir(root) as entries:
             names = [
@@ -112,9 +128,15 @@ def resolve_target(target: str, store: str | os.PathLike[str] | None = None) -> 
     if not target:
         # Path("") is the current directory: `rm "$ID"` with ID unset would remove it.
         raise InvalidInput("TARGET", "is empty; name a session id, a prefix of one, or a path")
+    if s3_root(target) is not None:  # s3://BUCKET/PREFIX/ID: the session ID of that store
+        return Store(split_session_url(target)[0]).open(split_session_url(target)[1])
     root = store_root(store)
     if _store_id(target, root):
-        return Store(root).open(target)
+        try:
+            return Store(root).open(target)
+        except SessionNotFound:
+            if not isinstance(root, S3Path):
+                raise
     if Path(target).is_dir():
         return Session.open(target)
     match = _unique_prefix(target, root)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from sessionstore._watch import READ_ONLY_KINDS, Change, Watcher
 from sessionstore.errors import InvalidInput, WaitTimedOut
 from sessionstore.format.names import REPORT
+from sessionstore.storage.s3_path import S3Path
 from sessionstore.store.records import Record, RecordState, read_record
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ __all__ = ["wait_record", "wait_report"]
 
 POLL_INTERVAL = 1.0
 SETTLE = 1.0
+REMOTE_FIRST_POLL = 0.1
+REMOTE_MAX_POLL = 5.0
 
 
 class _Wakeup:
@@ -145,6 +148,8 @@ def wait_record(
     `timeout` or a record number that does not fit `marker`.
     """
     _check_arguments(n, marker, timeout)
+    if isinstance(path, S3Path):
+        return _poll_remote(path, marker, n, timeout)
     record_dir = os.path.abspath(path)
     marker_path = os.path.join(record_dir, marker)
     chain = _watch_chain(record_dir, n)
@@ -179,6 +184,28 @@ def wait_record(
             handler.event.wait(max(sleep, 0.0))
     finally:
         watches.close()
+
+
+def _poll_remote(path: S3Path, marker: str, n: int, timeout: float | None) -> Record:
+    """`wait_record` in an `s3://` store: no events there, so polling with backoff.
+
+    The first re-read comes after `REMOTE_FIRST_POLL` seconds, each next one
+    twice as late up to `REMOTE_MAX_POLL`: a quick record is seen quickly,
+    and a long wait costs a request every few seconds. A torn marker is
+    final at once (an object is written whole: it will not settle).
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    delay = REMOTE_FIRST_POLL
+    while True:
+        record = read_record(n, path, marker)
+        if record.state is not RecordState.IN_FLIGHT:
+            return record
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            assert timeout is not None
+            raise WaitTimedOut(path, timeout)
+        time.sleep(delay if deadline is None else min(delay, deadline - now))
+        delay = min(delay * 2, REMOTE_MAX_POLL)
 
 
 def _check_arguments(n: int, marker: str, timeout: float | None) -> None:

@@ -1,0 +1,65 @@
+"""`sessionstore scan` of an `s3://` store or session: every object's key and bytes.
+
+The objects below a prefix are listed once (`S3Storage.files_below`) and
+each is streamed through the `Scanner` in bounded chunks, as a local file
+is. Names are scanned once per key component (a directory-like prefix is
+one name, however many objects are below it). An object store has no
+symlinks, FIFOs or devices, so nothing is skipped; an object that cannot
+be read is a `ScanError` and the scan goes on. Keys are shown below the
+root as given, through the scanner's redactor, as `scan_tree` shows them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from sessionstore.errors import RedactionUnsafe, StorageError
+from sessionstore.redact.scan import Scanner
+from sessionstore.redact.scan_tree import Event, Finding, ScanError, ScanTotals
+
+if TYPE_CHECKING:
+    from sessionstore.storage.s3 import S3Storage
+
+__all__ = ["scan_objects"]
+
+
+def scan_objects(
+    storage: S3Storage, prefix: str, shown: str, scanner: Scanner, totals: ScanTotals
+) -> Iterator[Event]:
+    """Every finding and error of scanning the objects below `prefix` ("" for the whole
+    store), each path shown as `shown/<key below prefix>`. Listing failures raise here."""
+    keys = storage.files_below(prefix)
+    seen: set[str] = set()
+    for rel in keys:
+        parts = rel.split("/")
+        path = f"{shown}/{_name(scanner, rel)}"
+        for i in range(len(parts)):
+            named = "/".join(parts[: i + 1])
+            if named in seen:
+                continue
+            seen.add(named)
+            where = f"{shown}/{_name(scanner, named)}"
+            for hit in scanner.scan_bytes(parts[i].encode("utf-8", "surrogateescape")):
+                totals.findings += 1
+                yield Finding(where, hit.offset, "name", hit.kind, hit.source)
+        totals.files += 1
+        key = f"{prefix}/{rel}" if prefix else rel
+        try:
+            chunks = storage.chunks(key)
+            if chunks is None:  # removed since the listing: it was not there
+                totals.files -= 1
+                continue
+            for hit in scanner.scan_chunks(chunks):
+                totals.findings += 1
+                yield Finding(path, hit.offset, "content", hit.kind, hit.source)
+        except StorageError as exc:
+            totals.errors += 1
+            yield ScanError(path, exc.problem)
+
+
+def _name(scanner: Scanner, name: str) -> str:
+    try:
+        return scanner.display_name(name)
+    except RedactionUnsafe:
+        return "<a name that cannot be shown redacted>"

@@ -1,0 +1,355 @@
+"""`S3Storage`: the storage seam over an S3 bucket and prefix, through obstore.
+
+The seven operations map onto S3 requests (docs/object-storage.md):
+
+- `create`: `PutObject` with `If-None-Match: *`. 412: taken (False). 409
+  (`ConditionalRequestConflict`, a concurrent create still in progress) and
+  a dropped connection: the same key again, a bounded number of times. A 412
+  after an attempt whose answer was lost may be our own write: the object is
+  read back and is ours if its bytes are.
+- `claim`: `create` of `<prefix>/.sessionstore-claim` holding a unique writer
+  token, the host, pid and its start time; a 412 after a lost answer is
+  resolved by reading the claim back and comparing tokens, so numbers are
+  unique and gap-free across hosts without a lock.
+- `get`: one `GetObject`; past `limit` the body is never read (`TooLarge`).
+- `get_each`: the GETs at once on a small thread pool (obstore releases the
+  GIL while it waits).
+- `list`: a delimiter listing; claim objects are never listed.
+- `put`: an unconditional `PutObject`; `remove_tree`: a listing, then bulk
+  `DeleteObjects`.
+
+Every key is checked by the base rules before a request is made, and the
+store's prefix is put before it, so nothing outside the prefix is reached.
+Failures are `StorageError`s of one line (`s3_config.client_error`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import obstore
+from obstore import exceptions as oe
+
+from sessionstore import _json as jsonio
+from sessionstore._proc import process_start_time
+from sessionstore.errors import StorageError, TooLarge
+from sessionstore.storage.base import Listed, check_key, check_names, check_prefix, join
+from sessionstore.storage.s3_config import STATUS, S3Settings, S3Url, client_error, open_bucket
+
+__all__ = ["CLAIM", "PROBE_PREFIX", "S3Storage"]
+
+# The claim object of a record (inside the record's prefix); the storage's own, never
+# listed, so a record's files never include it.
+CLAIM = ".sessionstore-claim"
+# Where the probe of a store's server writes (`probe_conditional`), below the store's prefix.
+PROBE_PREFIX = ".sessionstore-probe"
+# Attempts of one conditional write (409s, lost answers) before giving up loudly.
+_ATTEMPTS = 8
+_GET_THREADS = 16
+
+T = TypeVar("T")
+
+
+class _Lost(Exception):
+    """A conditional write whose answer was lost: it may or may not have landed."""
+
+    def __init__(self, error: StorageError) -> None:
+        self.error = error
+
+
+class S3Storage:
+    """The objects below `url` (`s3://BUCKET/PREFIX`), keyed by their path below it.
+
+    Thread-safe (obstore's clients are). `settings` None reads the AWS
+    variables and files (`S3Settings.from_env`).
+    """
+
+    def __init__(self, url: S3Url, settings: S3Settings | None = None) -> None:
+        self.url = url
+        self.settings = settings or S3Settings.from_env()
+        self._store = open_bucket(url, self.settings)
+        # Conditional writes retry only here, where a lost answer is known and resolved.
+        self._once = open_bucket(url, self.settings, retries=0)
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        # False once the probe found a server that ignores `If-None-Match: *` (a store
+        # opened single-writer): every create then looks for the key first.
+        self.enforced = True
+
+    def __repr__(self) -> str:
+        return f"S3Storage({str(self.url)!r}, endpoint={self.settings.where!r})"
+
+    def _error(self, exc: Exception, key: str) -> StorageError:
+        return client_error(exc, key, self.url, self.settings)
+
+    # -- the seven operations of `Storage` -------------------------------------------
+
+    def create(self, key: str, data: bytes) -> bool:
+        check_key(key)
+        return self._create_once(key, data, lambda got: got == data)
+
+    def put(self, key: str, data: bytes, *, mode: int | None = None) -> None:
+        check_key(key)
+        try:
+            obstore.put(self._store, self.url.key(key), data, use_multipart=False)
+        except Exception as exc:
+            raise self._error(exc, key) from None
+
+    def get(self, key: str, limit: int) -> bytes | None:
+        check_key(key)
+        return self._get(key, limit)
+
+    def get_each(
+        self, prefix: str, names: Sequence[str], leaf: str, limit: int
+    ) -> list[bytes | StorageError | None]:
+        check_key(prefix, "storage prefix")
+        check_names([*names, leaf])
+
+        def one(name: str) -> bytes | StorageError | None:
+            try:
+                return self._get(f"{prefix}/{name}/{leaf}", limit)
+            except StorageError as exc:
+                return exc
+
+        if len(names) < 2:
+            return [one(name) for name in names]
+        return list(self._threads().map(one, names))
+
+    def list(self, prefix: str) -> Iterator[Listed]:
+        check_prefix(prefix)
+        below = self.url.key(prefix) if prefix else self.url.prefix
+        try:
+            found = obstore.list_with_delimiter(self._store, below or None)
+        except Exception as exc:
+            raise self._error(exc, prefix) from None
+        start = len(below) + 1 if below else 0
+        prefixes = {p[start:].rstrip("/") for p in found["common_prefixes"]}
+        names = [Listed(name, True) for name in sorted(prefixes) if name]
+        names += [
+            Listed(name, False)
+            for name in (meta["path"][start:] for meta in found["objects"])
+            if name and name != CLAIM and name not in prefixes
+        ]
+        return iter(names)
+
+    def remove_tree(self, prefix: str) -> None:
+        check_key(prefix, "storage prefix")
+        # The object at `prefix` itself too (a key may be both an object and a prefix).
+        keys = [self.url.key(k) for k in (prefix, *self.keys_below(prefix))]
+        try:
+            obstore.delete(self._store, keys)
+        except Exception as exc:
+            raise self._error(exc, prefix) from None
+
+    def claim(self, prefix: str) -> bool:
+        """Take `prefix` by a conditional create of its claim object (module docstring).
+
+        A prefix that holds objects already is taken, claim or not (as `mkdir`
+        fails on a directory that exists): a record some other writer made
+        without claiming it is never handed out again. Such a writer must
+        create the claim first, as the mirror does.
+        """
+        check_key(prefix, "storage prefix")
+        if self.keys_below(prefix):
+            return False
+        token = secrets.token_hex(16)
+        pid = os.getpid()
+        body = jsonio.dumps(
+            {
+                "token": token,
+                "host": socket.gethostname(),
+                "pid": pid,
+                "pid_started_at": process_start_time(pid),
+            }
+        )
+
+        def ours(got: bytes) -> bool:
+            parsed, _ = jsonio.parse_object(got)
+            return parsed is not None and parsed.get("token") == token
+
+        return self._create_once(join(prefix, CLAIM), body, ours)
+
+    # -- beyond the protocol: what the engine needs of an object store --------------
+
+    def keys_below(self, prefix: str) -> builtins.list[str]:
+        """Every key below `prefix` ("" for the whole store, at any depth), sorted; claim
+        objects included."""
+        check_prefix(prefix)
+        start = len(self.url.key("")) if self.url.prefix else 0
+        below = self.url.key(prefix) + "/" if prefix else self.url.key("")
+        found: builtins.list[str] = []
+        try:
+            for batch in obstore.list(self._store, below or None):
+                found.extend(meta["path"][start:].lstrip("/") for meta in batch)
+        except Exception as exc:
+            raise self._error(exc, prefix) from None
+        return sorted(found)
+
+    def chunks(self, key: str) -> Iterator[bytes] | None:
+        """The bytes at `key` as a stream of chunks (a large object is never held whole);
+        None if absent."""
+        check_key(key)
+        result = self._call(key, obstore.get, self._store, self.url.key(key))
+        if result is None:
+            return None
+
+        def stream() -> Iterator[bytes]:
+            try:
+                for chunk in result.stream(min_chunk_size=1 << 20):
+                    yield bytes(chunk)
+            except Exception as exc:
+                raise self._error(exc, key) from None
+
+        return stream()
+
+    def tail(self, key: str, length: int) -> tuple[int, bytes] | None:
+        """The size of the object `key` and its last `length` bytes (at most); None if absent."""
+        check_key(key)
+        meta = self._call(key, obstore.head, self._store, self.url.key(key))
+        if meta is None:
+            return None
+        if meta["size"] == 0:
+            return 0, b""
+        start, end = max(0, meta["size"] - length), meta["size"]
+        data = self._call(
+            key, obstore.get_range, self._store, self.url.key(key), start=start, end=end
+        )
+        return None if data is None else (meta["size"], bytes(data))
+
+    def files_below(self, prefix: str) -> builtins.list[str]:
+        """The relative keys of the objects below `prefix` ("" for the whole store), sorted,
+        claim and probe objects left out."""
+        start = len(prefix) + 1 if prefix else 0
+        return [
+            k[start:]
+            for k in self.keys_below(prefix)
+            if k.rpartition("/")[2] != CLAIM and not k.startswith(f"{PROBE_PREFIX}/")
+        ]
+
+    def modified(self, key: str) -> float | None:
+        """When the object `key` was last written (seconds since the epoch); None if absent."""
+        check_key(key)
+        meta = self._call(key, obstore.head, self._store, self.url.key(key))
+        return None if meta is None else meta["last_modified"].timestamp()
+
+    def remove(self, key: str) -> None:
+        """Delete the object `key`; absent is fine."""
+        check_key(key)
+        self._call(key, obstore.delete, self._store, self.url.key(key))
+
+    def probe_conditional(self) -> bool:
+        """Whether the server refuses a second `If-None-Match: *` create of one key.
+
+        The probe key is under the store's own prefix
+        (`.sessionstore-probe/<token>`) and removed afterwards. A missing
+        bucket, bad credentials or an unreachable endpoint raise here.
+        """
+        key = f"{PROBE_PREFIX}/{secrets.token_hex(8)}"
+        try:
+            if not self.create(key, b"1"):
+                raise StorageError(key, "a fresh probe key already exists; try again")
+            return not self.create(key, b"2")
+        finally:
+            self.remove(key)
+
+    # -- inside ------------------------------------------------------------------
+
+    def _call(self, key: str, request: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+        """`request(*args, **kwargs)` on `key`: None if the key is absent, a missing bucket
+        and every other failure a `StorageError` (`client_error`)."""
+        try:
+            return request(*args, **kwargs)
+        except FileNotFoundError as exc:
+            if "NoSuchBucket" in str(exc):
+                raise self._error(exc, key) from None
+            return None
+        except Exception as exc:
+            raise self._error(exc, key) from None
+
+    def _get(self, key: str, limit: int) -> bytes | None:
+        if limit == 0:  # "is anything there" (`files.exists`): a HEAD, no body started
+            meta = self._call(key, obstore.head, self._store, self.url.key(key))
+            if meta is not None and meta["size"] > 0:
+                raise TooLarge(key, limit)
+            return None if meta is None else b""
+        result = self._call(key, obstore.get, self._store, self.url.key(key))
+        if result is None:
+            return None
+        if result.meta["size"] > limit:
+            raise TooLarge(key, limit)  # the body is never read
+        try:
+            return bytes(result.bytes())
+        except Exception as exc:
+            raise self._error(exc, key) from None
+
+    def _create_once(self, key: str, data: bytes, is_ours: Callable[[bytes], bool]) -> bool:
+        """A conditional create of `key`, retried on 409 and lost answers (module docstring)."""
+        if not self.enforced and self.modified(key) is not None:
+            return False  # the server would not refuse it: one writer's own check
+        lost: StorageError | None = None
+        for attempt in range(_ATTEMPTS):
+            try:
+                self._put_if_absent(key, data)
+                return True
+            except oe.AlreadyExistsError:
+                if lost is None:
+                    return False
+                got = self._get(key, len(data))
+                return got is not None and is_ours(got)
+            except _Lost as exc:
+                lost = exc.error
+            except _Conflict:
+                pass
+            time.sleep(min(0.02 * 2**attempt, 1.0) * (0.5 + secrets.randbelow(1000) / 1000))
+        if lost is not None:
+            raise lost
+        raise StorageError(key, f"conditional create still conflicting after {_ATTEMPTS} attempts")
+
+    def _put_if_absent(self, key: str, data: bytes) -> None:
+        try:
+            obstore.put(self._once, self.url.key(key), data, mode="create", use_multipart=False)
+        except oe.AlreadyExistsError as exc:
+            # obstore reports 409 ConditionalRequestConflict as "exists" too; it is not.
+            if _kind(exc) == "conflict":
+                raise _Conflict from None
+            raise
+        except Exception as exc:
+            kind = _kind(exc)
+            if kind == "conflict":
+                raise _Conflict from None
+            if kind == "lost":
+                raise _Lost(self._error(exc, key)) from None
+            raise self._error(exc, key) from None
+
+    def _threads(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(_GET_THREADS, thread_name_prefix="s3-get")
+            return self._pool
+
+
+class _Conflict(Exception):
+    """409 ConditionalRequestConflict: a concurrent create of the key; try it again."""
+
+
+def _kind(exc: Any) -> str:
+    """ "conflict" (409), "lost" (no answer, or a 5xx: the request may have landed: a
+    dropped connection, a timeout, a refused connection) or "error" (an answer that says
+    no: retrying would not help)."""
+    status = STATUS.search(str(exc))
+    code = int(status.group(1)) if status else None
+    if code == 409:
+        return "conflict"
+    if isinstance(exc, oe.PermissionDeniedError | oe.UnauthenticatedError | FileNotFoundError):
+        return "error"
+    # A refused connection never sent the request: still safe to call lost (a retry
+    # resolves it), and it is how an unreachable endpoint is retried a few times.
+    return "lost" if code is None or code >= 500 else "error"

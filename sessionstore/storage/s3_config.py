@@ -1,0 +1,259 @@
+"""`s3://BUCKET/PREFIX` stores: the URL, the ecosystem's configuration, and its errors.
+
+The URL is checked here, before anything is sent: a bucket name by S3's
+rules, a prefix of valid key components (`storage.base.check_key`). The
+connection is configured the AWS way and nothing else: `AWS_ENDPOINT_URL_S3`
+or `AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+`AWS_SESSION_TOKEN`, `AWS_REGION` or `AWS_DEFAULT_REGION`, and `AWS_PROFILE`
+naming a profile of the shared files (`AWS_SHARED_CREDENTIALS_FILE`, else
+`~/.aws/credentials`; `AWS_CONFIG_FILE`, else `~/.aws/config`). A variable
+wins over a file, as in the AWS CLI. An `http://` endpoint is allowed as it
+is (a local server needs no switch).
+
+Every failure the client reports becomes one `StorageError` line naming the
+endpoint, the bucket and the key, with the S3 error code when the server
+sent one; never the client's own text, which can carry the server's reply
+(a `SignatureDoesNotMatch` body echoes the access key id), and never a
+credential: `S3Settings.scrub` removes any credential value a message could
+still hold.
+
+obstore is imported only when a store is opened, so a local store never
+loads it (nor does parsing a URL).
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sessionstore.errors import InvalidInput, StorageError
+from sessionstore.storage.base import check_key
+from sessionstore.storage.s3_path import S3Path
+
+if TYPE_CHECKING:
+    from obstore.store import S3Store
+
+__all__ = [
+    "S3Settings",
+    "S3Url",
+    "client_error",
+    "is_s3_url",
+    "open_bucket",
+    "parse_s3_url",
+]
+
+SCHEME = "s3://"
+DEFAULT_REGION = "us-east-1"
+
+# S3's rules for a bucket name (general purpose buckets): 3-63 characters of lowercase
+# letters, digits, '.' and '-', starting and ending with a letter or digit.
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_IPV4 = re.compile(r"\d+\.\d+\.\d+\.\d+")
+
+
+@dataclass(frozen=True)
+class S3Url:
+    """A store in a bucket: `s3://BUCKET/PREFIX` (the prefix "" is the bucket's top)."""
+
+    bucket: str
+    prefix: str
+
+    def __str__(self) -> str:
+        return f"{SCHEME}{self.bucket}/{self.prefix}" if self.prefix else f"{SCHEME}{self.bucket}"
+
+    def key(self, key: str) -> str:
+        """The bucket key of the store's `key` (the prefix before it)."""
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def path(self) -> S3Path:
+        """The store as an `S3Path` (`str()` of it is this URL)."""
+        return S3Path(f"/{self.bucket}/{self.prefix}" if self.prefix else f"/{self.bucket}")
+
+
+def is_s3_url(text: str | os.PathLike[str]) -> bool:
+    """Whether `text` names an object store (`s3://...`) rather than a local directory."""
+    return isinstance(text, str) and text[:5].lower() == SCHEME
+
+
+def parse_s3_url(text: str) -> S3Url:
+    """The bucket and prefix of `s3://BUCKET/PREFIX`; `InvalidInput` naming what is wrong.
+
+    A trailing '/' is allowed (`s3://b/p/` is `s3://b/p`); credentials,
+    a port, a query or a fragment in the URL are refused, since the
+    configuration is the AWS variables' (and a secret in a URL leaks into
+    every message that names the store).
+    """
+    if not is_s3_url(text):
+        raise InvalidInput("store URL", f"{text!r} must start with {SCHEME}")
+    rest = text[len(SCHEME) :]
+    bucket, _, prefix = rest.partition("/")
+    if "@" in bucket:
+        # Never echo it: the part before '@' would be a credential.
+        raise InvalidInput(
+            "store URL", "must not hold credentials; set AWS_ACCESS_KEY_ID and friends"
+        )
+    shown = f"{SCHEME}{bucket}"
+    if any(c in text for c in "?#") or any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        raise InvalidInput(shown, "must be s3://BUCKET/PREFIX, without a query or fragment")
+    if not _BUCKET.fullmatch(bucket) or ".." in bucket or _IPV4.fullmatch(bucket):
+        raise InvalidInput(
+            shown,
+            f"bucket {bucket!r} is not a valid S3 bucket name "
+            "(3-63 lowercase letters, digits, '.' or '-', starting and ending with a letter "
+            "or digit)",
+        )
+    prefix = prefix.rstrip("/") if prefix.endswith("/") and prefix.strip("/") else prefix
+    if prefix:
+        check_key(prefix, f"prefix of {shown}")
+    return S3Url(bucket, prefix)
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """Where and as whom to connect; credential fields never appear in `repr`."""
+
+    endpoint: str | None
+    region: str
+    access_key_id: str | None = field(default=None, repr=False)
+    secret_access_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+
+    @property
+    def where(self) -> str:
+        """The endpoint as messages name it."""
+        return self.endpoint or f"AWS S3 ({self.region})"
+
+    def scrub(self, text: str) -> str:
+        """`text` with every credential value in it replaced by `***`."""
+        for secret in (self.secret_access_key, self.session_token, self.access_key_id):
+            if secret:
+                text = text.replace(secret, "***")
+        return text
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> S3Settings:
+        """The settings of the AWS variables, then of the `AWS_PROFILE` profile's files."""
+        env = os.environ if environ is None else environ
+        profile = _profile(env)
+
+        def pick(variable: str, *names: str) -> str | None:
+            value = env.get(variable) or next((profile[n] for n in names if profile.get(n)), None)
+            return value or None
+
+        key_id = pick("AWS_ACCESS_KEY_ID", "aws_access_key_id")
+        secret = pick("AWS_SECRET_ACCESS_KEY", "aws_secret_access_key")
+        token = pick("AWS_SESSION_TOKEN", "aws_session_token")
+        if env.get("AWS_ACCESS_KEY_ID") and not env.get("AWS_SESSION_TOKEN"):
+            token = None  # a token of the profile belongs to the profile's keys, not these
+        endpoint = env.get("AWS_ENDPOINT_URL_S3") or pick("AWS_ENDPOINT_URL", "endpoint_url")
+        region = env.get("AWS_REGION") or pick("AWS_DEFAULT_REGION", "region") or DEFAULT_REGION
+        return cls(endpoint, region, key_id, secret, token)
+
+
+def _profile(env: Mapping[str, str]) -> dict[str, str]:
+    """The values of the profile `AWS_PROFILE` (else `default`) in the shared files.
+
+    The credentials file's section is `[NAME]`, the config file's
+    `[profile NAME]` (`[default]` for the default); credentials win. A file
+    that is missing or does not parse gives nothing (as for the AWS CLI
+    without a profile); a profile named but found nowhere is an error.
+    """
+    name = env.get("AWS_PROFILE") or "default"
+    home = Path(env.get("HOME") or Path.home())
+    files = [
+        (Path(env.get("AWS_CONFIG_FILE") or home / ".aws" / "config"), f"profile {name}"),
+        (Path(env.get("AWS_SHARED_CREDENTIALS_FILE") or home / ".aws" / "credentials"), name),
+    ]
+    found: dict[str, str] = {}
+    seen = False
+    for path, section in files:
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read(path, encoding="utf-8")
+        except (configparser.Error, OSError, UnicodeDecodeError):
+            continue
+        for candidate in (section, name) if name == "default" else (section,):
+            if parser.has_section(candidate):
+                seen = True
+                found.update(parser.items(candidate))
+    if env.get("AWS_PROFILE") and not seen:
+        raise InvalidInput("AWS_PROFILE", f"profile {name!r} is in neither AWS file")
+    return found
+
+
+def open_bucket(url: S3Url, settings: S3Settings, *, retries: int = 3) -> S3Store:
+    """An obstore `S3Store` of the bucket (keys are the bucket's own; `url.key` adds the
+    prefix). `retries` 0 is for conditional writes, whose retries the caller decides."""
+    from obstore.store import S3Store
+
+    config: dict[str, Any] = {"region": settings.region}
+    if settings.endpoint:
+        config["endpoint"] = settings.endpoint
+    if settings.access_key_id and settings.secret_access_key:
+        config["access_key_id"] = settings.access_key_id
+        config["secret_access_key"] = settings.secret_access_key
+        if settings.session_token:
+            config["session_token"] = settings.session_token
+    # Explicit settings only: `S3Store` also reads AWS_* variables, but none it would read
+    # may change what `S3Settings` decided (an AWS_BUCKET, a conditional-put mode).
+    config["conditional_put"] = "etag"
+    return S3Store(
+        url.bucket,
+        config=config,  # type: ignore[arg-type]
+        client_options={
+            "allow_http": True,
+            "connect_timeout": timedelta(seconds=5),
+            "timeout": timedelta(seconds=60),
+        },
+        retry_config={
+            "max_retries": retries,
+            "backoff": {
+                "init_backoff": timedelta(milliseconds=50),
+                "max_backoff": timedelta(seconds=2),
+            },
+            "retry_timeout": timedelta(seconds=30),
+        },
+    )
+
+
+_CODE = re.compile(r"<Code>([A-Za-z0-9.]{1,64})</Code>")
+STATUS = re.compile(r"status code: (\d{3})")  # the HTTP status in a client error
+
+
+def client_error(exc: Exception, key: str, url: S3Url, settings: S3Settings) -> StorageError:
+    """One line for a failure the client raised on `key` of the store at `url`.
+
+    Names the endpoint, the bucket and the key; says what to check. Built
+    from the exception's class, the HTTP status and the S3 error code only.
+    """
+    from obstore import exceptions as oe
+
+    text = str(exc)
+    code_match = _CODE.search(text)
+    code = code_match.group(1) if code_match else None
+    status = STATUS.search(text)
+    where = f"{url.key(key)} in bucket {url.bucket!r} at {settings.where}"
+    if code == "NoSuchBucket":
+        problem = f"bucket {url.bucket!r} does not exist at {settings.where}"
+    elif isinstance(exc, oe.PermissionDeniedError | oe.UnauthenticatedError) or code in _AUTH:
+        problem = (
+            f"{where}: access denied ({code or 'forbidden'}); check the credentials "
+            "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and their permissions"
+        )
+    elif status is None and ("error sending request" in text or "connect" in text.lower()):
+        problem = f"cannot reach {settings.where} (for {where}); check AWS_ENDPOINT_URL"
+    else:
+        detail = code or (f"HTTP {status.group(1)}" if status else type(exc).__name__)
+        problem = f"{where}: request failed ({detail})"
+    return StorageError(key, settings.scrub(problem))
+
+
+_AUTH = frozenset(
+    ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken")
+)

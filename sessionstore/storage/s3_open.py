@@ -1,0 +1,71 @@
+"""Opening an `s3://` store: one `S3Storage` per URL per process, its server probed once.
+
+`open_store` is how the engine opens a store in a bucket (`Store(url)`): it
+probes the server for `If-None-Match: *` once per process per endpoint and
+bucket and refuses one that ignores it, unless the store is accepted as
+single-writer. `storage_at` finds the opened store that holds an `S3Path`
+(how a session or record named by its path reaches its storage, as
+`store.files.locate` does for a local path).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from sessionstore.errors import StorageError
+from sessionstore.storage.s3 import S3Storage
+from sessionstore.storage.s3_config import S3Settings, S3Url
+from sessionstore.storage.s3_path import S3Path
+
+__all__ = ["SINGLE_WRITER_ENV", "open_store", "storage_at"]
+
+SINGLE_WRITER_ENV = "SESSIONSTORE_S3_SINGLE_WRITER"
+
+# Stores opened by this process, by URL, and what each (endpoint, bucket)'s probe found:
+# a process probes a bucket once, so `inspect` pays one probe, not one per session.
+_OPENED: dict[str, S3Storage] = {}
+_PROBED: dict[tuple[str, str], bool] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def open_store(url: S3Url, *, single_writer: bool | None = None) -> S3Storage:
+    """The store at `url`, its server probed for `If-None-Match: *` once per process.
+
+    A server that ignores the condition is refused (`StorageError` naming the
+    endpoint) unless `single_writer` (None: the `SESSIONSTORE_S3_SINGLE_WRITER`
+    variable is `1`) accepts a store with one writer at a time. A missing
+    bucket, bad credentials and an unreachable endpoint are refused here too.
+    """
+    if single_writer is None:
+        single_writer = os.environ.get(SINGLE_WRITER_ENV, "") == "1"
+    settings = S3Settings.from_env()
+    with _OPEN_LOCK:
+        storage = _OPENED.get(str(url))
+        if storage is None or storage.settings != settings:
+            storage = S3Storage(url, settings)
+        probe = (settings.where, url.bucket)
+        if probe not in _PROBED:
+            _PROBED[probe] = storage.probe_conditional()
+        _OPENED[str(url)] = storage
+    storage.enforced = _PROBED[probe]
+    if not storage.enforced and not single_writer:
+        raise StorageError(
+            str(url),
+            f"the server at {settings.where} ignores If-None-Match: * (conditional "
+            "create), so two writers could take the same record; use a server that enforces "
+            f"it, or accept one writer at a time with --single-writer ({SINGLE_WRITER_ENV}=1)",
+        )
+    return storage
+
+
+def storage_at(path: S3Path, depth: int) -> tuple[S3Storage, str]:
+    """The opened store holding `path` and the key of `path` in it, the key being
+    its last `depth` components (1: a session, 3: a record); `StorageError` if no
+    store of this process holds it."""
+    parts = path.parts
+    top = S3Path(*parts[: len(parts) - depth])
+    storage = _OPENED.get(str(top)) if len(parts) - depth >= 2 else None
+    if storage is None:
+        raise StorageError(str(path), "is in no s3:// store opened by this process")
+    return storage, "/".join(parts[len(parts) - depth :])

@@ -1,0 +1,77 @@
+"""What the engine does differently on an `s3://` store: it has no directories or renames.
+
+A session there is its prefix with a `session.json`; a prefix without one is
+no session (an object store cannot tell an empty directory). It is created
+without a rename by two conditional creates: `constraints.json` first, which
+decides which of two writers racing for one id goes on (the other gets
+`SessionExists`, nothing of its own written), then the manifest, which makes
+the session visible, last. A `constraints.json` without a manifest is a
+create in progress, or one that crashed; older than the format's debris age
+(an hour, as for temp entries) it is removed and the id taken again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sessionstore import _json as jsonio
+from sessionstore.errors import InvalidInput
+from sessionstore.format.names import CONSTRAINTS, MANIFEST
+from sessionstore.storage.local import LocalStorage
+from sessionstore.store.files import exists
+
+if TYPE_CHECKING:
+    from sessionstore.storage.base import Storage
+
+__all__ = ["DEBRIS_AGE", "create_session", "each"]
+
+DEBRIS_AGE = 3600.0
+# Sessions read at once from an object store: each is a few round trips, not CPU, and its
+# markers are fetched on the storage's own pool besides.
+_SESSION_THREADS = 8
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def each(storage: Storage, func: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """`func` of each item, in order: in this thread for a local store, on a few threads
+    for an object store (`func` must be thread-safe: a read of one session is)."""
+    if isinstance(storage, LocalStorage) or len(items) < 2:
+        return [func(item) for item in items]
+    with ThreadPoolExecutor(min(_SESSION_THREADS, len(items))) as pool:
+        return list(pool.map(func, items))
+
+
+def create_session(
+    storage: Storage,
+    session_id: str,
+    manifest: dict[str, Any],
+    constraints: dict[str, Any],
+    previous: list[str],
+) -> bool:
+    """Create the session `session_id` (module docstring); False if the id is taken."""
+    from sessionstore.storage.s3 import S3Storage
+
+    assert isinstance(storage, S3Storage)
+    if previous:
+        raise InvalidInput(
+            "--previous", "lineage copies are not supported on an s3:// store yet; not created"
+        )
+    if exists(storage, f"{session_id}/{MANIFEST}"):
+        return False
+    constraints_key = f"{session_id}/{CONSTRAINTS}"
+    data = jsonio.dumps(constraints)
+    if not storage.create(constraints_key, data):
+        modified = storage.modified(constraints_key)
+        if exists(storage, f"{session_id}/{MANIFEST}") or modified is None:
+            return False
+        if time.time() - modified < DEBRIS_AGE:
+            return False  # another writer is creating it now
+        storage.remove_tree(session_id)  # a crashed create's debris
+        if not storage.create(constraints_key, data):
+            return False
+    return storage.create(f"{session_id}/{MANIFEST}", jsonio.dumps(manifest))

@@ -1,0 +1,144 @@
+"""Faults between the store and its server, injected by a loopback proxy in front of moto:
+a 409 ConditionalRequestConflict, and a conditional PUT that lands but whose answer is lost.
+Either way numbers stay unique and gap-free, and a write that landed is ours."""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import threading
+from collections.abc import Iterator
+from email.message import Message
+from urllib.parse import urlsplit
+
+import pytest
+from s3_servers import S3Server
+
+from sessionstore import Store
+from sessionstore.storage.s3 import CLAIM
+
+_CONFLICT = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>ConditionalRequestConflict</Code>'
+    b"<Message>A conflicting operation is in progress</Message></Error>"
+)
+
+
+class FaultProxy:
+    """Forwards every request to `upstream`; the next `faults` conditional PUTs (those
+    with If-None-Match) get `mode`: "conflict" (409, not forwarded) or "lost"
+    (forwarded, then the connection is closed without an answer)."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = urlsplit(upstream)
+        self.mode = "conflict"
+        self.faults = 0
+        self.injected: list[str] = []
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def _forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                fault = proxy._take_fault(self.command, self.headers)
+                if fault == "conflict":
+                    self.send_response(409)
+                    self.send_header("Content-Length", str(len(_CONFLICT)))
+                    self.end_headers()
+                    self.wfile.write(_CONFLICT)
+                    return
+                status, headers, data = proxy._send(self.command, self.path, self.headers, body)
+                if fault == "lost":
+                    self.close_connection = True
+                    self.connection.shutdown(2)  # landed upstream; the client never hears
+                    return
+                self.send_response(status)
+                for name, value in headers:
+                    if name.lower() not in ("transfer-encoding", "connection"):
+                        self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def inject(self, mode: str, count: int = 1) -> None:
+        with self._lock:
+            self.mode, self.faults = mode, count
+
+    def _take_fault(self, method: str, headers: Message[str, str]) -> str | None:
+        with self._lock:
+            if method != "PUT" or "If-None-Match" not in headers or self.faults <= 0:
+                return None
+            self.faults -= 1
+            self.injected.append(self.mode)
+            return self.mode
+
+    def _send(
+        self, method: str, path: str, headers: Message[str, str], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        host = self.upstream.hostname or "127.0.0.1"
+        conn = http.client.HTTPConnection(host, self.upstream.port, timeout=30)
+        try:
+            conn.request(method, path, body, dict(headers.items()))
+            response = conn.getresponse()
+            data = b"" if method == "HEAD" else response.read()
+            return response.status, response.getheaders(), data
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def proxy(moto_s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
+    faulty = FaultProxy(moto_s3.endpoint)
+    for name, value in moto_s3.env(AWS_ENDPOINT_URL=faulty.endpoint).items():
+        if name.startswith("AWS_"):
+            monkeypatch.setenv(name, value)
+    try:
+        yield faulty
+    finally:
+        faulty.stop()
+
+
+@pytest.mark.parametrize("mode", ["conflict", "lost"])
+def test_a_fault_on_a_claim_leaves_numbers_gap_free(
+    proxy: FaultProxy, moto_s3: S3Server, mode: str
+) -> None:
+    bucket = moto_s3.new_bucket()
+    session = Store(f"s3://{bucket}/runs").create(id="abc")
+    proxy.inject(mode, count=2)
+    first = session.trials.begin()
+    assert proxy.injected == [mode, mode]  # the claim met both faults and still won
+    second = session.trials.begin()
+    assert (first.n, second.n) == (1, 2)  # a landed claim is ours: no number skipped
+    keys = moto_s3.keys(bucket, "runs/abc/trials/")
+    assert keys == [f"runs/abc/trials/1/{CLAIM}", f"runs/abc/trials/2/{CLAIM}"]
+
+
+@pytest.mark.parametrize("mode", ["conflict", "lost"])
+def test_a_fault_on_a_marker_still_completes_once(
+    proxy: FaultProxy, moto_s3: S3Server, mode: str
+) -> None:
+    from sessionstore.errors import RecordCompleted
+
+    bucket = moto_s3.new_bucket()
+    writer = Store(f"s3://{bucket}/runs").create(id="abc").trials.begin()
+    proxy.inject(mode)
+    assert writer.complete({"ok": True}).data == {"ok": True}
+    assert proxy.injected == [mode]
+    with pytest.raises(RecordCompleted):
+        writer.complete({"ok": False})
+    record = Store(f"s3://{bucket}/runs").open("abc").trials.get(1)
+    assert record.data == {"ok": True}
