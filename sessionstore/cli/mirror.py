@@ -10,6 +10,7 @@ only), and the redactor only when a secret is given. Every name printed for peop
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import time
 from pathlib import Path
@@ -20,12 +21,13 @@ import click
 from sessionstore._display import escape
 from sessionstore.cli.common import command, emit_json, json_option, library_errors, store_option
 from sessionstore.errors import SessionNotFound
-from sessionstore.store.target import resolve_destination
+from sessionstore.store.target import STORE_ENV, resolve_destination
 
 if TYPE_CHECKING:
     from sessionstore.mirror.daemon import WatchConfig
     from sessionstore.mirror.mirror import Mirror, PassReport
     from sessionstore.redact.redactor import Redactor
+    from sessionstore.storage.s3_tree_io import S3Dest
 
 _LABELS = (("unstable", "unstable"), ("held_back", "held back"), ("skipped", "skipped"))
 
@@ -102,7 +104,9 @@ def mirror(
 ) -> None:
     """Mirror SRC into DST: changed files copied whole, redacted, atomically.
 
-    DST is a session id in the store (see --store) or a directory path. A
+    DST is a session id in the store (see --store), a directory path, or
+    s3://BUCKET/PREFIX/ID (a session in an s3:// store; see
+    docs/object-storage.md). A
     file that changes while it is read is never committed (it is reported
     unstable and retried); record markers are committed last, and a record
     whose marker is in DST is sealed: never written again (a later change in
@@ -154,8 +158,18 @@ def _run_once(the_mirror: Mirror, as_json: bool) -> PassReport:
     return report
 
 
-def _destination(dst: str, store_dir: Path | None) -> Path:
-    """DST as `store.target.resolve_destination` reads it; a likely mistyped id is bad usage."""
+def _destination(dst: str, store_dir: Path | None) -> Path | S3Dest:
+    """DST as `store.target.resolve_destination` reads it; a likely mistyped id is bad usage.
+
+    `s3://BUCKET/PREFIX/ID`, or an id of an `s3://` store, is a bucket destination.
+    """
+    store = os.fspath(store_dir) if store_dir is not None else os.environ.get(STORE_ENV, "")
+    if dst[:3].lower() == "s3:" or store[:3].lower() == "s3:":  # before importing obstore
+        from sessionstore.mirror.remote import remote_store, resolve_remote  # s3 only
+
+        remote = resolve_remote(dst, remote_store(store_dir))
+        if remote is not None:
+            return remote
     try:
         return resolve_destination(dst, store_dir)
     except SessionNotFound as exc:

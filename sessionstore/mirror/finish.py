@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING
 from sessionstore.format.names import MARKERS, record_number
 from sessionstore.mirror.cache import CACHE_NAME, Entry
 from sessionstore.mirror.layout import DIRTY_NAME, STORE_OWNED
-from sessionstore.storage.local_tree import LocalDir, LocalTree, describe
+from sessionstore.storage.local_tree import LocalDir, describe
 
 if TYPE_CHECKING:
     from sessionstore.mirror.walk import Pass
+    from sessionstore.storage.trees import DestTree
 
 # Directories at the top of a session that the store creates; never removed when emptied.
 _STORE_DIRS = frozenset(MARKERS)
@@ -70,7 +71,7 @@ class _Walker:
 
     def __init__(self, run: Pass, delete: bool) -> None:
         self.run = run
-        self.tree: LocalTree = run.tree
+        self.tree: DestTree = run.tree
         self.delete = delete
         self.stack = [_Level(self.tree.root, None)]
 
@@ -180,6 +181,12 @@ def finish_pass(run: Pass) -> None:
     m, cache = run.m, run.cache
     assert cache is not None
     report = run.report
+    if run.tree.unconfirmed(run.tree.root):
+        # Uploads that failed after their commit returned (reported): not this mirror's.
+        failed = {item["path"] for item in report.errors}
+        report.copied = [rel for rel in report.copied if rel not in failed]
+        for rel in failed:
+            run.entries.pop(rel, None)
     if m.delete and run.listing_failed:
         report.delete_skipped = "the listing had errors; nothing was deleted"
     elif m.delete and not cache.trusted:
@@ -220,7 +227,6 @@ def finish_pass(run: Pass) -> None:
         for record, files in sorted(run.diverged.items())
     ]
     root = run.tree.root
-    assert root.fd is not None
     if not (cache.trusted and entries == cache.entries):
         cache.entries = entries
         try:

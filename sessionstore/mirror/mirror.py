@@ -55,6 +55,7 @@ from sessionstore.mirror.walk import Pass
 if TYPE_CHECKING:
     from sessionstore.mirror.daemon import Daemon, PassCallback, WatchConfig
     from sessionstore.redact.redactor import Redactor
+    from sessionstore.storage.s3_tree_io import S3Dest
 
 __all__ = ["CACHE_NAME", "DIRTY_NAME", "RESERVED_PREFIX", "Mirror", "PassReport"]
 
@@ -83,7 +84,7 @@ class Mirror:
     def __init__(
         self,
         source: str | os.PathLike[str],
-        dest: str | os.PathLike[str],
+        dest: str | os.PathLike[str] | S3Dest,
         redactor: Redactor | None = None,
         *,
         durable: bool = True,
@@ -93,13 +94,18 @@ class Mirror:
         _on_chunk: Callable[[str], None] | None = None,
     ) -> None:
         self.source = Path(source)
-        self.dest = Path(dest)
-        src, dst = self.source.resolve(), self.dest.resolve()
-        if src == dst or dst in src.parents:
-            raise InvalidInput("mirror", "the source must not be the destination or inside it")
-        # Resolved once, here: every pass opens this path component by component with
-        # O_NOFOLLOW, so a symlink swapped into it later is refused, never followed.
-        self.dest_real = dst
+        self.remote = _remote(dest)
+        if self.remote is not None:
+            self.dest: Path | S3Dest = self.remote
+            self.dest_real = Path(str(self.remote.url))  # a name for messages only
+        else:
+            self.dest = Path(dest)  # type: ignore[arg-type]  # not an S3Dest: _remote said
+            src, dst = self.source.resolve(), self.dest.resolve()
+            if src == dst or dst in src.parents:
+                raise InvalidInput("mirror", "the source must not be the destination or inside it")
+            # Resolved once, here: every pass opens this path component by component with
+            # O_NOFOLLOW, so a symlink swapped into it later is refused, never followed.
+            self.dest_real = dst
         self.redactor = redactor
         self.durable = durable
         self.delete = delete
@@ -155,6 +161,7 @@ class Mirror:
         return PassConfig(
             source=self.source,
             dest_real=self.dest_real,
+            remote=self.remote,
             redactor=self.redactor,
             durable=self.durable,
             delete=self.delete,
@@ -171,6 +178,18 @@ class Mirror:
         run.run(None if dirs is None else _subtrees(dirs))
         run.report.duration = time.monotonic() - started
         return run.report
+
+
+def _remote(dest: str | os.PathLike[str] | S3Dest) -> S3Dest | None:
+    """The bucket destination `dest` names (an `s3://` URL, opened and probed), else None."""
+    from sessionstore.storage.s3_config import is_s3_url
+
+    if isinstance(dest, str | os.PathLike) and not is_s3_url(dest):
+        return None
+    from sessionstore.storage.s3_config import parse_s3_url
+    from sessionstore.storage.s3_tree_io import S3Dest
+
+    return dest if isinstance(dest, S3Dest) else S3Dest(parse_s3_url(str(dest)))
 
 
 def _subtrees(dirs: Iterable[str]) -> list[tuple[str, ...]]:

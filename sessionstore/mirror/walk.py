@@ -52,10 +52,12 @@ from sessionstore.mirror.layout import (
 )
 from sessionstore.mirror.report import PassReport
 from sessionstore.mirror.sync import FileOps
-from sessionstore.storage.local_tree import OPEN_DIR, LocalDir, LocalTree, describe
+from sessionstore.storage.local_tree import OPEN_DIR, LocalDir, describe
+from sessionstore.storage.trees import make_tree
 
 if TYPE_CHECKING:
     from sessionstore.mirror.config import PassConfig
+    from sessionstore.storage.trees import DestTree
 
 
 class Pass(FileOps):
@@ -67,7 +69,7 @@ class Pass(FileOps):
         # Checked per pass: secrets may be registered on the same Redactor later.
         self.redactor = config.redactor if config.redactor else None
         self.name: Callable[[str], str] = safe_name(self.redactor) if self.redactor else identity
-        self.tree: LocalTree
+        self.tree: DestTree
         self.cache: Cache | None = None
         self.entries: dict[str, Entry] = {}
         # Dest rel of each listed dir -> the destination names the source accounts for:
@@ -97,9 +99,9 @@ class Pass(FileOps):
             return
         # The destination root is the root frame of a full pass (unlisted otherwise).
         root = Frame(None, "", "", root_fd, None, None, None)
-        self.tree = LocalTree(root, self.error, self.touch, m.durable)
+        self.tree = make_tree(m.remote, root, self.error, self.touch, m.durable)
         try:
-            if self.tree.open_root(str(m.dest_real)):
+            if self.tree.open_root(str(m.remote or m.dest_real)):
                 self.start()
                 if subtrees is None or () in subtrees:
                     self.tops.append("")
@@ -120,7 +122,6 @@ class Pass(FileOps):
     def start(self) -> None:
         """What the pass needs to know about the destination root before the walk."""
         tree, root = self.tree, self.tree.root
-        assert root.fd is not None
         self.dest_id = tree.identity()
         self.cache = Cache.load(tree, self.redactor, self.m.fingerprints)
         self.cached = self.cache.entries.get if self.cache.trusted else _no_entry
