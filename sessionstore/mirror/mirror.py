@@ -182,10 +182,8 @@ class Mirror:
 
 def _remote(dest: str | os.PathLike[str] | S3Dest) -> S3Dest | None:
     """The bucket destination `dest` names (an `s3://` URL, opened and probed), else None."""
-    from sessionstore.storage.s3_config import is_s3_url
-
-    if isinstance(dest, str | os.PathLike) and not is_s3_url(dest):
-        return None
+    if isinstance(dest, os.PathLike) or (isinstance(dest, str) and dest[:3].lower() != "s3:"):
+        return None  # a local path: imports nothing of S3 (a pass may start within 10 ms)
     from sessionstore.storage.s3_config import parse_s3_url
     from sessionstore.storage.s3_tree_io import S3Dest
 
