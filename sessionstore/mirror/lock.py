@@ -96,11 +96,10 @@ def _acquire_lease(dest: S3Dest) -> DestLock:
     body = jsonio.dumps(
         {"token": token, "host": host, "pid": pid, "pid_started_at": process_start_time(pid)}
     )
-    storage = dest.storage
     for _ in range(2):  # the second try after removing a dead daemon's lease of this host
-        if storage.create(MIRROR_LOCK, body):
+        if dest.create(MIRROR_LOCK, body):
             return DestLock(functools.partial(_release_lease, dest, token))
-        found, _ = jsonio.parse_object(storage.get(MIRROR_LOCK, 4096) or b"")
+        found, _ = jsonio.parse_object(dest.get(MIRROR_LOCK, 4096) or b"")
         holder = found if found is not None else {}
         other_pid = holder.get("pid") if isinstance(holder.get("pid"), int) else None
         started = holder.get("pid_started_at")
@@ -111,14 +110,14 @@ def _acquire_lease(dest: S3Dest) -> DestLock:
         ):
             where = f"{dest.url}/{MIRROR_LOCK} (host {holder.get('host')!r})"
             raise LockHeld(where, other_pid)
-        storage.remove(MIRROR_LOCK)
+        dest.remove(MIRROR_LOCK)
     raise LockHeld(f"{dest.url}/{MIRROR_LOCK}", None)
 
 
 def _release_lease(dest: S3Dest, token: str) -> None:
-    found, _ = jsonio.parse_object(dest.storage.get(MIRROR_LOCK, 4096) or b"")
+    found, _ = jsonio.parse_object(dest.get(MIRROR_LOCK, 4096) or b"")
     if found is not None and found.get("token") == token:
-        dest.storage.remove(MIRROR_LOCK)
+        dest.remove(MIRROR_LOCK)
 
 
 def _no_change() -> None:

@@ -12,7 +12,6 @@ import os
 
 from sessionstore.errors import InvalidId
 from sessionstore.format.names import MANIFEST, validate_id
-from sessionstore.storage.s3 import S3Storage
 from sessionstore.storage.s3_config import is_s3_url, parse_s3_url
 from sessionstore.storage.s3_tree_io import S3Dest
 
@@ -47,7 +46,5 @@ def resolve_remote(dst: str, store: str | None) -> S3Dest | None:
         validate_id(dst)
     except InvalidId:
         return None
-    url = parse_s3_url(store)
-    if S3Storage(url).get(f"{dst}/{MANIFEST}", _MANIFEST_LIMIT) is None:
-        return None
-    return S3Dest(parse_s3_url(f"{url}/{dst}"))
+    dest = S3Dest(parse_s3_url(f"{parse_s3_url(store)}/{dst}"))
+    return dest if dest.get(MANIFEST, _MANIFEST_LIMIT) is not None else None

@@ -225,7 +225,7 @@ class S3Tree:
         upload = Upload(self.dest, self.dest.key(rel))
         fill(upload)  # a marker is at most 64 MiB, read whole by the caller already
         try:
-            created = self.dest.storage.create(rel, upload.data())
+            created = self.dest.create(rel, upload.data())
         except OSError as exc:
             raise OSError(0, getattr(exc, "problem", str(exc))) from None
         if not created:

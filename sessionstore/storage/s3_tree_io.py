@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessionstore.errors import StorageError
 from sessionstore.storage.s3 import S3Storage
-from sessionstore.storage.s3_config import S3Settings, S3Url, client_error, open_bucket
+from sessionstore.storage.s3_config import S3Settings, S3Url, client_error
 
 if TYPE_CHECKING:
     from obstore import WritableFile
@@ -52,21 +52,21 @@ def object_stat(size: int, e_tag: str | None) -> os.stat_result:
     return os.stat_result((_MODE, ino, 0, 1, 0, 0, size, 0, 0, 0, 0.0, 0.0, 0.0, 0, 0, 0))
 
 
-class S3Dest:
+class S3Dest(S3Storage):
     """`s3://BUCKET/PREFIX`, the mirror's destination: its clients, opened and probed once.
 
-    Raises `StorageError` (one line, no credential) when the bucket cannot be
-    reached, the credentials are refused, or the server ignores `If-None-Match`.
+    An `S3Storage` of the prefix (its conditional create seals markers and
+    takes the lease) with the upload threads. Raises `StorageError` (one line,
+    no credential) when the bucket cannot be reached, the credentials are
+    refused, or the server ignores `If-None-Match`.
     """
 
     def __init__(self, url: S3Url, settings: S3Settings | None = None) -> None:
         if not url.prefix:
             raise StorageError(str(url), "a mirror destination needs a prefix: s3://BUCKET/PREFIX")
-        self.url = url
-        self.settings = settings or S3Settings.from_env()
-        self.storage = S3Storage(url, self.settings)
-        self.store = open_bucket(url, self.settings)
-        if not self.storage.probe_conditional():
+        super().__init__(url, settings)
+        self.store = self._store  # one client per destination: each costs ~0.2 s to make
+        if not self.probe_conditional():
             raise StorageError(
                 str(url),
                 f"the server at {self.settings.where} ignores If-None-Match: *; a sealed "

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import cli_runner
 import orjson
@@ -47,13 +50,13 @@ def objects(server: S3Server, bucket: str, prefix: str) -> dict[str, bytes]:
     return found
 
 
-def mirror(server: S3Server, *args: str | Path) -> cli_runner.subprocess.CompletedProcess[str]:
+def mirror(server: S3Server, *args: str | Path) -> subprocess.CompletedProcess[str]:
     return cli_runner.run("mirror", *args, env=server.env())
 
 
-def report(done: cli_runner.subprocess.CompletedProcess[str]) -> dict[str, object]:
+def report(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr
-    parsed: dict[str, object] = orjson.loads(done.stdout)
+    parsed: dict[str, Any] = orjson.loads(done.stdout)
     return parsed
 
 
@@ -132,7 +135,7 @@ def test_a_sealed_record_is_never_overwritten(
     client.delete_object(Bucket=bucket, Key="p/s/.sessionstore-mirror.json")
     out = report(mirror(moto_s3, second, url, "--once", "--json"))
     assert out["copied"] == []
-    assert [d["path"] for d in out["diverged"]] == ["trials/1"]  # type: ignore[index]
+    assert [d["path"] for d in out["diverged"]] == ["trials/1"]
     assert objects(moto_s3, bucket, "p/s") == {
         "trials/1/trial.json": b'{"who": "first"}',
         "trials/1/log.txt": b"first\n",
@@ -184,7 +187,7 @@ def test_delete_removes_only_what_the_mirror_wrote(
     assert {
         "path": "edited.txt",
         "reason": "not deleted: changed in the destination since this mirror wrote it",
-    } in out["skipped"]  # type: ignore[operator]
+    } in out["skipped"]
     assert sorted(objects(moto_s3, bucket, "p/d")) == [
         "edited.txt",
         "foreign.txt",
@@ -194,9 +197,9 @@ def test_delete_removes_only_what_the_mirror_wrote(
     ]
 
 
-def _wait_for(condition: object, what: str, timeout: float = 30.0) -> None:
+def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
+    while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)

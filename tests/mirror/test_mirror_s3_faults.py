@@ -11,7 +11,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import cli_runner
 import orjson
@@ -51,15 +53,15 @@ def bucket(moto_s3: S3Server) -> str:
     return moto_s3.new_bucket()
 
 
-def _json(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
+def _json(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr
-    parsed: dict[str, object] = orjson.loads(done.stdout)
+    parsed: dict[str, Any] = orjson.loads(done.stdout)
     return parsed
 
 
-def _wait_for(condition: object, what: str, timeout: float = 60.0) -> None:
+def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
+    while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
@@ -133,7 +135,7 @@ def test_kill_9_mid_upload_leaves_no_object_and_the_next_pass_converges(
     assert [u["Key"] for u in uploads] == ["p/k/big.bin"]  # the dead upload, hidden
     done = cli_runner.run("mirror", src, url, "--once", "--json", env=moto_s3.env())
     out = _json(done)
-    assert "big.bin" in out["copied"]  # type: ignore[operator]
+    assert "big.bin" in out["copied"]
     body = client.get_object(Bucket=bucket, Key="p/k/big.bin")["Body"].read()
     assert body == data
     assert client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
