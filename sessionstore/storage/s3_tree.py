@@ -11,8 +11,9 @@ One per pass, over the `S3Dest` its Mirror keeps. The mapping
   counts only while the listed object has the size and ETag it recorded.
 - `commit_file` PUTs (below SINGLE_PUT_MAX, on the upload threads, in
   parallel) or streams a multipart upload (larger files, as read).
-  `commit_marker` first waits for every pending PUT; if one of the record
-  failed, the marker is not written; else it is a conditional create
+  Before a marker the pass asks `unconfirmed`, which waits for every
+  pending PUT: if one of the record failed, the marker waits; else it is
+  committed by a conditional create
   (`If-None-Match: *`): a record sealed meanwhile raises `Sealed`, and the
   server keeps anyone from overwriting a marker.
 - the change cache is written with `If-Match` on the ETag it was read with
@@ -217,9 +218,10 @@ class S3Tree:
     def commit_marker(
         self, d: LocalDir, name: str, mode: int, fill: Callable[[Writer], None]
     ) -> os.stat_result | None:
-        """Seal a record: after all its files are in, a conditional create; `Sealed` if taken."""
-        if self.unconfirmed(d):
-            return None  # a file of the record did not make it (reported): not sealed
+        """Seal a record by a conditional create; `Sealed` if taken.
+
+        The caller has asked `unconfirmed` first: every file of the record is in.
+        """
         rel = f"{d.rel}/{name}" if d.rel else name
         self.before_change()
         upload = Upload(self.dest, self.dest.key(rel))

@@ -17,6 +17,7 @@ next pass aborts it: `abort_incomplete_uploads`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -162,7 +163,14 @@ class Upload:
 
         assert self.writer is not None
         writer, self.writer = self.writer, None
-        writer.close()
+        try:
+            writer.close()
+        except Exception:
+            # A failed completion may leave the upload behind: abort it now, not only
+            # after a killed pass (this pass clears the in-progress flag at its end).
+            with contextlib.suppress(Exception):
+                self.dest.abort_incomplete_uploads()
+            raise
         meta = obstore.head(self.dest.store, self.key)
         return object_stat(meta["size"], meta["e_tag"])
 
