@@ -1,11 +1,11 @@
 """A counting (and optionally slowing) HTTP proxy in front of a loopback S3 server.
 
 The mirror's S3 tests point `AWS_ENDPOINT_URL` at it to count the requests
-a pass really sends (retries included: they are counted where they arrive)
-and to hold multipart part uploads for a while, so a test can kill a mirror
-while its upload is certainly in flight. It binds 127.0.0.1 and a free port,
-forwards every request unchanged (the Host header too: the signature covers
-it) and is stopped by the test that started it.
+a pass really sends (retries included: they are counted where they arrive),
+to hold multipart part uploads for a while (so a test can kill a mirror
+while its upload is certainly in flight) and to refuse chosen PUTs. It binds
+127.0.0.1 and a free port, forwards every request unchanged (the Host header
+too: the signature covers it) and is stopped by the test that started it.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HOST = "127.0.0.1"
+_DENIED = b"<?xml version='1.0'?><Error><Code>AccessDenied</Code><Message>no</Message></Error>"
 
 
 class Proxy:
@@ -30,6 +31,7 @@ class Proxy:
         self.upstream = (parsed.hostname or HOST, parsed.port or 80)
         self.counts: Counter[str] = Counter()
         self.part_delay = 0.0  # seconds each UploadPart request is held before forwarding
+        self.refuse = ""  # PUTs whose path holds this are answered 403 AccessDenied
         self.lock = threading.Lock()
         self.endpoint = ""
 
@@ -70,6 +72,9 @@ def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
                 proxy.counts[kind] += 1
             if kind == "PART" and proxy.part_delay:
                 time.sleep(proxy.part_delay)
+            if proxy.refuse and self.command == "PUT" and proxy.refuse in self.path:
+                self._answer(403, _DENIED)
+                return
             conn = http.client.HTTPConnection(*proxy.upstream, timeout=60)
             try:
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
@@ -86,6 +91,13 @@ def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
                     self.wfile.write(data)
             finally:
                 conn.close()
+
+        def _answer(self, status: int, data: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
         do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 

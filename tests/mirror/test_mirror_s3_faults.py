@@ -20,7 +20,11 @@ import orjson
 import pytest
 from mirror_helpers import settle, write
 from s3_proxy import counting_proxy
-from s3_servers import S3Server, free_port
+from s3_servers import REGION, S3Server, free_port
+
+from sessionstore.mirror.mirror import Mirror
+from sessionstore.storage.s3_config import S3Settings, parse_s3_url
+from sessionstore.storage.s3_tree_io import S3Dest
 
 # A reader of the bucket in its own process: lists the prefix as fast as it can until the
 # stop file appears, and reports every listing in which a record's marker was there before
@@ -51,6 +55,10 @@ print(json.dumps({"polls": polls, "markers": seen_markers, "violations": violati
 @pytest.fixture
 def bucket(moto_s3: S3Server) -> str:
     return moto_s3.new_bucket()
+
+
+def settings(server: S3Server) -> S3Settings:
+    return S3Settings(server.endpoint, REGION, server.access_key, server.secret_key)
 
 
 def _json(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -191,3 +199,61 @@ def test_unreachable_endpoint_and_missing_bucket(moto_s3: S3Server, src: Path) -
     done = cli_runner.run("mirror", src, "s3://no-such-bucket/p/x", "--once", env=moto_s3.env())
     assert done.returncode == 1
     assert len(done.stderr.splitlines()) == 1 and "does not exist" in done.stderr, done.stderr
+
+
+def test_a_failed_upload_keeps_its_record_unsealed_until_a_pass_succeeds(
+    moto_s3: S3Server, bucket: str, src: Path
+) -> None:
+    """PUTs run in the background: one refused after its commit returned holds the marker."""
+    for i in range(10):
+        write(src / f"trials/1/f{i}.txt", b"%d" % i)
+    write(src / "trials/1/trial.json", b"{}")
+    write(src / "other.txt", b"other")
+    settle()
+    url = f"s3://{bucket}/p/f"
+    with counting_proxy(moto_s3.endpoint) as proxy:
+        proxy.refuse = "/trials/1/f7.txt"
+        env = moto_s3.env(AWS_ENDPOINT_URL=proxy.endpoint)
+        done = cli_runner.run("mirror", src, url, "--once", "--json", env=env)
+    assert done.returncode == 1
+    out = orjson.loads(done.stdout)
+    assert [e["path"] for e in out["errors"]] == ["trials/1/f7.txt"]
+    assert "access denied" in out["errors"][0]["error"]
+    assert out["held_back"] == [
+        {"path": "trials/1/trial.json", "reason": "waiting for files whose upload failed"}
+    ]
+    assert "trials/1/f7.txt" not in out["copied"] and "other.txt" in out["copied"]
+    assert "p/f/trials/1/trial.json" not in moto_s3.keys(bucket)
+    again = _json(cli_runner.run("mirror", src, url, "--once", "--json", env=moto_s3.env()))
+    assert again["copied"] == ["trials/1/f7.txt", "trials/1/trial.json"]
+    assert "p/f/trials/1/trial.json" in moto_s3.keys(bucket)
+
+
+def test_the_index_is_never_clobbered_by_a_second_writer(
+    moto_s3: S3Server, bucket: str, src: Path
+) -> None:
+    """The change cache is PUT with If-Match: one rewritten meanwhile is left as it is."""
+    write(src / "a.txt", b"a")
+    settle()
+    url = f"s3://{bucket}/p/i"
+    _json(cli_runner.run("mirror", src, url, "--once", "--json", env=moto_s3.env()))
+    write(src / "b.txt", b"b")
+    settle()
+    client = moto_s3.client()
+    theirs = b'{"version": 1, "redactor": null, "files": {}}'
+
+    def rewrite(rel: str) -> None:  # another mirror writes the index during our pass
+        client.put_object(Bucket=bucket, Key="p/i/.sessionstore-mirror.json", Body=theirs)
+
+    dest = S3Dest(parse_s3_url(url), settings(moto_s3))
+    result = Mirror(src, dest, _on_chunk=rewrite).run_once()
+    assert result.copied == ["b.txt"]
+    assert result.errors == [
+        {
+            "path": ".sessionstore-mirror.json",
+            "error": "cannot write the change cache: changed by another writer since this "
+            "pass read it; not overwritten",
+        }
+    ]
+    body = client.get_object(Bucket=bucket, Key="p/i/.sessionstore-mirror.json")["Body"].read()
+    assert body == theirs
