@@ -11,19 +11,16 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import cli_runner
-import orjson
 import pytest
 from mirror_helpers import settle, write
-from s3_servers import REGION, S3Server
+from mirror_s3_helpers import pass_json, settings, wait_for
+from s3_servers import S3Server
 
 from sessionstore.mirror.mirror import Mirror
-from sessionstore.storage.s3_config import S3Settings, parse_s3_url
+from sessionstore.storage.s3_config import parse_s3_url
 from sessionstore.storage.s3_tree_io import S3Dest
 
 SECRET = "hf_s3mirrorSECRETvalue42"
@@ -32,11 +29,6 @@ SECRET = "hf_s3mirrorSECRETvalue42"
 @pytest.fixture
 def bucket(moto_s3: S3Server) -> str:
     return moto_s3.new_bucket()
-
-
-def settings(server: S3Server) -> S3Settings:
-    """The settings a child gets from `server.env()`, for a Mirror in this process."""
-    return S3Settings(server.endpoint, REGION, server.access_key, server.secret_key)
 
 
 def objects(server: S3Server, bucket: str, prefix: str) -> dict[str, bytes]:
@@ -52,12 +44,6 @@ def objects(server: S3Server, bucket: str, prefix: str) -> dict[str, bytes]:
 
 def mirror(server: S3Server, *args: str | Path) -> subprocess.CompletedProcess[str]:
     return cli_runner.run("mirror", *args, env=server.env())
-
-
-def report(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    assert done.returncode == 0, done.stderr
-    parsed: dict[str, Any] = orjson.loads(done.stdout)
-    return parsed
 
 
 def test_bytes_and_names_are_exact_and_redacted(moto_s3: S3Server, bucket: str, src: Path) -> None:
@@ -78,7 +64,7 @@ def test_bytes_and_names_are_exact_and_redacted(moto_s3: S3Server, bucket: str, 
     url = f"s3://{bucket}/store/s1"
     env = moto_s3.env(TOKEN=SECRET)
     done = cli_runner.run("mirror", src, url, "--once", "--json", "--secret-env", "TOKEN", env=env)
-    out = report(done)
+    out = pass_json(done)
     assert out["errors"] == [] and out["held_back"] == []
     got = objects(moto_s3, bucket, "store/s1")
     marker = "REDACTED"
@@ -91,7 +77,7 @@ def test_bytes_and_names_are_exact_and_redacted(moto_s3: S3Server, bucket: str, 
     assert not any(SECRET in key for key in keys)
     assert SECRET not in done.stdout + done.stderr
     # The second pass is a no-op: nothing copied, everything vouched for by the index.
-    again = report(
+    again = pass_json(
         cli_runner.run("mirror", src, url, "--once", "--json", "--secret-env", "TOKEN", env=env)
     )
     assert again["copied"] == [] and again["unchanged"] == len(files)
@@ -103,7 +89,9 @@ def test_a_session_id_of_an_s3_store(moto_s3: S3Server, bucket: str, src: Path) 
     write(src / "session.json", b'{"forged": true}')
     write(src / "trials/1/trial.json", b"{}")
     settle()
-    out = report(mirror(moto_s3, src, "abc123", "--store", f"s3://{bucket}/st", "--once", "--json"))
+    out = pass_json(
+        mirror(moto_s3, src, "abc123", "--store", f"s3://{bucket}/st", "--once", "--json")
+    )
     assert out["copied"] == ["trials/1/trial.json"]
     assert out["skipped"] == [
         {"path": "session.json", "reason": "the store owns it (the destination is a session)"}
@@ -113,7 +101,7 @@ def test_a_session_id_of_an_s3_store(moto_s3: S3Server, bucket: str, src: Path) 
     # SESSIONSTORE_HOME names the store as well.
     env = moto_s3.env(SESSIONSTORE_HOME=f"s3://{bucket}/st")
     again = cli_runner.run("mirror", src, "abc123", "--once", "--json", env=env)
-    assert report(again)["unchanged"] == 1
+    assert pass_json(again)["unchanged"] == 1
     # An id the store does not hold is refused as a likely typo (exit 2), as locally.
     missing = cli_runner.run("mirror", src, "nosuch1", "--once", env=env)
     assert missing.returncode == 2, missing.stderr
@@ -129,11 +117,11 @@ def test_a_sealed_record_is_never_overwritten(
     write(second / "trials/1/trial.json", b'{"who": "second"}')
     write(second / "trials/1/log.txt", b"second\n")
     settle()
-    report(mirror(moto_s3, first, url, "--once", "--json"))
+    pass_json(mirror(moto_s3, first, url, "--once", "--json"))
     # A second writer (another mirror, no shared cache) only compares the sealed record.
     client = moto_s3.client()
     client.delete_object(Bucket=bucket, Key="p/s/.sessionstore-mirror.json")
-    out = report(mirror(moto_s3, second, url, "--once", "--json"))
+    out = pass_json(mirror(moto_s3, second, url, "--once", "--json"))
     assert out["copied"] == []
     assert [d["path"] for d in out["diverged"]] == ["trials/1"]
     assert objects(moto_s3, bucket, "p/s") == {
@@ -176,13 +164,13 @@ def test_delete_removes_only_what_the_mirror_wrote(
     write(src / "trials/1/trial.json", b"{}")
     write(src / "trials/1/part.txt", b"sealed")
     settle()
-    report(mirror(moto_s3, src, url, "--once", "--json"))
+    pass_json(mirror(moto_s3, src, url, "--once", "--json"))
     client = moto_s3.client()
     client.put_object(Bucket=bucket, Key="p/d/foreign.txt", Body=b"not the mirror's")
     client.put_object(Bucket=bucket, Key="p/d/edited.txt", Body=b"changed in the bucket")
     for name in ("gone.txt", "edited.txt", "trials/1/part.txt"):
         (src / name).unlink()
-    out = report(mirror(moto_s3, src, url, "--once", "--json", "--delete"))
+    out = pass_json(mirror(moto_s3, src, url, "--once", "--json", "--delete"))
     assert out["deleted"] == ["gone.txt"]
     assert {
         "path": "edited.txt",
@@ -197,14 +185,6 @@ def test_delete_removes_only_what_the_mirror_wrote(
     ]
 
 
-def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def test_the_daemon_mirrors_into_the_bucket(moto_s3: S3Server, bucket: str, src: Path) -> None:
     url = f"s3://{bucket}/p/daemon"
     write(src / "first.txt", b"one")
@@ -212,7 +192,7 @@ def test_the_daemon_mirrors_into_the_bucket(moto_s3: S3Server, bucket: str, src:
     env = moto_s3.env()
     daemon = cli_runner.popen("mirror", src, url, "-q", "--full-every", "0.5", env=env)
     try:
-        _wait_for(lambda: "p/daemon/first.txt" in moto_s3.keys(bucket), "the initial pass")
+        wait_for(lambda: "p/daemon/first.txt" in moto_s3.keys(bucket), "the initial pass")
         lease = "p/daemon/.sessionstore-mirror.lock"
         assert lease in moto_s3.keys(bucket)
         # A second daemon on the same destination is refused: the lease is held.
@@ -221,7 +201,7 @@ def test_the_daemon_mirrors_into_the_bucket(moto_s3: S3Server, bucket: str, src:
         assert "already locked" in second.stderr and len(second.stderr.splitlines()) == 1
         write(src / "trials/1/log.txt", b"later\n")
         write(src / "trials/1/trial.json", b'{"n": 1}')
-        _wait_for(lambda: "p/daemon/trials/1/trial.json" in moto_s3.keys(bucket), "an event pass")
+        wait_for(lambda: "p/daemon/trials/1/trial.json" in moto_s3.keys(bucket), "an event pass")
     finally:
         daemon.send_signal(signal.SIGTERM)
         _out, err = daemon.communicate(timeout=60)

@@ -10,20 +10,18 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import cli_runner
 import orjson
 import pytest
 from mirror_helpers import settle, write
+from mirror_s3_helpers import pass_json, settings, wait_for
 from s3_proxy import counting_proxy
-from s3_servers import REGION, S3Server, free_port
+from s3_servers import S3Server, free_port
 
 from sessionstore.mirror.mirror import Mirror
-from sessionstore.storage.s3_config import S3Settings, parse_s3_url
+from sessionstore.storage.s3_config import parse_s3_url
 from sessionstore.storage.s3_tree_io import S3Dest
 
 # A reader of the bucket in its own process: lists the prefix as fast as it can until the
@@ -55,24 +53,6 @@ print(json.dumps({"polls": polls, "markers": seen_markers, "violations": violati
 @pytest.fixture
 def bucket(moto_s3: S3Server) -> str:
     return moto_s3.new_bucket()
-
-
-def settings(server: S3Server) -> S3Settings:
-    return S3Settings(server.endpoint, REGION, server.access_key, server.secret_key)
-
-
-def _json(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    assert done.returncode == 0, done.stderr
-    parsed: dict[str, Any] = orjson.loads(done.stdout)
-    return parsed
-
-
-def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def test_a_reader_never_sees_a_marker_before_its_files(
@@ -108,7 +88,7 @@ def test_a_reader_never_sees_a_marker_before_its_files(
             proxy.part_delay = 0.3
             env = moto_s3.env(AWS_ENDPOINT_URL=proxy.endpoint)
             done = cli_runner.run("mirror", src, f"s3://{bucket}/p/r", "--once", "--json", env=env)
-        out = _json(done)
+        out = pass_json(done)
     finally:
         stop.touch()
         seen, _ = reader.communicate(timeout=60)
@@ -133,7 +113,7 @@ def test_kill_9_mid_upload_leaves_no_object_and_the_next_pass_converges(
         env = moto_s3.env(AWS_ENDPOINT_URL=proxy.endpoint)
         child = cli_runner.popen("mirror", src, url, "--once", env=env)
         try:
-            _wait_for(lambda: proxy.snapshot().get("PART", 0) >= 1, "a part upload")
+            wait_for(lambda: proxy.snapshot().get("PART", 0) >= 1, "a part upload")
         finally:
             child.send_signal(signal.SIGKILL)
             child.communicate(timeout=30)
@@ -142,7 +122,7 @@ def test_kill_9_mid_upload_leaves_no_object_and_the_next_pass_converges(
     uploads = client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
     assert [u["Key"] for u in uploads] == ["p/k/big.bin"]  # the dead upload, hidden
     done = cli_runner.run("mirror", src, url, "--once", "--json", env=moto_s3.env())
-    out = _json(done)
+    out = pass_json(done)
     assert "big.bin" in out["copied"]
     body = client.get_object(Bucket=bucket, Key="p/k/big.bin")["Body"].read()
     assert body == data
@@ -156,10 +136,10 @@ def _noop_requests(server: S3Server, bucket: str, root: Path, n: int) -> dict[st
         write(root / f"d{i % 20}" / f"f{i}.txt", b"x" * (i % 7))
     settle()
     url = f"s3://{bucket}/p/n{n}"
-    assert _json(cli_runner.run("mirror", root, url, "--once", "--json", env=server.env()))
+    assert pass_json(cli_runner.run("mirror", root, url, "--once", "--json", env=server.env()))
     with counting_proxy(server.endpoint) as proxy:
         env = server.env(AWS_ENDPOINT_URL=proxy.endpoint)
-        out = _json(cli_runner.run("mirror", root, url, "--once", "--json", env=env))
+        out = pass_json(cli_runner.run("mirror", root, url, "--once", "--json", env=env))
         counts = proxy.snapshot()
     assert out["copied"] == [] and out["unchanged"] == n
     return counts
@@ -224,7 +204,7 @@ def test_a_failed_upload_keeps_its_record_unsealed_until_a_pass_succeeds(
     ]
     assert "trials/1/f7.txt" not in out["copied"] and "other.txt" in out["copied"]
     assert "p/f/trials/1/trial.json" not in moto_s3.keys(bucket)
-    again = _json(cli_runner.run("mirror", src, url, "--once", "--json", env=moto_s3.env()))
+    again = pass_json(cli_runner.run("mirror", src, url, "--once", "--json", env=moto_s3.env()))
     assert again["copied"] == ["trials/1/f7.txt", "trials/1/trial.json"]
     assert "p/f/trials/1/trial.json" in moto_s3.keys(bucket)
 
@@ -236,7 +216,7 @@ def test_the_index_is_never_clobbered_by_a_second_writer(
     write(src / "a.txt", b"a")
     settle()
     url = f"s3://{bucket}/p/i"
-    _json(cli_runner.run("mirror", src, url, "--once", "--json", env=moto_s3.env()))
+    pass_json(cli_runner.run("mirror", src, url, "--once", "--json", env=moto_s3.env()))
     write(src / "b.txt", b"b")
     settle()
     client = moto_s3.client()
