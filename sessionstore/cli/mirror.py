@@ -167,7 +167,7 @@ def _destination(dst: str, store_dir: Path | None) -> Path | S3Dest:
     if dst[:3].lower() == "s3:" or store[:3].lower() == "s3:":  # before importing obstore
         from sessionstore.mirror.remote import remote_store, resolve_remote  # s3 only
 
-        remote = resolve_remote(dst, remote_store(store_dir))
+        remote = resolve_remote(dst, remote_store(store))
         if remote is not None:
             return remote
     try:

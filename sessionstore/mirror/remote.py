@@ -8,8 +8,6 @@ session ID of that store, which must exist. Imported only for those.
 
 from __future__ import annotations
 
-import os
-
 from sessionstore.errors import InvalidId
 from sessionstore.format.names import MANIFEST, validate_id
 from sessionstore.storage.s3_config import is_s3_url, parse_s3_url
@@ -20,16 +18,15 @@ __all__ = ["remote_store", "resolve_remote"]
 _MANIFEST_LIMIT = 1 << 20
 
 
-def remote_store(store: str | os.PathLike[str] | None) -> str | None:
-    """The `s3://` store a --store value (else `$SESSIONSTORE_HOME`) names, else None.
+def remote_store(store: str) -> str | None:
+    """The `s3://` store a --store value (or `$SESSIONSTORE_HOME`) names, else None.
 
     `--store` is parsed as a path, which folds `s3://` to `s3:/`: that form is
     read back as the URL it was.
     """
-    text = os.environ.get("SESSIONSTORE_HOME", "") if store is None else os.fspath(store)
-    if text.startswith("s3:/") and not is_s3_url(text):
-        text = "s3://" + text[len("s3:/") :]
-    return text if is_s3_url(text) else None
+    if store.startswith("s3:/") and not is_s3_url(store):
+        store = "s3://" + store[len("s3:/") :]
+    return store if is_s3_url(store) else None
 
 
 def resolve_remote(dst: str, store: str | None) -> S3Dest | None:

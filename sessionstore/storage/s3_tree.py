@@ -189,8 +189,9 @@ class S3Tree:
     ) -> os.stat_result | None:
         """Upload `name` from `fill`; its expected metadata (small files: the PUT is pending).
 
-        A PUT that fails later is reported, and keeps the record's marker back
-        (`commit_marker`). An error of `fill` aborts a streamed upload.
+        A PUT that fails later is reported when it is waited for (`flush`,
+        `unconfirmed`: the record's marker then waits). An error of `fill`
+        aborts a streamed upload.
         """
         rel = f"{d.rel}/{name}" if d.rel else name
         self.before_change()
