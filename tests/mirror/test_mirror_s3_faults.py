@@ -40,6 +40,8 @@ while not os.path.exists(stop) and time.monotonic() < deadline:
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
     keys = {o["Key"][len(prefix):] for p in pages for o in p.get("Contents", [])}
     polls += 1
+    if polls == 1:
+        print("ready", flush=True)
     for record, files in expected.items():
         if record + "/trial.json" in keys:
             seen_markers += 1
@@ -64,7 +66,7 @@ def test_a_reader_never_sees_a_marker_before_its_files(
         if n == 3:
             files.append("trials/3/big.bin")  # a multipart upload, held by the proxy
         for rel in files:
-            write(src / rel, os.urandom(12 << 20) if rel.endswith(".bin") else rel.encode())
+            write(src / rel, os.urandom(20 << 20) if rel.endswith(".bin") else rel.encode())
         write(src / f"trials/{n}/trial.json", b'{"n": %d}' % n)
         expected[f"trials/{n}"] = files
     settle()
@@ -84,8 +86,10 @@ def test_a_reader_never_sees_a_marker_before_its_files(
         text=True,
     )
     try:
+        assert reader.stdout is not None
+        assert reader.stdout.readline() == "ready\n"  # it watches before the pass starts
         with counting_proxy(moto_s3.endpoint) as proxy:
-            proxy.part_delay = 0.3
+            proxy.part_delay = 0.5
             env = moto_s3.env(AWS_ENDPOINT_URL=proxy.endpoint)
             done = cli_runner.run("mirror", src, f"s3://{bucket}/p/r", "--once", "--json", env=env)
         out = pass_json(done)
