@@ -306,7 +306,7 @@ class PreviousUnknown(PreviousRunning):
 class LockHeld(SessionStoreError, TimeoutError):
     """Another process holds the lock; stop it or use another destination."""
 
-    def __init__(self, path: Path, pid: int | None) -> None:
+    def __init__(self, path: Path | str, pid: int | None) -> None:
         self.path = path
         self.pid = pid
         holder = f"process {pid}" if pid is not None else "another process"

@@ -10,6 +10,7 @@ only), and the redactor only when a secret is given. Every name printed for peop
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,11 +21,12 @@ from sessionstore._display import escape
 from sessionstore.cli.common import command, emit_json, json_option, library_errors, store_option
 from sessionstore.cli.mirror_output import NORMAL, QUIET, VERBOSE, print_summary
 from sessionstore.errors import InvalidInput, SessionNotFound
-from sessionstore.store.target import resolve_destination
+from sessionstore.store.target import STORE_ENV, resolve_destination
 
 if TYPE_CHECKING:
     from sessionstore.mirror.mirror import Mirror, PassReport
     from sessionstore.redact.redactor import Redactor
+    from sessionstore.storage.s3_tree_io import S3Dest
 
 
 @command()
@@ -123,18 +125,18 @@ def mirror(
 ) -> None:
     """Mirror SRC into DST: changed files copied whole, redacted, atomically.
 
-    DST is a session id in the store (see --store) or a directory path. A
-    file changing while read is never committed (reported unstable, retried);
-    markers are committed last, and a record whose marker is in DST is sealed
-    (a later change in SRC is reported as diverged). The store's files in a
-    session are never mirrored. --delete removes only files this mirror
-    wrote. --exclude/--exclude-from: gitignore patterns over paths from SRC's
-    top; an excluded path is never read, copied or deleted. --once: one pass;
-    else a daemon (one per DST) watching SRC, fully re-listing it every
-    --full-every seconds, with a final pass on SIGINT or SIGTERM. --dry-run:
-    one pass writing nothing. -v and -n print a line per change or problem
-    on stdout: A new, M replaced, D deleted, U unstable, H held back, S
-    skipped, X diverged, E error.
+    DST: a session id in the store (--store), a directory or
+    s3://BUCKET/PREFIX/ID. A file changing while read is never committed
+    (reported unstable, retried); markers are committed last, and a record
+    whose marker is in DST is sealed (a later change in SRC is reported as
+    diverged). The store's files in a session are never mirrored. --delete
+    removes only files this mirror wrote. --exclude/--exclude-from: gitignore
+    patterns over paths from SRC's top; an excluded path is never read, copied
+    or deleted. --once: one pass; else a daemon (one per DST) watching SRC,
+    fully re-listing it every --full-every seconds, with a final pass on
+    SIGINT or SIGTERM. --dry-run: one pass writing nothing. -v and -n print a
+    line per change or problem on stdout: A new, M replaced, D deleted, U
+    unstable, H held back, S skipped, X diverged, E error.
 
     Exit status: 0 when the (final) pass ran, 1 when a file failed, SRC is
     not a directory (--once: or missing) or DST is locked, 2 for bad usage.
@@ -198,8 +200,18 @@ def _run_once(the_mirror: Mirror, level: int, as_json: bool, dry_run: bool) -> P
     return report
 
 
-def _destination(dst: str, store_dir: Path | None) -> Path:
-    """DST as `store.target.resolve_destination` reads it; a likely mistyped id is bad usage."""
+def _destination(dst: str, store_dir: Path | None) -> Path | S3Dest:
+    """DST as `store.target.resolve_destination` reads it; a likely mistyped id is bad usage.
+
+    `s3://BUCKET/PREFIX/ID`, or an id of an `s3://` store, is a bucket destination.
+    """
+    store = os.fspath(store_dir) if store_dir is not None else os.environ.get(STORE_ENV, "")
+    if dst[:3].lower() == "s3:" or store[:3].lower() == "s3:":  # before importing obstore
+        from sessionstore.mirror.remote import remote_store, resolve_remote  # s3 only
+
+        remote = resolve_remote(dst, remote_store(store))
+        if remote is not None:
+            return remote
     try:
         return resolve_destination(dst, store_dir)
     except SessionNotFound as exc:

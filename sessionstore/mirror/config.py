@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from sessionstore.mirror.exclude import Exclude
     from sessionstore.redact.redactor import Redactor
+    from sessionstore.storage.s3_tree_io import S3Dest
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,8 @@ class PassConfig:
     """The settings of one pass (see `Mirror` for what each means)."""
 
     source: Path
-    dest_real: Path  # resolved once, by the Mirror
+    dest_real: Path  # resolved once, by the Mirror (an s3:// destination: its URL)
+    remote: S3Dest | None  # an s3:// destination
     redactor: Redactor | None
     durable: bool
     delete: bool

@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING
 from sessionstore.format.names import MARKERS, record_number
 from sessionstore.mirror.cache import CACHE_NAME, Entry
 from sessionstore.mirror.layout import DIRTY_NAME, STORE_OWNED
-from sessionstore.storage.local_tree import LocalDir, LocalTree, describe
+from sessionstore.storage.local_tree import LocalDir, describe
 
 if TYPE_CHECKING:
     from sessionstore.mirror.walk import Pass
+    from sessionstore.storage.trees import DestTree
 
 # Directories at the top of a session that the store creates; never removed when emptied.
 _STORE_DIRS = frozenset(MARKERS)
@@ -70,7 +71,7 @@ class _Walker:
 
     def __init__(self, run: Pass, delete: bool) -> None:
         self.run = run
-        self.tree: LocalTree = run.tree
+        self.tree: DestTree = run.tree
         self.delete = delete
         self.stack = [_Level(self.tree.root, None)]
 
@@ -181,11 +182,25 @@ def _remove_if_ours(run: Pass, level: _Level, name: str, key: str, entry: Entry)
     return removed
 
 
+def _drop_failed(run: Pass) -> None:
+    """Uploads that failed after their commit returned (reported): neither copied nor ours.
+
+    Waits for the uploads still pending (a local tree has none).
+    """
+    if not run.tree.unconfirmed(run.tree.root):
+        return
+    failed = {item["path"] for item in run.report.errors}
+    run.report.copied = [rel for rel in run.report.copied if rel not in failed]
+    for rel in failed:
+        run.entries.pop(rel, None)
+
+
 def finish_pass(run: Pass) -> None:
     """--delete, divergence by removal, the new cache, and clearing the in-progress flag."""
     m, cache = run.m, run.cache
     assert cache is not None
     report = run.report
+    _drop_failed(run)
     if m.delete and run.listing_failed:
         report.delete_skipped = "the listing had errors; nothing was deleted"
     elif m.delete and not cache.trusted:

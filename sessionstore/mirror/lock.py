@@ -1,4 +1,5 @@
-"""One daemon per destination: an `flock` on a lock file in the destination.
+"""One daemon per destination: an `flock` on a lock file in the destination (in a bucket:
+a lease object created conditionally).
 
 The lock file is opened through the destination's directory fds, like every
 other file the mirror touches there (a symlink at its name or in the path is
@@ -9,30 +10,37 @@ second daemon can name it in its `LockHeld` error.
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
+import secrets
+import socket
 import stat
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from sessionstore import _json as jsonio
 from sessionstore._fs import read as fsread
 from sessionstore._fs.atomic import AtomicFile
+from sessionstore._proc import process_alive, process_start_time
 from sessionstore.errors import InvalidInput, LockHeld
 from sessionstore.format.names import MIRROR_LOCK, MIRROR_PID
 from sessionstore.storage.local_tree import LocalDir, LocalTree
 
 if TYPE_CHECKING:
     from sessionstore.mirror.mirror import Mirror
+    from sessionstore.storage.s3_tree_io import S3Dest
 
 
 class DestLock:
-    """The held one-daemon-per-destination lock; `release()` drops it (any thread)."""
+    """The held one-daemon-per-destination lock; `release()` drops it (any thread, once)."""
 
-    def __init__(self, fd: int) -> None:
-        self._fd: int | None = fd
+    def __init__(self, drop: Callable[[], None]) -> None:
+        self._drop: Callable[[], None] | None = drop
 
     def release(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)  # closing the only fd drops the flock
+        drop, self._drop = self._drop, None
+        if drop is not None:
+            drop()
 
 
 _LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -43,7 +51,10 @@ def acquire_lock(mirror: Mirror) -> DestLock:
 
     The destination is created (0700) if missing and opened like a pass opens
     it, so a symlink in its path or at the lock's name is refused, never followed.
+    In a bucket the lock is a lease object (`_acquire_lease`).
     """
+    if mirror.remote is not None:
+        return _acquire_lease(mirror.remote)
     problems: list[str] = []
     root = LocalDir(None, "", "")
     tree = LocalTree(root, lambda _path, problem: problems.append(problem), _no_change, True)
@@ -58,7 +69,7 @@ def acquire_lock(mirror: Mirror) -> DestLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise LockHeld(mirror.dest, fsread.read_pid(MIRROR_PID, root.fd)) from None
+                raise LockHeld(str(mirror.dest), fsread.read_pid(MIRROR_PID, root.fd)) from None
             with AtomicFile(MIRROR_PID, 0o600, dir_fd=root.fd) as pid_file:
                 pid_file.write(f"{os.getpid()}\n".encode())
         except BaseException:
@@ -66,7 +77,47 @@ def acquire_lock(mirror: Mirror) -> DestLock:
             raise
     finally:
         tree.close_all()
-    return DestLock(fd)
+    return DestLock(functools.partial(os.close, fd))  # closing the only fd drops the flock
+
+
+def _acquire_lease(dest: S3Dest) -> DestLock:
+    """The lock of a bucket destination: `MIRROR_LOCK` created with `If-None-Match: *`.
+
+    A flock cannot exclude another host, so the lease is an object: created
+    conditionally (the server lets one of two daemons have it), holding a
+    token, the host, the pid and its start time, and deleted on release if it
+    still holds our token. A lease left by a dead daemon of this host is taken
+    over; one of another host is reported (`LockHeld` names its host and pid)
+    and must be removed by hand once that daemon is known to be gone.
+    """
+    token = secrets.token_hex(16)
+    host = socket.gethostname()
+    pid = os.getpid()
+    body = jsonio.dumps(
+        {"token": token, "host": host, "pid": pid, "pid_started_at": process_start_time(pid)}
+    )
+    for _ in range(2):  # the second try after removing a dead daemon's lease of this host
+        if dest.create(MIRROR_LOCK, body):
+            return DestLock(functools.partial(_release_lease, dest, token))
+        found, _ = jsonio.parse_object(dest.get(MIRROR_LOCK, 4096) or b"")
+        holder = found if found is not None else {}
+        other_pid = holder.get("pid") if isinstance(holder.get("pid"), int) else None
+        started = holder.get("pid_started_at")
+        if (
+            holder.get("host") != host
+            or other_pid is None
+            or process_alive(other_pid, started if isinstance(started, float) else None)
+        ):
+            where = f"{dest.url}/{MIRROR_LOCK} (host {holder.get('host')!r})"
+            raise LockHeld(where, other_pid)
+        dest.remove(MIRROR_LOCK)
+    raise LockHeld(f"{dest.url}/{MIRROR_LOCK}", None)
+
+
+def _release_lease(dest: S3Dest, token: str) -> None:
+    found, _ = jsonio.parse_object(dest.get(MIRROR_LOCK, 4096) or b"")
+    if found is not None and found.get("token") == token:
+        dest.remove(MIRROR_LOCK)
 
 
 def _no_change() -> None:

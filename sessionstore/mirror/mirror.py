@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from sessionstore.mirror.daemon import Daemon, PassCallback, WatchConfig
     from sessionstore.mirror.exclude import Exclude
     from sessionstore.redact.redactor import Redactor
+    from sessionstore.storage.s3_tree_io import S3Dest
 
 __all__ = ["CACHE_NAME", "DIRTY_NAME", "RESERVED_PREFIX", "Mirror", "PassReport"]
 
@@ -94,7 +95,7 @@ class Mirror:
     def __init__(
         self,
         source: str | os.PathLike[str],
-        dest: str | os.PathLike[str],
+        dest: str | os.PathLike[str] | S3Dest,
         redactor: Redactor | None = None,
         *,
         durable: bool = True,
@@ -105,13 +106,18 @@ class Mirror:
         _on_chunk: Callable[[str], None] | None = None,
     ) -> None:
         self.source = Path(source)
-        self.dest = Path(dest)
-        src, dst = self.source.resolve(), self.dest.resolve()
-        if src == dst or dst in src.parents:
-            raise InvalidInput("mirror", "the source must not be the destination or inside it")
-        # Resolved once, here: every pass opens this path component by component with
-        # O_NOFOLLOW, so a symlink swapped into it later is refused, never followed.
-        self.dest_real = dst
+        self.remote = _remote(dest)
+        if self.remote is not None:
+            self.dest: Path | S3Dest = self.remote
+            self.dest_real = Path(str(self.remote.url))  # a name for messages only
+        else:
+            self.dest = Path(dest)  # type: ignore[arg-type]  # not an S3Dest: _remote said
+            src, dst = self.source.resolve(), self.dest.resolve()
+            if src == dst or dst in src.parents:
+                raise InvalidInput("mirror", "the source must not be the destination or inside it")
+            # Resolved once, here: every pass opens this path component by component with
+            # O_NOFOLLOW, so a symlink swapped into it later is refused, never followed.
+            self.dest_real = dst
         self.redactor = redactor
         self.durable = durable
         self.delete = delete
@@ -137,8 +143,12 @@ class Mirror:
         `dry_run`: write nothing in the destination (not even its cache, flag or
         directories; a missing destination is not created) and report what the
         pass would copy, delete and hold back. The source is read as for a real
-        pass (a torn read is reported as such).
+        pass (a torn read is reported as such). Local destinations only.
         """
+        if dry_run and self.remote is not None:
+            raise InvalidInput(
+                f"destination {self.remote.url}", "a dry run into a bucket is not supported yet"
+            )
         return self._pass(None, dry_run=dry_run)
 
     def run_dirs(self, dirs: Iterable[str]) -> PassReport:
@@ -179,6 +189,7 @@ class Mirror:
         return PassConfig(
             source=self.source,
             dest_real=self.dest_real,
+            remote=self.remote,
             redactor=self.redactor,
             durable=self.durable,
             delete=self.delete,
@@ -219,6 +230,16 @@ def check_source(source: str | os.PathLike[str], *, missing_ok: bool = False) ->
     if not stat.S_ISDIR(mode):
         # The readers' one name for each kind of entry (_fs/read.py).
         raise InvalidInput(where, f"is {fsread._kind(mode)}, not a directory")
+
+
+def _remote(dest: str | os.PathLike[str] | S3Dest) -> S3Dest | None:
+    """The bucket destination `dest` names (an `s3://` URL, opened and probed), else None."""
+    if isinstance(dest, os.PathLike) or (isinstance(dest, str) and dest[:3].lower() != "s3:"):
+        return None  # a local path: imports nothing of S3 (a pass may start within 10 ms)
+    from sessionstore.storage.s3_config import parse_s3_url
+    from sessionstore.storage.s3_tree_io import S3Dest
+
+    return dest if isinstance(dest, S3Dest) else S3Dest(parse_s3_url(str(dest)))
 
 
 def _subtrees(dirs: Iterable[str]) -> list[tuple[str, ...]]:

@@ -18,19 +18,19 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from sessionstore._fs.atomic import AtomicFile
 from sessionstore.errors import RedactionUnsafe
 from sessionstore.format.names import MARKERS
 from sessionstore.mirror import copy as rd
 from sessionstore.mirror.cache import Entry
 from sessionstore.mirror.report import PassReport
-from sessionstore.storage.local_tree import LocalDir, LocalTree, describe
-from sessionstore.storage.tree import Sealed
+from sessionstore.storage.local_tree import LocalDir, describe
+from sessionstore.storage.tree import Sealed, Writer
 
 if TYPE_CHECKING:
     from sessionstore.mirror.config import PassConfig
     from sessionstore.mirror.frame import Frame
     from sessionstore.redact.redactor import Redactor
+    from sessionstore.storage.trees import DestTree
 
 # A marker over this is torn (format.md, "Reading"); the value is jsonio.MAX_MARKER_BYTES,
 # checked by a test: importing jsonio here would cost the no-op pass its import.
@@ -44,7 +44,7 @@ class FileOps:
     # Provided by the pass.
     m: PassConfig
     redactor: Redactor | None
-    tree: LocalTree
+    tree: DestTree
     report: PassReport
     entries: dict[str, Entry]
     diverged: dict[str, list[str]]
@@ -203,8 +203,10 @@ class FileOps:
                 return True
         if marker and m.durable:
             self.tree.flush()  # the record's files must be durable before its marker is
+        if marker and self.tree.unconfirmed(dest):
+            raise _HeldBack("waiting for files whose upload failed")
 
-        def fill(out: AtomicFile) -> None:
+        def fill(out: Writer) -> None:
             if data is not None:
                 out.write(data)
             else:

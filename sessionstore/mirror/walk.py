@@ -57,10 +57,12 @@ from sessionstore.mirror.layout import (
 )
 from sessionstore.mirror.report import PassReport
 from sessionstore.mirror.sync import FileOps
-from sessionstore.storage.local_tree import OPEN_DIR, LocalDir, LocalTree, describe
+from sessionstore.storage.local_tree import OPEN_DIR, LocalDir, describe
+from sessionstore.storage.trees import make_tree
 
 if TYPE_CHECKING:
     from sessionstore.mirror.config import PassConfig
+    from sessionstore.storage.trees import DestTree
 
 
 class Pass(FileOps):
@@ -72,7 +74,7 @@ class Pass(FileOps):
         # Checked per pass: secrets may be registered on the same Redactor later.
         self.redactor = config.redactor if config.redactor else None
         self.name: Callable[[str], str] = safe_name(self.redactor) if self.redactor else identity
-        self.tree: LocalTree
+        self.tree: DestTree
         self.cache: Cache | None = None
         self.entries: dict[str, Entry] = {}
         # Dest rel of each listed dir -> the destination names the source accounts for:
@@ -104,14 +106,14 @@ class Pass(FileOps):
             return
         # The destination root is the root frame of a full pass (unlisted otherwise).
         root = Frame(None, "", "", root_fd, None, None, None)
-        tree_type = LocalTree
-        if m.dry_run:
-            from sessionstore.mirror.dry import DryTree  # a dry run only
+        if m.dry_run:  # local only: run_once refuses a dry run into a bucket
+            from sessionstore.mirror.dry import DryTree
 
-            tree_type = DryTree
-        self.tree = tree_type(root, self.error, self.touch, m.durable)
+            self.tree = DryTree(root, self.error, self.touch, m.durable)
+        else:
+            self.tree = make_tree(m.remote, root, self.error, self.touch, m.durable)
         try:
-            if self.tree.open_root(str(m.dest_real)):
+            if self.tree.open_root(str(m.remote or m.dest_real)):
                 self.start()
                 if subtrees is None or () in subtrees:
                     self.tops.append("")
@@ -281,8 +283,7 @@ class Pass(FileOps):
 
     def leave(self, frame: Frame) -> None:
         """After the subdirectories: empty directories, then the marker; pending goes up."""
-        # Sealing is looked up only where it decides something: the fast path
-        # needs no marker lstat.
+        # Sealing is looked up only where it decides something (no lstat on the fast path).
         if not frame.files and self.sealed(frame) is None and not self.tree.present(frame):
             frame.pending += 1  # mirror empty directories too
         if frame.held is not None:

@@ -29,7 +29,7 @@ from sessionstore.storage.local_tree_dirs import (
     LocalDirs,
     describe,
 )
-from sessionstore.storage.tree import Sealed
+from sessionstore.storage.tree import Sealed, Writer
 
 if TYPE_CHECKING:
     from sessionstore.storage.tree import Tree
@@ -159,7 +159,7 @@ class LocalTree(LocalDirs):
     # -- changing -------------------------------------------------------------------
 
     def commit_file(
-        self, d: LocalDir, name: str, mode: int, fill: Callable[[AtomicFile], None]
+        self, d: LocalDir, name: str, mode: int, fill: Callable[[Writer], None]
     ) -> os.stat_result | None:
         """Write `name` in `d` atomically (`fill` writes the bytes); the new file's fstat.
 
@@ -181,7 +181,7 @@ class LocalTree(LocalDirs):
         return written
 
     def commit_marker(
-        self, d: LocalDir, name: str, mode: int, fill: Callable[[AtomicFile], None]
+        self, d: LocalDir, name: str, mode: int, fill: Callable[[Writer], None]
     ) -> os.stat_result | None:
         """`commit_file`, but only if `name` is absent: a record's marker (sealing it).
 
@@ -225,6 +225,10 @@ class LocalTree(LocalDirs):
     def close_file(self, fd: int) -> None:
         """Close a file `open_file` opened."""
         os.close(fd)
+
+    def unconfirmed(self, d: LocalDir) -> bool:
+        """Never: a local commit is whole when it returns."""
+        return False
 
     def fchmod(self, d: LocalDir, fd: int, mode: int) -> None:
         if self.check(d):

@@ -17,7 +17,8 @@ For an object-storage backend, the mapping is:
 - `commit_file` is a single PUT (or a multipart upload completed only after
   `fill` returned), `commit_marker` a conditional PUT (`If-None-Match: *`)
   that raises `Sealed` when the key exists;
-- `flush` waits for outstanding writes; `check` is always True (no symlinks);
+- `flush` waits for outstanding writes, and `unconfirmed` says whether one
+  below a record failed (its marker then waits); `check` is always True (no symlinks);
 - `open_file` returns a handle on a ranged GET.
 
 Rules every implementation keeps: absent is an answer (None or False), never
@@ -33,9 +34,13 @@ import os
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from sessionstore._fs.atomic import AtomicFile
-
 ErrorSink = Callable[[str, str], None]  # (destination path, one-line problem)
+
+
+class Writer(Protocol):
+    """What `commit_file`'s `fill` writes the bytes into (a local `AtomicFile`, an upload)."""
+
+    def write(self, data: bytes, /) -> None: ...
 
 
 class Sealed(Exception):
@@ -118,7 +123,7 @@ class Tree(Protocol[D]):
         ...
 
     def commit_file(
-        self, d: D, name: str, mode: int, fill: Callable[[AtomicFile], None]
+        self, d: D, name: str, mode: int, fill: Callable[[Writer], None]
     ) -> os.stat_result | None:
         """Write `name` atomically from `fill`; its metadata, or None if `d` is unusable.
 
@@ -128,9 +133,13 @@ class Tree(Protocol[D]):
         ...
 
     def commit_marker(
-        self, d: D, name: str, mode: int, fill: Callable[[AtomicFile], None]
+        self, d: D, name: str, mode: int, fill: Callable[[Writer], None]
     ) -> os.stat_result | None:
         """`commit_file` only if `name` is absent; raises `Sealed` if it is taken."""
+        ...
+
+    def unconfirmed(self, d: D) -> bool:
+        """Whether a write below `d` failed after `commit_file` returned (before a marker)."""
         ...
 
     def fchmod(self, d: D, fd: int, mode: int) -> None:

@@ -1,0 +1,47 @@
+"""An `s3://` mirror destination named on the command line: a URL, or an id in an s3 store.
+
+`mirror SRC s3://BUCKET/PREFIX/ID` mirrors into that prefix (a session of
+the store `s3://BUCKET/PREFIX` when it holds `session.json`);
+`mirror SRC ID --store s3://BUCKET/PREFIX` (or `SESSIONSTORE_HOME`) into the
+session ID of that store, which must exist. Imported only for those.
+"""
+
+from __future__ import annotations
+
+from sessionstore.errors import InvalidId
+from sessionstore.format.names import MANIFEST, validate_id
+from sessionstore.storage.s3_config import is_s3_url, parse_s3_url
+from sessionstore.storage.s3_tree_io import S3Dest
+
+__all__ = ["remote_store", "resolve_remote"]
+
+_MANIFEST_LIMIT = 1 << 20
+
+
+def remote_store(store: str) -> str | None:
+    """The `s3://` store a --store value (or `$SESSIONSTORE_HOME`) names, else None.
+
+    `--store` is parsed as a path, which folds `s3://` to `s3:/`: that form is
+    read back as the URL it was.
+    """
+    if store.startswith("s3:/") and not is_s3_url(store):
+        store = "s3://" + store[len("s3:/") :]
+    return store if is_s3_url(store) else None
+
+
+def resolve_remote(dst: str, store: str | None) -> S3Dest | None:
+    """The bucket destination DST names: an `s3://` URL, or a session of the s3 `store`.
+
+    None when DST is neither (a local path, then). Raises `StorageError` when
+    the bucket cannot be used, `InvalidInput` for a malformed URL.
+    """
+    if is_s3_url(dst):
+        return S3Dest(parse_s3_url(dst))
+    if store is None:
+        return None
+    try:
+        validate_id(dst)
+    except InvalidId:
+        return None
+    dest = S3Dest(parse_s3_url(f"{parse_s3_url(store)}/{dst}"))
+    return dest if dest.get(MANIFEST, _MANIFEST_LIMIT) is not None else None

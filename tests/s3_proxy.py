@@ -1,0 +1,121 @@
+"""A counting (and optionally slowing) HTTP proxy in front of a loopback S3 server.
+
+The mirror's S3 tests point `AWS_ENDPOINT_URL` at it to count the requests
+a pass really sends (retries included: they are counted where they arrive),
+to hold multipart part uploads for a while (so a test can kill a mirror
+while its upload is certainly in flight) and to refuse chosen PUTs. It binds
+127.0.0.1 and a free port, forwards every request unchanged (the Host header
+too: the signature covers it) and is stopped by the test that started it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import threading
+import time
+import urllib.parse
+from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+HOST = "127.0.0.1"
+_DENIED = b"<?xml version='1.0'?><Error><Code>AccessDenied</Code><Message>no</Message></Error>"
+
+
+class Proxy:
+    """What the proxy saw: a count of requests by kind (`LIST`, `PUT`, `HEAD`, `PART`, ...)."""
+
+    def __init__(self, upstream: str) -> None:
+        parsed = urllib.parse.urlsplit(upstream)
+        self.upstream = (parsed.hostname or HOST, parsed.port or 80)
+        self.counts: Counter[str] = Counter()
+        self.part_delay = 0.0  # seconds each UploadPart request is held before forwarding
+        self.refuse = ""  # PUTs whose path holds this are answered 403 AccessDenied
+        self.lock = threading.Lock()
+        self.endpoint = ""
+
+    def total(self) -> int:
+        with self.lock:
+            return sum(self.counts.values())
+
+    def reset(self) -> None:
+        with self.lock:
+            self.counts.clear()
+
+    def snapshot(self) -> dict[str, int]:
+        with self.lock:
+            return dict(self.counts)
+
+
+def _kind(method: str, path: str) -> str:
+    query = urllib.parse.urlsplit(path).query
+    if "partNumber=" in query:
+        return "PART"
+    if method == "GET" and ("list-type" in query or "prefix=" in query or "uploads" in query):
+        return "LIST"
+    return method
+
+
+def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def _forward(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            kind = _kind(self.command, self.path)
+            with proxy.lock:
+                proxy.counts[kind] += 1
+            if kind == "PART" and proxy.part_delay:
+                time.sleep(proxy.part_delay)
+            if proxy.refuse and self.command == "PUT" and proxy.refuse in self.path:
+                self._answer(403, _DENIED)
+                return
+            conn = http.client.HTTPConnection(*proxy.upstream, timeout=60)
+            try:
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                answer = conn.getresponse()
+                data = answer.read()
+                self.send_response(answer.status, answer.reason)
+                for key, value in answer.getheaders():
+                    if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+            finally:
+                conn.close()
+
+        def _answer(self, status: int, data: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+    return Handler
+
+
+@contextlib.contextmanager
+def counting_proxy(upstream: str) -> Iterator[Proxy]:
+    """A `Proxy` to `upstream` on 127.0.0.1 while the block runs."""
+    proxy = Proxy(upstream)
+    server = ThreadingHTTPServer((HOST, 0), _handler(proxy))
+    server.daemon_threads = True
+    proxy.endpoint = f"http://{HOST}:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, name="s3-proxy", daemon=True)
+    thread.start()
+    try:
+        yield proxy
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
