@@ -8,12 +8,13 @@ Subcommands live in their own modules and are imported only when invoked, so
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
 import click
 
 from sessionstore import __version__
-from sessionstore.cli.common import CONTEXT_SETTINGS
+from sessionstore.cli.common import COLORS, CONTEXT_SETTINGS, GROUP_COLOR, GROUP_STORE
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 
@@ -63,16 +64,44 @@ class LazyGroup(click.Group):
             raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
 
 
+def _remember(key: str) -> Any:
+    """A callback keeping a group option's value for the subcommand (see cli.common)."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if value is not None:
+            ctx.meta[key] = value
+
+    return callback
+
+
 @click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
 @click.version_option(__version__, "--version", prog_name="sessionstore")
+@click.option(
+    "--store",
+    type=click.Path(file_okay=False, path_type=Path),
+    expose_value=False,
+    callback=_remember(GROUP_STORE),
+    help="Store directory for every command (a command's own --store wins).",
+)
+@click.option(
+    "--color",
+    type=click.Choice(COLORS),
+    expose_value=False,
+    callback=_remember(GROUP_COLOR),
+    help="Styling of tables: auto (a terminal without NO_COLOR), always, never.",
+)
 def cli() -> None:
     """Durable records for agent sessions: store, mirror, inspect.
+
+    Options given before the command apply to it as if given after it; the
+    command's own --store or --color wins when both are given.
 
     \b
     Examples:
       sessionstore new --name tune-llama --trials 3
       sessionstore mirror ./workspace ~/.sessionstore/1a2b3c4d --once
       sessionstore inspect 1a2b3c4d --json
+      sessionstore --store /data/sessions inspect --status running
     """
 
 

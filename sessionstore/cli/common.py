@@ -31,12 +31,59 @@ def command() -> Callable[[Callable[..., Any]], click.Command]:
     return click.command(context_settings=CONTEXT_SETTINGS)
 
 
+# What the group's own options (`sessionstore --store X --color never CMD`) set, in the
+# context's `meta` (shared by every context of one invocation): a command's own option wins.
+GROUP_STORE = "sessionstore.store"
+GROUP_COLOR = "sessionstore.color"
+COLORS = ("auto", "always", "never")
+
+
+def _group_store(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    return value if value is not None else ctx.meta.get(GROUP_STORE)
+
+
 store_option = click.option(
     "--store",
     "store_dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Store directory (default: $SESSIONSTORE_HOME, else ~/.sessionstore).",
+    callback=_group_store,
+    help="Store directory (default: sessionstore --store, else $SESSIONSTORE_HOME, else "
+    "~/.sessionstore).",
+)
+
+
+def color_option(func: F) -> F:
+    """`--color WHEN` (and `--no-color`, its `never`); the command receives `color`:
+    `auto`, `always` or `never`, the group's `--color` when the command has none."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, no_color: bool, color: str | None, **kwargs: Any) -> Any:
+        if no_color and color not in (None, "never"):
+            raise click.UsageError("give one of --color and --no-color")
+        if no_color:
+            color = "never"
+        chosen = color or click.get_current_context().meta.get(GROUP_COLOR) or "auto"
+        return func(*args, color=chosen, **kwargs)
+
+    with_color: Any = click.option(
+        "--color",
+        "color",
+        type=click.Choice(COLORS),
+        is_flag=False,
+        flag_value="always",
+        default=None,
+        help="Styling: auto (a terminal without NO_COLOR), always, never. Default: "
+        "sessionstore --color, else auto; a bare --color is always.",
+    )(wrapper)
+    decorated: F = click.option("--no-color", is_flag=True, help="Same as --color never.")(
+        with_color
+    )
+    return decorated
+
+
+quiet_option = click.option(
+    "--quiet", "-q", is_flag=True, help="Print nothing but errors (the exit status tells)."
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
