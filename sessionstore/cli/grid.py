@@ -70,20 +70,25 @@ def _text(cell: Cell) -> str:
     return cell if isinstance(cell, str) else cell[0]
 
 
+def _len(text: str) -> int:
+    """Terminal cells of `text`: its length when ASCII (most cells here: the fast path)."""
+    return len(text) if text.isascii() else cell_len(text)
+
+
 def _fold(text: str, width: int) -> list[str]:
     """`text` in lines of at most `width` cells: broken at spaces, a longer word folded."""
-    if cell_len(text) <= width:
+    if _len(text) <= width:
         return [text]
     lines: list[str] = []
     line = ""
     for word in text.split(" "):
         candidate = f"{line} {word}" if line else word
-        if cell_len(candidate) <= width:
+        if _len(candidate) <= width:
             line = candidate
             continue
         if line:
             lines.append(line)
-        pieces = chop_cells(word, width) if cell_len(word) > width else [word]
+        pieces = chop_cells(word, width) if _len(word) > width else [word]
         lines.extend(pieces[:-1])
         line = pieces[-1] if pieces else ""
     lines.append(line)
@@ -91,38 +96,33 @@ def _fold(text: str, width: int) -> list[str]:
 
 
 def _cut(text: str, width: int) -> str:
-    if cell_len(text) <= width:
+    if _len(text) <= width:
         return text
     return chop_cells(text, max(width - 1, 1))[0] + "…" if width > 1 else "…"
-
-
-def _pad(text: str, width: int, right: bool) -> str:
-    room = width - cell_len(text)
-    return " " * room + text if right else text + " " * room
 
 
 def _widths(
     console: Console, columns: Sequence[Column], rows: Sequence[Sequence[Cell]]
 ) -> list[int]:
-    natural = [cell_len(c.header) for c in columns]
+    natural = [_len(c.header) for c in columns]
     longest_word = [0] * len(columns)
     for row in rows:
         for i, cell in enumerate(row):
-            text = _text(cell)
-            size = cell_len(text)
+            text = cell if isinstance(cell, str) else cell[0]
+            size = _len(text)
             if size > natural[i]:
                 natural[i] = size
-            if columns[i].wrap and size > longest_word[i]:
-                longest_word[i] = max(map(cell_len, text.split(" ")))
+            # A word is never longer than its cell: most cells need no split.
+            if size > longest_word[i] and columns[i].wrap:
+                longest_word[i] = max(longest_word[i], *map(_len, text.split(" ")))
     minimum = [
-        max(cell_len(c.header), c.min_width, min(longest_word[i], 16) if c.wrap else natural[i])
+        max(_len(c.header), c.min_width, min(longest_word[i], 16) if c.wrap else natural[i])
         for i, c in enumerate(columns)
     ]
     natural = [max(n, m) for n, m in zip(natural, minimum, strict=True)]
     available = console.width - 1 - 2 * (len(columns) - 1)
-    return fit_widths(
-        natural, [min(m, n) for m, n in zip(minimum, natural, strict=True)], available
-    )
+    floors = [min(m, n) for m, n in zip(minimum, natural, strict=True)]
+    return fit_widths(natural, floors, available)
 
 
 def render_grid(
@@ -131,25 +131,41 @@ def render_grid(
     """Print `title`, the headers and `rows` (one cell per column) at the console's width."""
     styled = console.color_system is not None and not console.no_color
     widths = _widths(console, columns, rows)
+    layout = [(c.wrap, c.right, w) for c, w in zip(columns, widths, strict=True)]
 
-    def paint(text: str, style: str) -> str:
-        return f"\x1b[{_SGR[style]}m{text}\x1b[0m" if styled and style and text.strip() else text
+    def line_of(parts: list[tuple[str, str, int]]) -> str:
+        out = []
+        for (_, right, width), (text, style, size) in zip(layout, parts, strict=True):
+            pad = " " * (width - size)
+            padded = pad + text if right else text + pad
+            out.append(
+                f"\x1b[{_SGR[style]}m{padded}\x1b[0m" if styled and style and text else padded
+            )
+        return (" " + "  ".join(out)).rstrip()
 
     def lines_of(cells: Sequence[Cell], header: bool) -> list[str]:
-        parts = []
-        for column, cell, width in zip(columns, cells, widths, strict=True):
+        parts: list[tuple[str, str, int]] = []
+        fits = True
+        for (_, _, width), cell in zip(layout, cells, strict=True):
             text, style = (cell, "") if isinstance(cell, str) else cell
-            folded = _fold(text, width) if column.wrap else [_cut(text, width)]
-            parts.append((folded, column.right, width, "bold" if header else style))
-        height = max(len(p[0]) for p in parts)
-        out = []
-        for k in range(height):
-            line = " " + "  ".join(
-                paint(_pad(folded[k] if k < len(folded) else "", width, right), style)
-                for folded, right, width, style in parts
+            size = _len(text)
+            fits = fits and size <= width
+            parts.append((text, "bold" if header else style, size))
+        if fits:  # the common row: one line, nothing to fold or cut
+            return [line_of(parts)]
+        folded = [
+            _fold(text, width) if wrap else [_cut(text, width)]
+            for (wrap, _, width), (text, _, _) in zip(layout, parts, strict=True)
+        ]
+        return [
+            line_of(
+                [
+                    (f[k], style, _len(f[k])) if k < len(f) else ("", style, 0)
+                    for f, (_, style, _) in zip(folded, parts, strict=True)
+                ]
             )
-            out.append(line.rstrip())
-        return out
+            for k in range(max(map(len, folded)))
+        ]
 
     output = [title, *lines_of([c.header for c in columns], header=True)]
     for row in rows:
