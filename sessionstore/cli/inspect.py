@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from sessionstore.cli.common import color_option, command, emit_json, library_errors, target_options
-from sessionstore.cli.listing import Listing, listing_options
+from sessionstore.cli.listing import Listing, listing_options, name_order
 from sessionstore.errors import InvalidInput
 from sessionstore.store.target import resolve_target, store_root
 
@@ -140,19 +140,13 @@ def _views(sessions: list[Session], listing: Listing, goal: Objective) -> Iterat
 
     chosen = [s for s in sessions if listing.labelled(s.manifest)]
     if listing.sort == "name":
-        chosen.sort(key=_name_key)
+        chosen.sort(key=lambda s: name_order(s.manifest, s.path.name))
     views: Iterable[SessionView] = (
         view for view in (SessionView.load(s, goal) for s in chosen) if listing.wants(view.status)
     )
     if listing.sort == "best":
         views = sorted(views, key=_best_key)  # every session is read first: no way round it
     return listing.take(views)
-
-
-def _name_key(session: Session) -> tuple[bool, str, str]:
-    name = (session.manifest or {}).get("name")
-    named = isinstance(name, str)
-    return (not named, name if isinstance(name, str) else "", session.path.name)
 
 
 def _best_key(view: SessionView) -> tuple[int, float]:

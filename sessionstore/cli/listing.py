@@ -74,6 +74,14 @@ class Listing:
         out.flush()
 
 
+def name_order(manifest: Mapping[str, Any] | None, ident: str) -> tuple[bool, str, str]:
+    """The key of `--sort name`: named sessions by name, then the unnamed; ties by id."""
+    name = (manifest or {}).get("name")
+    if isinstance(name, str):
+        return (False, name, ident)
+    return (True, "", ident)
+
+
 def _dumps(value: Any, *, indent: bool) -> bytes:
     """orjson, exact but for a name that is not UTF-8: its undecodable bytes as `\\xNN`."""
     import orjson  # listings as data only: a table never loads it here

@@ -16,9 +16,12 @@ from typing import TYPE_CHECKING
 import click
 
 from sessionstore._display import escape
-from sessionstore.cli.common import command, json_option, library_errors, store_option
+from sessionstore.cli.common import command, library_errors, quiet_option, store_option
+from sessionstore.cli.listing import Listing, listing_options
 from sessionstore.errors import InvalidInput, SessionNotFound
 from sessionstore.store.target import resolve_destination, store_root
+
+EVENT_COLUMNS = ("type", "path", "offset", "in", "kind", "source", "reason", "error")
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -40,7 +43,8 @@ if TYPE_CHECKING:
 )
 @click.option("--patterns", is_flag=True, help="Look for well-known token shapes too.")
 @store_option
-@json_option
+@listing_options(json_help="Print one JSON array of the events, each as it is found.")
+@quiet_option
 @library_errors
 def scan(
     target: str,
@@ -48,7 +52,8 @@ def scan(
     secrets_file: Path | None,
     patterns: bool,
     store_dir: Path | None,
-    as_json: bool,
+    listing: Listing,
+    quiet: bool,
 ) -> None:
     """Look for leaked secrets in a store, a session, any directory or a file.
 
@@ -68,7 +73,10 @@ def scan(
     never its value. Names shown below the root have their secrets
     redacted. With --json, one JSON array of objects: findings (type
     "finding": path, offset, in, kind, source), skipped entries (type
-    "skipped": path, reason) and errors (type "error": path, error).
+    "skipped": path, reason) and errors (type "error": path, error); --nl
+    prints them one a line, --csv as rows. --limit N stops after N
+    findings. -q prints the findings only (no skipped entries, errors or
+    counts on stderr): the exit status still tells.
 
     Exit status: 0 when nothing was found, 1 on any finding or error
     (unreadable files, an unset variable, nothing to look for), 2 for bad
@@ -83,19 +91,22 @@ def scan(
     # Imported when the command runs: the redactor and its automaton are not start-up.
     from sessionstore.redact.scan_tree import ScanTotals, scan_path
 
+    if listing.limit == 0:
+        raise click.UsageError("--limit must be at least 1: a scan of nothing is no audit")
     scanner = _scanner(secret_env, secrets_file, patterns)
     root, follow = _root(target, store_dir)
     totals = ScanTotals()
-    events = scan_path(root, scanner, follow=follow, totals=totals)
+    events = _limited(scan_path(root, scanner, follow=follow, totals=totals), listing.limit)
     try:
-        if as_json:
-            _render_json(events)
+        if listing.fmt is not None:
+            listing.emit((event.to_dict() for event in events), EVENT_COLUMNS)
         else:
-            _render_lines(events)
+            _render_lines(events, quiet)
     except BrokenPipeError:
         sys.stderr.write("scan: output closed early; scan stopped\n")
         sys.exit(1)
-    _summary(totals)
+    if not quiet:
+        _summary(totals, listing.limit)
     if totals.findings or totals.errors:
         sys.exit(1)
 
@@ -127,8 +138,8 @@ def _root(target: str, store_dir: Path | None) -> tuple[str, bool]:
     return str(path), False
 
 
-def _render_lines(events: Iterator[Event]) -> None:
-    """Findings on stdout, one line each; skipped entries and errors on stderr."""
+def _render_lines(events: Iterator[Event], quiet: bool) -> None:
+    """Findings on stdout, one line each; skipped entries and errors on stderr (not `quiet`)."""
     from sessionstore.redact.scan_tree import Finding, Skipped
 
     for event in events:
@@ -136,6 +147,9 @@ def _render_lines(events: Iterator[Event]) -> None:
             at = event.offset if event.where == "content" else event.where.replace(" ", "-")
             line = f"{escape(event.path)}:{at} {event.kind} {escape(event.source)}\n"
             sys.stdout.write(line)
+            sys.stdout.flush()  # each finding as it is found, to a pipe too
+        elif quiet:
+            continue
         elif isinstance(event, Skipped):
             sys.stderr.write(f"scan: skipped {escape(event.path)} ({event.reason})\n")
         else:
@@ -143,28 +157,22 @@ def _render_lines(events: Iterator[Event]) -> None:
     sys.stdout.flush()
 
 
-def _render_json(events: Iterator[Event]) -> None:
-    """One JSON array, written an element at a time (a big scan is never held whole)."""
-    import orjson  # --json only
+def _limited(events: Iterator[Event], limit: int | None) -> Iterator[Event]:
+    """`events` up to and including the `limit`th finding (all of them without one)."""
+    from sessionstore.redact.scan_tree import Finding
 
-    from sessionstore._json import utf8_safe
-
-    out = sys.stdout.buffer
-    sep = b"[\n"
+    found = 0
     for event in events:
-        item = event.to_dict()
-        try:
-            data = orjson.dumps(item)
-        except TypeError:  # a name that is not UTF-8: its bytes as \xNN
-            data = orjson.dumps(utf8_safe(item))
-        out.write(sep + b"  " + data)
-        sep = b",\n"
-    out.write(b"[]\n" if sep == b"[\n" else b"\n]\n")
-    out.flush()
+        yield event
+        found += isinstance(event, Finding)
+        if found == limit:
+            return
 
 
-def _summary(totals: ScanTotals) -> None:
+def _summary(totals: ScanTotals, limit: int | None) -> None:
     counts = f"{_n(totals.findings, 'finding')} in {_n(totals.files, 'file')}"
+    if limit is not None and totals.findings >= limit:
+        counts += f", stopped at --limit {limit}"
     extra = [f"{totals.skipped} skipped"] + ([_n(totals.errors, "error")] if totals.errors else [])
     sys.stderr.write(f"scan: {counts} ({', '.join(extra)})\n")
 
