@@ -83,7 +83,7 @@ def color_option(func: F) -> F:
 
 
 quiet_option = click.option(
-    "--quiet", "-q", is_flag=True, help="Print nothing but errors (the exit status tells)."
+    "--quiet", "-q", is_flag=True, help="No confirmation or summary line: errors and warnings only."
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
