@@ -8,7 +8,7 @@ import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -17,6 +17,9 @@ from sessionstore._fs import read as fsread
 from sessionstore._json import MAX_MARKER_BYTES
 from sessionstore.errors import InvalidInput, SessionStoreError
 from sessionstore.format.names import MAX_RECORD
+
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -88,6 +91,30 @@ quiet_option = click.option(
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 
+def complete_target(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """Shell completion of TARGET: the session ids of the store (the command's --store,
+    else the group's, else $SESSIONSTORE_HOME) that start with what is typed; a path when
+    none does, so `./work<TAB>` still completes a session directory."""
+    from click.shell_completion import CompletionItem
+
+    from sessionstore.store.target import prefix_matches, store_root
+
+    store = ctx.params.get("store_dir") or ctx.meta.get(GROUP_STORE)
+    root = store_root(store)
+    if incomplete:
+        ids = prefix_matches(incomplete, root)
+    else:
+        from sessionstore.store.session import Store
+
+        ids = sorted(s.path.name for s in Store(root).sessions()) if root.is_dir() else []
+    if ids:
+        return [CompletionItem(i) for i in ids]
+    kind = "file" if param.metavar == "PATH|TARGET" else "dir"
+    return [CompletionItem(incomplete, type=kind)]
+
+
 def target_options(required: bool = True, *, many: bool = False) -> Callable[[F], F]:
     """The TARGET argument and the `--store` option, as every command that takes a session has.
 
@@ -102,10 +129,16 @@ def target_options(required: bool = True, *, many: bool = False) -> Callable[[F]
     def decorate(func: F) -> F:
         with_store: F = store_option(func)
         if many:
-            return click.argument("targets", metavar="TARGET...", nargs=-1, required=True)(
-                with_store
-            )
-        return click.argument("target", required=required)(with_store)
+            return click.argument(
+                "targets",
+                metavar="TARGET...",
+                nargs=-1,
+                required=True,
+                shell_complete=complete_target,
+            )(with_store)
+        return click.argument("target", required=required, shell_complete=complete_target)(
+            with_store
+        )
 
     return decorate
 

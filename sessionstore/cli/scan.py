@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING
 import click
 
 from sessionstore._display import escape
-from sessionstore.cli.common import command, library_errors, quiet_option, store_option
+from sessionstore.cli.common import (
+    command,
+    complete_target,
+    library_errors,
+    quiet_option,
+    store_option,
+)
 from sessionstore.cli.listing import Listing, listing_options
 from sessionstore.errors import InvalidInput, SessionNotFound
 from sessionstore.store.target import resolve_destination, store_root
@@ -31,7 +37,7 @@ if TYPE_CHECKING:
 
 
 @command()
-@click.argument("target", metavar="PATH|TARGET")
+@click.argument("target", metavar="PATH|TARGET", shell_complete=complete_target)
 @click.option(
     "--secret-env", multiple=True, metavar="VAR", help="Look for the value of $VAR (repeatable)."
 )
