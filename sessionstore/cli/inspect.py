@@ -95,6 +95,8 @@ def inspect(
 
     goal = Objective(objective or DEFAULT_OBJECTIVE, "higher" if higher else "lower")
     if target is None:
+        if show_all:
+            raise click.UsageError("--all shows every trial of one session: give its TARGET")
         _store_list(store_dir, listing, goal, color)
         return
     if listing.filtered or listing.fmt in ("nl", "csv") or listing.sort != "created":
