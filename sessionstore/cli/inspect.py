@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
+from sessionstore.cli.cells import no_sessions
 from sessionstore.cli.common import color_option, command, emit_json, library_errors, target_options
 from sessionstore.cli.listing import Listing, listing_options, name_order
 from sessionstore.errors import InvalidInput
@@ -90,14 +91,10 @@ def inspect(
       sessionstore inspect 1a2b3c4d --objective benchmark.metrics.ttft_ms.p99 --lower
       sessionstore inspect ./workspace --json
     """
-    # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
-    from sessionstore.inspect.best import DEFAULT_OBJECTIVE, Objective
-
-    goal = Objective(objective or DEFAULT_OBJECTIVE, "higher" if higher else "lower")
     if target is None:
         if show_all:
             raise click.UsageError("--all shows every trial of one session: give its TARGET")
-        _store_list(store_dir, listing, goal, color)
+        _store_list(store_dir, listing, lambda: _goal(objective, higher), color)
         return
     if listing.filtered or listing.fmt in ("nl", "csv") or listing.sort != "created":
         raise click.UsageError(
@@ -106,7 +103,7 @@ def inspect(
         )
     from sessionstore.inspect.summary import SessionView
 
-    view = SessionView.load(resolve_target(target, store_dir), goal)
+    view = SessionView.load(resolve_target(target, store_dir), _goal(objective, higher))
     if listing.fmt == "json":
         emit_json(view.detail())
         return
@@ -117,30 +114,43 @@ def inspect(
     session_detail(make_console(color), view, lineage_info(view.session), show_all=show_all)
 
 
-def _store_list(store_dir: Path | None, listing: Listing, goal: Objective, color: str) -> None:
+def _goal(objective: str | None, higher: bool) -> Objective:
+    # Imported when a session is read: an empty listing needs none of it (start-up).
+    from sessionstore.inspect.best import DEFAULT_OBJECTIVE, Objective
+
+    return Objective(objective or DEFAULT_OBJECTIVE, "higher" if higher else "lower")
+
+
+def _store_list(
+    store_dir: Path | None, listing: Listing, goal: Callable[[], Objective], color: str
+) -> None:
     """The store's sessions, chosen and ordered by `listing`, a row as each is read."""
     from sessionstore.store.session import Store
 
     root = store_root(store_dir)
     if not root.is_dir() and (store_dir is not None or root.exists()):
         raise InvalidInput(str(root), "no such store directory")
-    store = Store(root)
-    views = _views(store.sessions() if root.is_dir() else [], listing, goal)
+    found = Store(root).sessions() if root.is_dir() else []
+    chosen = [s for s in found if listing.labelled(s.manifest)]
+    if not chosen and listing.fmt is None:
+        # Neither the records' modules nor rich for an empty list: start-up (issue 16).
+        click.echo(no_sessions(root, listing.filtered))
+        return
+    views = _views(chosen, listing, goal())
     if listing.fmt is not None:
         listing.emit((v.summary() for v in views), SUMMARY_COLUMNS)
         return
     # rich only for tables: the data formats never import it.
     from sessionstore.cli.views import make_console, session_list
 
-    session_list(make_console(color), list(views), store.root, filtered=listing.filtered)
+    session_list(make_console(color), list(views), root, filtered=listing.filtered)
 
 
-def _views(sessions: list[Session], listing: Listing, goal: Objective) -> Iterator[SessionView]:
+def _views(chosen: list[Session], listing: Listing, goal: Objective) -> Iterator[SessionView]:
     """Each session's view in the listing's order, loaded only when it is next: labels and
     names are the manifest's (read by the listing), status and best need the records."""
     from sessionstore.inspect.summary import SessionView
 
-    chosen = [s for s in sessions if listing.labelled(s.manifest)]
     if listing.sort == "name":
         chosen.sort(key=lambda s: name_order(s.manifest, s.path.name))
     views: Iterable[SessionView] = (

@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sessionstore._display import escape
-from sessionstore.cli.cells import fmt_number
+from sessionstore.cli.cells import fmt_number, no_sessions
 from sessionstore.cli.grid import fit_widths
 from sessionstore.cli.records import attempts_table, trials_table
 from sessionstore.inspect.best import Best, as_number
@@ -111,8 +111,7 @@ def session_list(
     longest word up to a cap, so a narrow terminal gets taller rows.
     """
     if not views:
-        which = "no matching sessions" if filtered else "no sessions"
-        console.print(Text(f"{which} in {escape(str(root))}"))
+        console.print(Text(no_sessions(root, filtered)))
         return
     compact = console.width < 80
     gap = 1 if compact else 2

@@ -20,7 +20,6 @@ one visible by `create`-ing the manifest last.
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -238,6 +237,9 @@ def _manifest(**fields: Any) -> dict[str, Any]:
 
 
 def _generated_id() -> str:
+    # Imported here: secrets loads hashlib and OpenSSL, a tenth of `inspect`'s start-up.
+    import secrets
+
     return secrets.token_hex(4)
 
 

@@ -205,3 +205,21 @@ def test_python_m_and_the_group_help_name_the_global_options() -> None:
     )
     assert done.returncode == 0
     assert "--store" in done.stdout and "--color" in done.stdout
+
+
+def test_the_fast_version_line_is_clicks() -> None:
+    # `sessionstore --version` answers before click is imported (start-up): its line
+    # must be what click's own version option prints.
+    from sessionstore.cli import VERSION_LINE
+
+    assert invoke("--version").outcome == (0, VERSION_LINE, "")
+    done = run("--version")
+    assert (done.returncode, done.stdout, done.stderr) == (0, VERSION_LINE, "")
+    code = (
+        "import sys; from sessionstore.cli import main; main(['--version']); "
+        "print(sorted(sys.modules))"
+    )
+    modules = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    assert "'click'" not in modules
