@@ -27,7 +27,7 @@ from sessionstore.cli.cells import fmt_number, no_sessions
 from sessionstore.cli.grid import fit_widths
 from sessionstore.cli.records import attempts_table, trials_table
 from sessionstore.inspect.best import Best, as_number
-from sessionstore.inspect.spark import bars, window
+from sessionstore.inspect.spark import bars
 from sessionstore.inspect.summary import SessionView
 from sessionstore.store.session import Record, RecordState
 
@@ -168,12 +168,12 @@ def _spark(console: Console, view: SessionView) -> Text | None:
     if not view.trials:
         return None
     label = f"{escape(view.objective.name)} "
-    every = bars(view.scores, view.best)
     values = [s.value for s in view.scores if s.value is not None]
     scale = f"0 to {fmt_number(max(values))}" if values else "no values"
     # Room for the widest possible caption, so the line never wraps.
-    caption_room = len(f" {scale}, trials {every[-1].n}-{every[-1].n}")
-    shown = window(every, max(console.width - len(label) - caption_room, 10))
+    last = view.scores[-1].n
+    caption_room = len(f" {scale}, trials {last}-{last}")
+    shown = bars(view.scores, view.best, max(console.width - len(label) - caption_room, 10))
     text = Text()
     text.append(label, style="bold")
     for bar in shown:
