@@ -150,69 +150,83 @@ def listing_options(
     (its choices), `--sort` with `sorts` (the first is the default), `--label`
     with `labels` (sessions only: it matches the manifest's `labels`).
     """
+    options = _options(statuses, status_help, sorts, labels, json_help)
 
     def decorate(func: F) -> F:
-        @functools.wraps(func)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            chosen = [fmt for fmt in ("json", "nl", "csv") if kwargs.pop(f"listing_{fmt}")]
-            if len(chosen) > 1:
-                raise click.UsageError("give at most one of --json, --nl and --csv")
-            kwargs["listing"] = Listing(
-                fmt=chosen[0] if chosen else None,  # type: ignore[arg-type]
-                limit=kwargs.pop("listing_limit"),
-                statuses=kwargs.pop("listing_statuses", ()),
-                labels=kwargs.pop("listing_labels", ()),
-                sort=kwargs.pop("listing_sort", "created"),
-            )
-            return func(*args, **kwargs)
-
-        options = [
-            click.option("--json", "listing_json", is_flag=True, help=json_help),
-            click.option("--nl", "listing_nl", is_flag=True, help="Print one JSON object a line."),
-            click.option("--csv", "listing_csv", is_flag=True, help="Print CSV with a header."),
-            click.option(
-                "--limit",
-                "listing_limit",
-                type=click.IntRange(min=0),
-                metavar="N",
-                help="Show at most N rows.",
-            ),
-        ]
-        if statuses is not None:
-            options.append(
-                click.option(
-                    "--status",
-                    "listing_statuses",
-                    multiple=True,
-                    type=click.Choice(list(statuses)),
-                    help=status_help,
-                )
-            )
-        if labels:
-            options.append(
-                click.option(
-                    "--label",
-                    "listing_labels",
-                    multiple=True,
-                    metavar="K=V",
-                    callback=_label,
-                    help="Only sessions labelled K=V (repeatable: all must match).",
-                )
-            )
-        if sorts:
-            options.append(
-                click.option(
-                    "--sort",
-                    "listing_sort",
-                    type=click.Choice(list(sorts)),
-                    default=sorts[0],
-                    show_default=True,
-                    help="Order of the rows: " + ", ".join(_SORT_HELP[s] for s in sorts) + ".",
-                )
-            )
-        decorated: Any = wrapper
+        decorated: Any = _packed(func)
         for option in reversed(options):
             decorated = option(decorated)
         return decorated  # type: ignore[no-any-return]
 
     return decorate
+
+
+def _packed(func: F) -> F:
+    """`func` called with the listing options packed into `listing`."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        chosen = [fmt for fmt in ("json", "nl", "csv") if kwargs.pop(f"listing_{fmt}")]
+        if len(chosen) > 1:
+            raise click.UsageError("give at most one of --json, --nl and --csv")
+        kwargs["listing"] = Listing(
+            fmt=chosen[0] if chosen else None,  # type: ignore[arg-type]
+            limit=kwargs.pop("listing_limit"),
+            statuses=kwargs.pop("listing_statuses", ()),
+            labels=kwargs.pop("listing_labels", ()),
+            sort=kwargs.pop("listing_sort", "created"),
+        )
+        return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _options(
+    statuses: Sequence[str] | None,
+    status_help: str,
+    sorts: Sequence[str],
+    labels: bool,
+    json_help: str,
+) -> list[Callable[[Any], Any]]:
+    options = [
+        click.option("--json", "listing_json", is_flag=True, help=json_help),
+        click.option("--nl", "listing_nl", is_flag=True, help="Print one JSON object a line."),
+        click.option("--csv", "listing_csv", is_flag=True, help="Print CSV with a header."),
+        click.option(
+            "--limit",
+            "listing_limit",
+            type=click.IntRange(min=0),
+            metavar="N",
+            help="At most N rows.",
+        ),
+    ]
+    if statuses is not None:
+        choice = click.Choice(list(statuses))
+        options.append(
+            click.option(
+                "--status", "listing_statuses", multiple=True, type=choice, help=status_help
+            )
+        )
+    if labels:
+        options.append(
+            click.option(
+                "--label",
+                "listing_labels",
+                multiple=True,
+                metavar="K=V",
+                callback=_label,
+                help="Only sessions labelled K=V (repeatable: all must match).",
+            )
+        )
+    if sorts:
+        options.append(
+            click.option(
+                "--sort",
+                "listing_sort",
+                type=click.Choice(list(sorts)),
+                default=sorts[0],
+                show_default=True,
+                help="Order of the rows: " + ", ".join(_SORT_HELP[s] for s in sorts) + ".",
+            )
+        )
+    return options

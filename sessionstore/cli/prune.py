@@ -89,8 +89,7 @@ def prune(
       sessionstore prune --label team=infra --dry-run --csv
     """
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
-    from sessionstore.store.lifecycle_remove import PRUNABLE, prunable, sweep_removed
-    from sessionstore.store.lifecycle_remove import prune as prune_sessions
+    from sessionstore.store.lifecycle_remove import PRUNABLE, prunable
     from sessionstore.store.session import Store
     from sessionstore.store.target import store_root
 
@@ -114,13 +113,21 @@ def prune(
         return
     if candidates and not yes and not click.confirm(f"remove these {len(candidates)} sessions?"):
         raise click.exceptions.Exit(1)
+    _remove(store, candidates, quiet)
+
+
+def _remove(store: Store, candidates: list[Prunable], quiet: bool) -> None:
+    """Remove the candidates still prunable, say what went (unless `quiet`) and what not."""
+    from sessionstore.store.lifecycle_remove import prune as prune_sessions
+    from sessionstore.store.lifecycle_remove import sweep_removed
+
     removed, left = prune_sessions(store, candidates)
     for c in removed if not quiet else ():
         click.echo(escape(f"removed {c.id}  {c.status}  {c.path}"))
     for _, why in left:
         click.echo(escape(f"Error: not removed: {why}"), err=True)
     # What a removal killed half-way left (a temp entry of a dead process) goes too.
-    for problem in sweep_removed(root)[1]:
+    for problem in sweep_removed(store.root)[1]:
         click.echo(escape(f"warning: not swept: {problem}"), err=True)
     if not removed and not left and not quiet:
         click.echo("nothing to prune")

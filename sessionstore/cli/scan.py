@@ -103,14 +103,7 @@ def scan(
     root, follow = _root(target, store_dir)
     totals = ScanTotals()
     events = _limited(scan_path(root, scanner, follow=follow, totals=totals), listing.limit)
-    try:
-        if listing.fmt is not None:
-            listing.emit((event.to_dict() for event in events), EVENT_COLUMNS)
-        else:
-            _render_lines(events, quiet)
-    except BrokenPipeError:
-        sys.stderr.write("scan: output closed early; scan stopped\n")
-        sys.exit(1)
+    _render(events, listing, quiet)
     if not quiet:
         _summary(totals, listing.limit)
     if totals.findings or totals.errors:
@@ -142,6 +135,19 @@ def _root(target: str, store_dir: Path | None) -> tuple[str, bool]:
     if path == Path(target):
         return target, True
     return str(path), False
+
+
+def _render(events: Iterator[Event], listing: Listing, quiet: bool) -> None:
+    """The events as data (`listing`'s format) or as lines, as they come; a reader that
+    closes the pipe early stops the scan (exit 1: it was not finished)."""
+    try:
+        if listing.fmt is not None:
+            listing.emit((event.to_dict() for event in events), EVENT_COLUMNS)
+        else:
+            _render_lines(events, quiet)
+    except BrokenPipeError:
+        sys.stderr.write("scan: output closed early; scan stopped\n")
+        sys.exit(1)
 
 
 def _render_lines(events: Iterator[Event], quiet: bool) -> None:

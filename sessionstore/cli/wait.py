@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -98,22 +98,9 @@ def wait(
     try:
         record = _wait(session, collection, n, timeout)
     except (WaitTimedOut, _WriterDead) as exc:
-        if isinstance(exc, WaitTimedOut):
-            state, writer = "timed_out", None
-        else:
-            state, writer = "writer_dead", exc.writer.to_dict()
         message = f"{what}: {exc}"
         if as_json:
-            emit_json(
-                {
-                    "n": n or None,
-                    "state": state,
-                    "path": str(path),
-                    "timeout": timeout,
-                    "writer": writer,
-                    "error": message,
-                }
-            )
+            emit_json(_gave_up(exc, n, path, timeout, message))
         raise _TimedOut(escape(message)) from None
     if as_json:
         emit_json(record.to_dict())
@@ -122,6 +109,20 @@ def wait(
         raise click.ClickException(escape(f"{what} is torn: {record.path}/{record.error}"))
     if not as_json and not quiet:
         click.echo(escape(f"{what} completed: {record.path}"))
+
+
+def _gave_up(
+    exc: WaitTimedOut | _WriterDead, n: int, path: Path, timeout: float | None, message: str
+) -> dict[str, Any]:
+    """What `--json` prints when the wait ends without the record (exit 3)."""
+    return {
+        "n": n or None,
+        "state": "timed_out" if isinstance(exc, WaitTimedOut) else "writer_dead",
+        "path": str(path),
+        "timeout": timeout,
+        "writer": exc.writer.to_dict() if isinstance(exc, _WriterDead) else None,
+        "error": message,
+    }
 
 
 class _WriterDead(Exception):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from cli_runner import environ, finish, invoke, popen, run
+from cli_runner import environ, invoke, popen, run
 from inspect_helpers import dead_pid, metrics, set_manifest, torn_trial, trial
 
 from sessionstore.store.session import Store
@@ -132,19 +132,23 @@ def test_rows_stream_before_the_last_session_is_read(tmp_path: Path) -> None:
         s = store.create(id=f"s{n:03d}", name="x" * 2048, pid=None)
         set_manifest(s, created_at=f"2026-11-01T00:{n // 60:02d}:{n % 60:02d}+00:00")
     last = store.open("s000")
-    proc = popen("inspect", "--store", tmp_path, "--nl", stdout=subprocess.PIPE)
+    proc = popen("inspect", "--store", tmp_path, "--nl", stderr=subprocess.DEVNULL)
     try:
         assert proc.stdout is not None
         first = orjson.loads(proc.stdout.readline())
         assert first["id"] == "s119"
         trial(last, metrics(1.0))
-        code, out, err = finish(proc)
+        # Read on through the same buffered reader: it may hold more than the first line.
+        rest = proc.stdout.read()
+        code = proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
-    assert code == 0, err
-    rows = [orjson.loads(line) for line in out.splitlines()]
+            proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+    assert code == 0
+    rows = [orjson.loads(line) for line in rest.splitlines()]
     assert len(rows) == 119
     assert rows[-1]["id"] == "s000"
     assert rows[-1]["trial_counts"]["completed"] == 1
