@@ -63,14 +63,15 @@ def trials_table(console: Console, view: SessionView, show_all: bool) -> None:
     shown = range(len(view.trials)) if show_all else screenful(view)
     extra = view.metric_paths(_EXTRA_METRICS)
     verdicts = view.verdicts(view.trials)
-    columns = [Column("N", right=True), Column("STATE")]
-    for path in [view.objective.path, *extra]:
-        header = escape(path.removeprefix("benchmark.metrics."))
-        columns.append(Column(header, right=True, wrap=True, min_width=min(len(header), 16)))
-    columns.append(Column("FAILED"))
-    if verdicts:
-        columns.append(Column("LOG", wrap=True))
-    columns.append(Column("NOTE", wrap=True))
+    metrics = [escape(p.removeprefix("benchmark.metrics.")) for p in [view.objective.path, *extra]]
+    columns = _columns(
+        [
+            *(Column(h, right=True, wrap=True, min_width=min(len(h), 16)) for h in metrics),
+            Column("FAILED"),
+        ],
+        bool(verdicts),
+        "NOTE",
+    )
     rows: list[Sequence[Cell]] = []
     for i in shown:
         record, score = view.trials[i], view.scores[i]
@@ -100,6 +101,13 @@ def trials_table(console: Console, view: SessionView, show_all: bool) -> None:
         console.file.write(f"{hidden} more {noun}; --all to show them\n")
 
 
+def _columns(middle: list[Column], verdicts: bool, last: str) -> list[Column]:
+    """A record table's columns: N, STATE, `middle`, LOG when a record declares an output
+    contract, and `last` (the free text, folding)."""
+    log = [Column("LOG", wrap=True)] if verdicts else []
+    return [Column("N", right=True), Column("STATE"), *middle, *log, Column(last, wrap=True)]
+
+
 def _verdict_cell(verdict: Verdict | None) -> Cell:
     """The output-contract verdict: what the record's log says, not its status field."""
     if verdict is None:
@@ -124,11 +132,7 @@ def _note(record: Record, score: Score, best: Best | None) -> Cell:
 
 def attempts_table(console: Console, records: list[Record], verdicts: dict[int, Verdict]) -> None:
     """Every verification attempt: its trial, result, log verdict and reason."""
-    columns = [Column("N", right=True), Column("STATE"), Column("TRIAL", right=True)]
-    columns.append(Column("RESULT"))
-    if verdicts:
-        columns.append(Column("LOG", wrap=True))
-    columns.append(Column("REASON", wrap=True))
+    columns = _columns([Column("TRIAL", right=True), Column("RESULT")], bool(verdicts), "REASON")
     rows: list[Sequence[Cell]] = []
     for record in records:
         data = record.data or {}
