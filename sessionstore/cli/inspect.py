@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,7 +13,7 @@ from sessionstore.cli.cells import no_sessions
 from sessionstore.cli.common import color_option, command, emit_json, library_errors, target_options
 from sessionstore.cli.listing import Listing, listing_options, name_order
 from sessionstore.errors import InvalidInput
-from sessionstore.store.target import resolve_target, store_root
+from sessionstore.store.target import STORE_ENV, resolve_target, store_root
 
 if TYPE_CHECKING:
     from sessionstore.inspect.best import Objective
@@ -128,7 +129,9 @@ def _store_list(
     from sessionstore.store.session import Store
 
     root = store_root(store_dir)
-    if not root.is_dir() and (store_dir is not None or root.exists()):
+    # A store the user named must exist; the default one not existing yet is empty.
+    named = store_dir is not None or bool(os.environ.get(STORE_ENV))
+    if not root.is_dir() and (named or root.exists()):
         raise InvalidInput(str(root), "no such store directory")
     found = Store(root).sessions() if root.is_dir() else []
     chosen = [s for s in found if listing.labelled(s.manifest)]

@@ -175,6 +175,16 @@ def test_a_store_that_does_not_exist_is_an_error(tmp_path: Path) -> None:
         done = run(*args, "--json")
         assert (done.returncode, done.stdout) == (1, "")
         assert done.stderr == f"Error: {tmp_path / 'nope'}: no such store directory\n"
+    done = run("inspect", env=environ(SESSIONSTORE_HOME=str(tmp_path / "nope")))
+    assert (done.returncode, done.stderr) == (
+        1,
+        f"Error: {tmp_path / 'nope'}: no such store directory\n",
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in environ(HOME=str(home)).items() if k != "SESSIONSTORE_HOME"}
+    fresh = run("inspect", "--json", env=env)  # the default store, not made yet: empty
+    assert (fresh.returncode, fresh.stdout) == (0, "[]\n")
 
 
 def test_prune_dry_run_lists_as_data_and_its_filters_choose_what_goes(store: Path) -> None:
