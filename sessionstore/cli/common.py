@@ -234,6 +234,9 @@ def errors_exit(exception: type[click.ClickException]) -> Callable[[F], F]:
                 return func(*args, **kwargs)
             except SessionStoreError as exc:
                 raise exception(escape(str(exc))) from None
+            except BrokenPipeError:
+                # The reader closed early (`| head`): click exits 1 without a message.
+                raise
             except OSError as exc:
                 raise exception(os_error_message(exc)) from None
 

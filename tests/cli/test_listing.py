@@ -154,6 +154,26 @@ def test_rows_stream_before_the_last_session_is_read(tmp_path: Path) -> None:
     assert rows[-1]["trial_counts"]["completed"] == 1
 
 
+def test_a_reader_that_stops_early_ends_the_listing_quietly(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    for n in range(60):  # 60 rows of 3 KiB: more than a pipe holds
+        store.create(id=f"s{n:03d}", name="y" * 3072, pid=None)
+    proc = popen("inspect", "--store", tmp_path, "--nl")
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert orjson.loads(proc.stdout.readline())["name"] == "y" * 3072
+        proc.stdout.close()  # as `| head -1` does
+        code = proc.wait(timeout=60)
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        assert proc.stderr is not None
+        proc.stderr.close()
+    assert (code, err) == (1, b"")  # click's convention: no message, no traceback
+
+
 def test_store_before_the_command_and_the_commands_own_wins(store: Path, tmp_path: Path) -> None:
     assert ids(ok("--store", store, "inspect", "--json")) == ["s1", "s2", "s3", "s4"]
     empty = tmp_path / "empty"
