@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import io
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
@@ -123,6 +125,21 @@ def test_bad_listing_options_are_usage_errors(
     assert message in result.stderr
 
 
+@contextmanager
+def nl_listing(root: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`inspect --store ROOT --nl` left running; killed (if need be) and its pipes closed."""
+    proc = popen("inspect", "--store", root, "--nl")
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
 def test_rows_stream_before_the_last_session_is_read(tmp_path: Path) -> None:
     # Each row is over 2 KiB, so the pipe (64 KiB) holds a few dozen: while the first is
     # unread the process blocks long before the last session. What is changed in the
@@ -132,8 +149,7 @@ def test_rows_stream_before_the_last_session_is_read(tmp_path: Path) -> None:
         s = store.create(id=f"s{n:03d}", name="x" * 2048, pid=None)
         set_manifest(s, created_at=f"2026-11-01T00:{n // 60:02d}:{n % 60:02d}+00:00")
     last = store.open("s000")
-    proc = popen("inspect", "--store", tmp_path, "--nl", stderr=subprocess.DEVNULL)
-    try:
+    with nl_listing(tmp_path) as proc:
         assert proc.stdout is not None
         first = orjson.loads(proc.stdout.readline())
         assert first["id"] == "s119"
@@ -141,12 +157,6 @@ def test_rows_stream_before_the_last_session_is_read(tmp_path: Path) -> None:
         # Read on through the same buffered reader: it may hold more than the first line.
         rest = proc.stdout.read()
         code = proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        assert proc.stdout is not None
-        proc.stdout.close()
     assert code == 0
     rows = [orjson.loads(line) for line in rest.splitlines()]
     assert len(rows) == 119
@@ -158,19 +168,12 @@ def test_a_reader_that_stops_early_ends_the_listing_quietly(tmp_path: Path) -> N
     store = Store(tmp_path)
     for n in range(60):  # 60 rows of 3 KiB: more than a pipe holds
         store.create(id=f"s{n:03d}", name="y" * 3072, pid=None)
-    proc = popen("inspect", "--store", tmp_path, "--nl")
-    try:
+    with nl_listing(tmp_path) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         assert orjson.loads(proc.stdout.readline())["name"] == "y" * 3072
         proc.stdout.close()  # as `| head -1` does
         code = proc.wait(timeout=60)
         err = proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        assert proc.stderr is not None
-        proc.stderr.close()
     assert (code, err) == (1, b"")  # click's convention: no message, no traceback
 
 
