@@ -156,8 +156,12 @@ def _views(chosen: list[Session], listing: Listing, goal: Objective) -> Iterator
 
     if listing.sort == "name":
         chosen.sort(key=lambda s: name_order(s.manifest, s.path.name))
+    # A session removed (renamed away whole) while the list is read was not there: rows
+    # stream for a while, and it must not show as an empty running session.
     views: Iterable[SessionView] = (
-        view for view in (SessionView.load(s, goal) for s in chosen) if listing.wants(view.status)
+        view
+        for view in (SessionView.load(s, goal) for s in chosen)
+        if listing.wants(view.status) and view.session.path.is_dir()
     )
     if listing.sort == "best":
         views = sorted(views, key=_best_key)  # every session is read first: no way round it

@@ -164,6 +164,21 @@ def test_rows_stream_before_the_last_session_is_read(tmp_path: Path) -> None:
     assert rows[-1]["trial_counts"]["completed"] == 1
 
 
+def test_a_session_removed_while_the_list_streams_is_left_out(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    for n in range(120):
+        s = store.create(id=f"s{n:03d}", name="x" * 2048, pid=None)
+        set_manifest(s, created_at=f"2026-11-01T00:{n // 60:02d}:{n % 60:02d}+00:00")
+    with nl_listing(tmp_path) as proc:
+        assert proc.stdout is not None
+        assert orjson.loads(proc.stdout.readline())["id"] == "s119"
+        assert invoke("rm", "s000", "--store", tmp_path).exit_code == 0
+        rest = proc.stdout.read()
+        code = proc.wait(timeout=60)
+    ids = [orjson.loads(line)["id"] for line in rest.splitlines()]
+    assert (code, len(ids), ids[-1]) == (0, 118, "s001")
+
+
 def test_a_reader_that_stops_early_ends_the_listing_quietly(tmp_path: Path) -> None:
     store = Store(tmp_path)
     for n in range(60):  # 60 rows of 3 KiB: more than a pipe holds
