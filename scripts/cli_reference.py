@@ -27,6 +27,15 @@ Generated from each command's `--help` by `python scripts/cli_reference.py`;
 do not edit by hand (CI checks that it is current). Every command also takes
 `-h`. Errors are one line naming the file and the problem, exit 1; usage
 errors exit 2; Ctrl-C exits 130.
+
+`--store` and `--color` may also come before the command (`sessionstore
+--store X inspect`); the command's own option wins when both are given.
+Colour is off when the output is not a terminal or `NO_COLOR` is set (no
+bold or dim either), unless `--color always` asks for it. The listings
+(`inspect` of a store, `resume`, `scan`, `prune --dry-run`) print `--json`
+(one array), `--nl` (one JSON object a line) or `--csv`, each row as soon as
+it is read. Shell completion (bash, zsh, fish) completes commands, options
+and session ids: see the README's "Shell completion".
 """
 
 

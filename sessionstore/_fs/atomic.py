@@ -93,7 +93,11 @@ class AtomicFile:
         self.sync_dir = sync_dir
         self.dir_fd = dir_fd
         self.temp = os.path.join(os.path.dirname(self.path), temp_name())
-        self._fd: int | None = os.open(self.temp, _OPEN_FLAGS, 0o600, dir_fd=dir_fd)
+        try:
+            self._fd: int | None = os.open(self.temp, _OPEN_FLAGS, 0o600, dir_fd=dir_fd)
+        except OSError as exc:
+            # The target is what the caller named: the temp's name would mislead.
+            raise OSError(exc.errno, exc.strerror, self.path) from None
         self._done = False
         self._synced = False
         try:

@@ -1,83 +1,41 @@
 """The `sessionstore` command: a thin click layer over the library.
 
-Subcommands live in their own modules and are imported only when invoked, so
-`sessionstore mirror --once` does not pay for rich or pydantic it never uses
-(interpreter start-up is part of every no-op pass a harness runs).
+`main` is the entry point; the click group (`cli`, in `cli.group`) and the
+table of subcommands (`COMMANDS`) are imported on first use, so that
+`sessionstore --version` answers without importing click at all (issue 16:
+start-up is paid by every call a harness makes).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
-import click
+import sys
+from typing import TYPE_CHECKING, Any
 
 from sessionstore import __version__
-from sessionstore.cli.common import CONTEXT_SETTINGS
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT
+if TYPE_CHECKING:
+    from sessionstore.cli.group import COMMANDS, EXIT_INTERRUPTED, LazyGroup, cli
 
-# name -> "module:attribute" of the click command; imported on first use.
-COMMANDS: dict[str, str] = {
-    "new": "sessionstore.cli.new:new",
-    "inspect": "sessionstore.cli.inspect:inspect",
-    "mirror": "sessionstore.cli.mirror:mirror",
-    "contract": "sessionstore.cli.contract:contract",
-    "wait": "sessionstore.cli.wait:wait",
-    "check": "sessionstore.cli.check:check",
-    "schema": "sessionstore.cli.schema:schema",
-    "demo": "sessionstore.cli.demo:demo",
-    "export": "sessionstore.cli.export:export",
-    "finish": "sessionstore.cli.finish:finish",
-    "begin": "sessionstore.cli.begin:begin",
-    "complete": "sessionstore.cli.complete:complete",
-    "rm": "sessionstore.cli.rm:rm",
-    "prune": "sessionstore.cli.prune:prune",
-    "resume": "sessionstore.cli.resume:resume",
-    "scan": "sessionstore.cli.scan:scan",
-    "doctor": "sessionstore.cli.doctor:doctor",
-    "report": "sessionstore.cli.report:report",
-    "view": "sessionstore.cli.view:view",
-}
+__all__ = ["COMMANDS", "EXIT_INTERRUPTED", "LazyGroup", "cli", "main"]
 
-
-class LazyGroup(click.Group):
-    """A click group whose subcommands are imported on demand."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = COMMANDS.get(cmd_name)
-        if target is None:
-            return None
-        module, _, attr = target.partition(":")
-        command: click.Command = getattr(importlib.import_module(module), attr)
-        return command
-
-    def invoke(self, ctx: click.Context) -> Any:
-        # Ctrl-C is how people stop a daemon or a wait: exit 130 as shells expect, with
-        # no traceback and no click "Aborted!" (which would also exit 1). Commands clean
-        # up in their own `finally` blocks before this is reached.
-        try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:
-            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
-
-
-@click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
-@click.version_option(__version__, "--version", prog_name="sessionstore")
-def cli() -> None:
-    """Durable records for agent sessions: store, mirror, inspect.
-
-    \b
-    Examples:
-      sessionstore new --name tune-llama --trials 3
-      sessionstore mirror ./workspace ~/.sessionstore/1a2b3c4d --once
-      sessionstore inspect 1a2b3c4d --json
-    """
+# What click's version option prints (a test checks that the two agree).
+VERSION_LINE = f"sessionstore, version {__version__}\n"
 
 
 def main(argv: list[str] | None = None) -> Any:
     """Console-script entry point."""
-    return cli.main(args=argv, prog_name="sessionstore")
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--version"]:
+        sys.stdout.write(VERSION_LINE)
+        return 0
+    from sessionstore.cli.group import cli
+
+    return cli.main(args=args, prog_name="sessionstore")
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("COMMANDS", "EXIT_INTERRUPTED", "LazyGroup", "cli"):
+        from sessionstore.cli import group
+
+        return getattr(group, name)
+    raise AttributeError(f"module 'sessionstore.cli' has no attribute {name!r}")

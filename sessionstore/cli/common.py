@@ -19,6 +19,8 @@ from sessionstore.errors import InvalidInput, SessionStoreError
 from sessionstore.format.names import MAX_RECORD
 
 if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
+
     from sessionstore.inspect.best import Objective
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -61,6 +63,17 @@ def _single_writer(ctx: click.Context, param: click.Parameter, value: bool) -> N
         os.environ["SESSIONSTORE_S3_SINGLE_WRITER"] = "1"
 
 
+# What the group's own options (`sessionstore --store X --color never CMD`) set, in the
+# context's `meta` (shared by every context of one invocation): a command's own option wins.
+GROUP_STORE = "sessionstore.store"
+GROUP_COLOR = "sessionstore.color"
+COLORS = ("auto", "always", "never")
+
+
+def _group_store(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    return value if value is not None else ctx.meta.get(GROUP_STORE)
+
+
 def store_option(func: F) -> F:
     """`--store` and `--single-writer`, as every command that opens a store has."""
     func = click.option(
@@ -77,12 +90,69 @@ def store_option(func: F) -> F:
         "store_dir",
         type=StoreParam(),
         default=None,
-        help="Store directory or s3://BUCKET/PREFIX "
-        "(default: $SESSIONSTORE_HOME, else ~/.sessionstore).",
+        callback=_group_store,
+        help="Store directory or s3://BUCKET/PREFIX (default: sessionstore --store, else "
+        "$SESSIONSTORE_HOME, else ~/.sessionstore).",
     )(func)
 
 
+def color_option(func: F) -> F:
+    """`--color WHEN` (and `--no-color`, its `never`); the command receives `color`:
+    `auto`, `always` or `never`, the group's `--color` when the command has none."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, no_color: bool, color: str | None, **kwargs: Any) -> Any:
+        if no_color and color not in (None, "never"):
+            raise click.UsageError("give one of --color and --no-color")
+        if no_color:
+            color = "never"
+        chosen = color or click.get_current_context().meta.get(GROUP_COLOR) or "auto"
+        return func(*args, color=chosen, **kwargs)
+
+    with_color: Any = click.option(
+        "--color",
+        "color",
+        type=click.Choice(COLORS),
+        is_flag=False,
+        flag_value="always",
+        default=None,
+        help="Styling: auto (a terminal without NO_COLOR), always, never. Default: "
+        "sessionstore --color, else auto; a bare --color is always.",
+    )(wrapper)
+    decorated: F = click.option("--no-color", is_flag=True, help="Same as --color never.")(
+        with_color
+    )
+    return decorated
+
+
+quiet_option = click.option(
+    "--quiet", "-q", is_flag=True, help="No confirmation or summary line: errors and warnings only."
+)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+
+
+def complete_target(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """Shell completion of TARGET: the session ids of the store (the command's --store,
+    else the group's, else $SESSIONSTORE_HOME) that start with what is typed; a path when
+    none does, so `./work<TAB>` still completes a session directory."""
+    from click.shell_completion import CompletionItem
+
+    from sessionstore.store.target import prefix_matches, store_root
+
+    store = ctx.params.get("store_dir") or ctx.meta.get(GROUP_STORE)
+    root = store_root(store)
+    if incomplete:
+        ids = prefix_matches(incomplete, root)
+    else:
+        from sessionstore.store.session import Store
+
+        ids = sorted(s.path.name for s in Store(root).sessions()) if root.is_dir() else []
+    if ids:
+        return [CompletionItem(i) for i in ids]
+    kind = "file" if param.metavar == "PATH|TARGET" else "dir"
+    return [CompletionItem(incomplete, type=kind)]
 
 
 def target_options(required: bool = True, *, many: bool = False) -> Callable[[F], F]:
@@ -99,10 +169,16 @@ def target_options(required: bool = True, *, many: bool = False) -> Callable[[F]
     def decorate(func: F) -> F:
         with_store: F = store_option(func)
         if many:
-            return click.argument("targets", metavar="TARGET...", nargs=-1, required=True)(
-                with_store
-            )
-        return click.argument("target", required=required)(with_store)
+            return click.argument(
+                "targets",
+                metavar="TARGET...",
+                nargs=-1,
+                required=True,
+                shell_complete=complete_target,
+            )(with_store)
+        return click.argument("target", required=required, shell_complete=complete_target)(
+            with_store
+        )
 
     return decorate
 
@@ -226,6 +302,9 @@ def errors_exit(exception: type[click.ClickException]) -> Callable[[F], F]:
                 return func(*args, **kwargs)
             except SessionStoreError as exc:
                 raise exception(escape(str(exc))) from None
+            except BrokenPipeError:
+                # The reader closed early (`| head`): click exits 1 without a message.
+                raise
             except OSError as exc:
                 raise exception(os_error_message(exc)) from None
 

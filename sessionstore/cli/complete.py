@@ -10,6 +10,7 @@ from sessionstore._display import escape
 from sessionstore.cli.common import (
     command,
     library_errors,
+    quiet_option,
     read_json_object,
     record_number_type,
     target_options,
@@ -27,6 +28,7 @@ from sessionstore.store.target import resolve_target
     metavar="JSON|@FILE|@-",
     help="The marker: a JSON object, @FILE, or @- for standard input.",
 )
+@quiet_option
 @library_errors
 def complete(
     target: str,
@@ -34,6 +36,7 @@ def complete(
     trial: int | None,
     attempt: int | None,
     marker: str,
+    quiet: bool,
 ) -> None:
     """Complete a record of session TARGET by writing its marker, last and atomically.
 
@@ -63,4 +66,5 @@ def complete(
         assert attempt is not None
         record = complete_record(session, SERVICE, attempt, obj)
         what = "attempt"
-    click.echo(escape(f"completed {what} {record.n}: {record.path}"))
+    if not quiet:
+        click.echo(escape(f"completed {what} {record.n}: {record.path}"))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from sessionstore.cli.common import command, library_errors, store_option
+from sessionstore.cli.common import color_option, command, library_errors, store_option
 from sessionstore.store.target import default_store_root
 
 if TYPE_CHECKING:
@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 @click.option(
     "--keep-workspace", is_flag=True, help="Keep the fake agent's scratch workspace for a look."
 )
+@color_option
 @library_errors
-def demo(store_dir: Path | None, keep_workspace: bool) -> None:
+def demo(store_dir: Path | None, keep_workspace: bool, color: str) -> None:
     """Run a fake agent session, mirrored into the store by the real daemon.
 
     A fake agent writes trials into a scratch workspace (CRLF configs, a binary
@@ -47,7 +48,7 @@ def demo(store_dir: Path | None, keep_workspace: bool) -> None:
     from sessionstore.inspect.summary import SessionView
 
     root = store_dir or default_store_root()
-    console = make_console()
+    console = make_console(color)
     console.soft_wrap = True  # paths stay whole (copyable), however long
     console.print(Text.assemble(("sessionstore demo", "bold"), f": store {root}"))
     result = run_demo(root, keep_workspace=keep_workspace)

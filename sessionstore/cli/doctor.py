@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from sessionstore._display import escape
-from sessionstore.cli.common import command, library_errors, target_options
+from sessionstore.cli.common import command, library_errors, quiet_option, target_options
 from sessionstore.store.target import resolve_target
 
 
@@ -23,8 +23,9 @@ from sessionstore.store.target import resolve_target
     is_flag=True,
     help="Remove leftover temp files whose writer is provably dead (nothing else).",
 )
+@quiet_option
 @library_errors
-def doctor(target: str, store_dir: Path | None, repair: bool) -> None:
+def doctor(target: str, store_dir: Path | None, repair: bool, quiet: bool) -> None:
     """Check session TARGET: one line per problem, `path: kind: detail`.
 
     Looked for: a manifest that is missing, does not parse or has fields of
@@ -39,6 +40,8 @@ def doctor(target: str, store_dir: Path | None, repair: bool) -> None:
     has it started after the temp was last changed), and temps that name no
     writer once unchanged for an hour while no writer of the session is
     alive. Nothing else is ever removed, and nothing is followed.
+
+    -q leaves out the closing verdict line (stderr).
 
     Exit status: 0 when the session is healthy (or every problem found was
     repaired), 1 when a problem remains or TARGET cannot be read, 2 for bad
@@ -67,6 +70,7 @@ def doctor(target: str, store_dir: Path | None, repair: bool) -> None:
             verdict += f" left, {repaired} repaired"
     writes = len(checkup.in_progress)
     busy = f" ({writes} write{'s' if writes != 1 else ''} in progress)" if writes else ""
-    click.echo(escape(f"doctor: {session.path}: {verdict}{busy}"), err=True)
+    if not quiet:
+        click.echo(escape(f"doctor: {session.path}: {verdict}{busy}"), err=True)
     if not checkup.healthy:
         sys.exit(1)

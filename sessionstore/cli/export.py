@@ -12,6 +12,7 @@ from sessionstore.cli.common import (
     emit_json,
     json_option,
     library_errors,
+    quiet_option,
     record_number_type,
     target_options,
 )
@@ -24,9 +25,16 @@ from sessionstore.store.target import resolve_target
 @click.option("--trial", "n", type=record_number_type, help="The trial to export.")
 @click.option("--best", is_flag=True, help="Export the best trial (see `inspect`).")
 @json_option
+@quiet_option
 @library_errors
 def export(
-    target: str, store_dir: Path | None, dest: Path, n: int | None, best: bool, as_json: bool
+    target: str,
+    store_dir: Path | None,
+    dest: Path,
+    n: int | None,
+    best: bool,
+    as_json: bool,
+    quiet: bool,
 ) -> None:
     """Copy one completed trial of TARGET into the new directory DEST.
 
@@ -58,5 +66,5 @@ def export(
         click.echo(escape(f"skipped {item['file']}: {item['reason']}"), err=True)
     if as_json:
         emit_json({"trial": n, "path": str(path), "skipped": skipped})
-    else:
+    elif not quiet:
         click.echo(escape(f"trial {n} exported to {path}"))

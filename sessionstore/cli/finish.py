@@ -10,6 +10,7 @@ from sessionstore._display import escape
 from sessionstore.cli.common import (
     command,
     library_errors,
+    quiet_option,
     read_json_object,
     target_options,
 )
@@ -25,8 +26,11 @@ from sessionstore.store.target import resolve_target
     help="The report: a JSON object, @FILE, or @- for standard input (default: {}).",
 )
 @click.option("--failed", is_flag=True, help="End the session as failed (default: done).")
+@quiet_option
 @library_errors
-def finish(target: str, store_dir: Path | None, report: str | None, failed: bool) -> None:
+def finish(
+    target: str, store_dir: Path | None, report: str | None, failed: bool, quiet: bool
+) -> None:
     """Write report.json for session TARGET, ending it as done (or --failed).
 
     The report is written once: finishing a finished session is refused
@@ -49,4 +53,5 @@ def finish(target: str, store_dir: Path | None, report: str | None, failed: bool
     refuse_torn(obj, str(session.path / REPORT))
     session.finish(obj, "failed" if failed else None)
     final = "failed" if failed else obj.get("status") or "done"
-    click.echo(escape(f"finished {session.id or session.path}: {final}"))
+    if not quiet:
+        click.echo(escape(f"finished {session.id or session.path}: {final}"))

@@ -2,77 +2,182 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+from sessionstore.cli.cells import no_sessions
 from sessionstore.cli.common import (
+    color_option,
     command,
     emit_json,
-    json_option,
     library_errors,
     objective_of,
     objective_options,
     target_options,
 )
-from sessionstore.store.target import resolve_target, store_root
+from sessionstore.cli.listing import Listing, listing_options, name_order
+from sessionstore.errors import InvalidInput
+from sessionstore.store.target import STORE_ENV, resolve_target, store_root
+
+if TYPE_CHECKING:
+    from sessionstore.inspect.best import Objective
+    from sessionstore.inspect.summary import SessionView
+    from sessionstore.store.session import Session, Store
+
+STATUSES = ("running", "interrupted", "done", "failed", "unknown")
+# The list's CSV columns: the keys of its JSON objects (nested ones as compact JSON).
+SUMMARY_COLUMNS = (
+    "id",
+    "path",
+    "name",
+    "status",
+    "progress",
+    "phase",
+    "progress_counts",
+    "created_at",
+    "trial_counts",
+    "service",
+    "best",
+    "constraints",
+    "constraints_error",
+    "previous",
+    "manifest_error",
+)
 
 
 @command()
 @target_options(required=False)
-@json_option
-@objective_options
-@click.option(
-    "--color/--no-color",
-    "color",
-    default=None,
-    help="Force colour on or off (default: only on a terminal without NO_COLOR).",
+@listing_options(
+    statuses=STATUSES,
+    status_help="Only sessions of this status (repeatable).",
+    sorts=("created", "name", "best"),
+    labels=True,
+    json_help="Print JSON for scripts (the store: one array, a session at a time).",
 )
+@objective_options
+@click.option("--all", "show_all", is_flag=True, help="One session: every trial, not a screenful.")
+@color_option
 @library_errors
 def inspect(
     target: str | None,
     store_dir: Path | None,
-    as_json: bool,
+    listing: Listing,
     objective: str | None,
     higher: bool,
-    color: bool | None,
+    show_all: bool,
+    color: str,
 ) -> None:
     """Show the store's sessions, or one session (an id or a session directory path).
 
     The list shows each session's status and progress, its best trial (`*`
-    when no trial met the constraints) and its constraints; one session adds
-    its trials, verification attempts, lineage and a spark chart of the
-    objective.
+    when no trial met the constraints) and its constraints, newest first;
+    --status, --label, --sort and --limit choose the rows, and --json, --nl
+    and --csv print them for scripts as they are read. One session adds its
+    trials (a screenful: the best, those in flight or torn, and the most
+    recent; --all for every one), verification attempts, lineage and a
+    spark chart of the objective.
 
     \b
     Examples:
       sessionstore inspect
-      sessionstore inspect 1a2b3c4d
+      sessionstore inspect --status running --label team=infra --nl
+      sessionstore inspect --sort best --limit 5
       sessionstore inspect 1a2b3c4d --objective benchmark.metrics.ttft_ms.p99 --lower
       sessionstore inspect ./workspace --json
     """
-    # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
-    from sessionstore.inspect.summary import SessionView, load_views
-    from sessionstore.store.session import Store
-
-    goal = objective_of(objective, higher)
     if target is None:
-        store = Store(store_root(store_dir))
-        views = load_views(store, goal)
-        if as_json:
-            emit_json([v.summary() for v in views])
-            return
-        # rich only for tables: `--json` never imports it.
-        from sessionstore.cli.views import make_console, session_list
-
-        session_list(make_console(color), views, store.root)
+        if show_all:
+            raise click.UsageError("--all shows every trial of one session: give its TARGET")
+        _store_list(store_dir, listing, lambda: objective_of(objective, higher), color)
         return
-    view = SessionView.load(resolve_target(target, store_dir), goal)
-    detail = view.detail()
-    if as_json:
-        emit_json(detail)
+    if listing.filtered or listing.fmt in ("nl", "csv") or listing.sort != "created":
+        raise click.UsageError(
+            "--nl, --csv, --limit, --status, --label and --sort list the store's sessions: "
+            "give no TARGET"
+        )
+    from sessionstore.inspect.summary import SessionView
+
+    view = SessionView.load(resolve_target(target, store_dir), objective_of(objective, higher))
+    if listing.fmt == "json":
+        emit_json(view.detail())
         return
     # rich only for tables: `--json` never imports it.
     from sessionstore.cli.views import make_console, session_detail
+    from sessionstore.store.lineage import lineage_info
 
-    session_detail(make_console(color), view, detail["lineage"])
+    session_detail(make_console(color), view, lineage_info(view.session), show_all=show_all)
+
+
+def _store_list(
+    store_dir: Path | None, listing: Listing, goal: Callable[[], Objective], color: str
+) -> None:
+    """The store's sessions, chosen and ordered by `listing`, a row as each is read."""
+    from sessionstore.storage.s3_path import S3Path
+    from sessionstore.store.session import Store
+
+    root = store_root(store_dir)
+    remote = isinstance(root, S3Path)  # a missing bucket is the store's own error
+    # A store the user named must exist; the default one not existing yet is empty.
+    named = store_dir is not None or bool(os.environ.get(STORE_ENV))
+    if not remote and not root.is_dir() and (named or root.exists()):
+        raise InvalidInput(str(root), "no such store directory")
+    store = Store(root) if remote or root.is_dir() else None
+    found = store.sessions() if store is not None else []
+    chosen = [s for s in found if listing.labelled(s.manifest)]
+    if not chosen and listing.fmt is None:
+        # Neither the records' modules nor rich for an empty list: start-up (issue 16).
+        click.echo(no_sessions(root, listing.filtered))
+        return
+    assert store is not None  # no sessions without one
+    views = _views(store, chosen, listing, goal())
+    if listing.fmt is not None:
+        listing.emit((v.summary() for v in views), SUMMARY_COLUMNS)
+        return
+    # rich only for tables: the data formats never import it.
+    from sessionstore.cli.views import make_console, session_list
+
+    session_list(make_console(color), list(views), root, filtered=listing.filtered)
+
+
+def _views(
+    store: Store, chosen: list[Session], listing: Listing, goal: Objective
+) -> Iterator[SessionView]:
+    """Each session's view in the listing's order, loaded only when it is next: labels and
+    names are the manifest's (read by the listing), status and best need the records."""
+    from sessionstore.inspect.summary import SessionView
+    from sessionstore.store.remote import each
+
+    if listing.sort == "name":
+        chosen.sort(key=lambda s: name_order(s.manifest, s.path.name))
+    # A session removed (renamed away whole) while the list is read was not there: rows
+    # stream for a while, and it must not show as an empty running session.
+    views: Iterable[SessionView] = (
+        view
+        for view in each(store.storage, lambda s: SessionView.load(s, goal), chosen)
+        if listing.wants(view.status) and _still_there(view.session)
+    )
+    if listing.sort == "best":
+        views = sorted(views, key=_best_key)  # every session is read first: no way round it
+    return listing.take(views)
+
+
+def _still_there(session: Session) -> bool:
+    """Whether a listed session is still there: one removed while the list streams is left out."""
+    from sessionstore.storage.s3_path import S3Path
+
+    # In a bucket `rm` deletes the manifest first, and its read view says so.
+    return isinstance(session.path, S3Path) or session.path.is_dir()
+
+
+def _best_key(view: SessionView) -> tuple[int, float]:
+    """Best first: sessions with a best trial by its value (the objective's direction),
+    those meeting the constraints before those that fell short, then those without one."""
+    best = view.best
+    if best is None:
+        return (2, 0.0)
+    value = -best.value if view.objective.direction == "higher" else best.value
+    return (0 if best.meets_constraints else 1, value)

@@ -5,12 +5,18 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from sessionstore._display import escape
-from sessionstore.cli.common import command, library_errors, store_option
-from sessionstore.errors import InvalidInput
+from sessionstore.cli.common import command, library_errors, quiet_option, store_option
+from sessionstore.cli.listing import Listing, listing_options, name_order
+from sessionstore.errors import InvalidInput, SessionNotFound
+
+if TYPE_CHECKING:
+    from sessionstore.store.lifecycle_remove import Prunable
+    from sessionstore.store.session import Store
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
@@ -35,6 +41,9 @@ def _age(seconds: float) -> str:
     return f"{int(seconds)}s"
 
 
+PRUNE_COLUMNS = ("id", "path", "status", "created_at", "age_s")
+
+
 @command()
 @store_option
 @click.option(
@@ -43,50 +52,61 @@ def _age(seconds: float) -> str:
     metavar="DURATION",
     help="Only sessions created more than DURATION ago (30s, 15m, 12h, 7d, 2w).",
 )
-@click.option(
-    "--status",
-    "statuses",
-    multiple=True,
-    type=click.Choice(["done", "failed", "interrupted"]),
-    help="Only sessions of this status (repeatable; default: all three).",
+@listing_options(
+    statuses=("done", "failed", "interrupted"),
+    status_help="Only sessions of this status (repeatable; default: all three).",
+    sorts=("created", "name"),
+    labels=True,
+    json_help="With --dry-run: print one JSON array, a session at a time.",
 )
 @click.option("--dry-run", "-n", is_flag=True, help="List what would be removed; remove nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Remove without asking.")
+@quiet_option
 @library_errors
 def prune(
     store_dir: Path | None,
     older_than: float | None,
-    statuses: tuple[str, ...],
+    listing: Listing,
     dry_run: bool,
     yes: bool,
+    quiet: bool,
 ) -> None:
     """Remove the store's ended sessions: done, failed, or interrupted (writer dead).
 
     A running session is never removed, whatever the filters; nor one whose
     status is unknown. Each session goes whole, as `sessionstore rm` removes
     it. Without --yes it asks first on a terminal, and refuses (exit 2)
-    anywhere else: give --yes, or --dry-run to see the list.
+    anywhere else: give --yes, or --dry-run to see the list. --status,
+    --label, --sort and --limit choose the sessions, for --dry-run and for
+    the removal alike: what the dry run lists is what would go. --json, --nl
+    and --csv print the dry run's list for scripts.
 
     \b
     Examples:
       sessionstore prune --dry-run
       sessionstore prune --older-than 7d --yes
       sessionstore prune --status failed --status interrupted --yes
+      sessionstore prune --label team=infra --dry-run --csv
     """
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
     from sessionstore.storage.s3_path import S3Path
-    from sessionstore.store.lifecycle_remove import PRUNABLE, prunable, sweep_removed
-    from sessionstore.store.lifecycle_remove import prune as prune_sessions
+    from sessionstore.store.lifecycle_remove import PRUNABLE, prunable
     from sessionstore.store.session import Store
     from sessionstore.store.target import store_root
 
+    if listing.fmt is not None and not dry_run:
+        raise click.UsageError("--json, --nl and --csv print the list of --dry-run: give it")
     if not dry_run and not yes and not sys.stdin.isatty():
         raise click.UsageError("refusing to remove sessions unasked: give --yes, or --dry-run")
     root = store_root(store_dir)
     if not isinstance(root, S3Path) and not root.is_dir():
         raise InvalidInput(str(root), "no such store directory")
     store = Store(root)
-    candidates = prunable(store, older_than, statuses or PRUNABLE)
+    found = prunable(store, older_than, listing.statuses or PRUNABLE)
+    candidates = list(listing.take(_chosen(store, found, listing)))
+    if listing.fmt is not None:
+        listing.emit((c.to_dict() for c in candidates), PRUNE_COLUMNS)
+        return
     if dry_run or not yes:
         for c in candidates:
             click.echo(escape(f"would remove {c.id}  {c.status}  {_age(c.age_s)} old  {c.path}"))
@@ -94,15 +114,43 @@ def prune(
         return
     if candidates and not yes and not click.confirm(f"remove these {len(candidates)} sessions?"):
         raise click.exceptions.Exit(1)
+    _remove(store, candidates, quiet)
+
+
+def _remove(store: Store, candidates: list[Prunable], quiet: bool) -> None:
+    """Remove the candidates still prunable, say what went (unless `quiet`) and what not."""
+    from sessionstore.store.lifecycle_remove import prune as prune_sessions
+    from sessionstore.store.lifecycle_remove import sweep_removed
+
     removed, left = prune_sessions(store, candidates)
-    for c in removed:
+    for c in removed if not quiet else ():
         click.echo(escape(f"removed {c.id}  {c.status}  {c.path}"))
     for _, why in left:
         click.echo(escape(f"Error: not removed: {why}"), err=True)
     # What a removal killed half-way left (a temp entry of a dead process) goes too.
-    for problem in sweep_removed(root)[1]:
+    for problem in sweep_removed(store.root)[1]:
         click.echo(escape(f"warning: not swept: {problem}"), err=True)
-    if not removed and not left:
+    if not removed and not left and not quiet:
         click.echo("nothing to prune")
     if left:
         raise click.exceptions.Exit(1)
+
+
+def _chosen(store: Store, found: list[Prunable], listing: Listing) -> list[Prunable]:
+    """The candidates with `--label`'s labels, in `--sort`'s order (`found` is newest first).
+
+    A label or a name is the manifest's: read once more per candidate, only
+    when asked for (a session removed meanwhile is left out).
+    """
+    if not listing.labels and listing.sort != "name":
+        return found
+    manifests = {}
+    for candidate in found:
+        try:
+            manifests[candidate.id] = store.open(candidate.id).manifest or {}
+        except SessionNotFound:
+            continue
+    chosen = [c for c in found if c.id in manifests and listing.labelled(manifests[c.id])]
+    if listing.sort == "name":
+        chosen.sort(key=lambda c: name_order(manifests[c.id], c.id))
+    return chosen

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from sessionstore._display import escape
-from sessionstore.cli.common import command, emit_json, json_option, library_errors, target_options
+from sessionstore.cli.common import command, emit_json, library_errors, target_options
+from sessionstore.cli.listing import Listing, listing_options
 from sessionstore.store.target import resolve_target
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from sessionstore.store.lifecycle import Writer
     from sessionstore.store.lifecycle_resume import CollectionPlan, ResumePlan
 
@@ -55,11 +58,44 @@ def render(plan: ResumePlan) -> list[str]:
     return lines
 
 
+RECORD_STATUSES = ("completed", "failed", "in_flight", "torn")
+RECORD_COLUMNS = ("collection", "n", "status", "action", "path", "files", "error")
+
+
+def rows(plan: ResumePlan) -> Iterator[dict[str, Any]]:
+    """One row per record, trials then attempts, in number order: its status (`failed`
+    is a completed record that failed), whether to keep or redo it, and where it is."""
+    for name, collection in (("trials", plan.trials), ("service", plan.service)):
+        failed = set(collection.failed)
+        redo = {r.n: r for r in collection.redo}
+        for n in sorted({*collection.completed, *redo}):
+            item = redo.get(n)
+            if item is not None:
+                status, action = item.state, "redo"
+                path, files, error = item.path, item.files, item.error
+            else:
+                status, action = "failed" if n in failed else "completed", "keep"
+                path, files, error = collection.path / str(n), None, None
+            yield {
+                "collection": name,
+                "n": n,
+                "status": status,
+                "action": action,
+                "path": str(path),
+                "files": files,
+                "error": error,
+            }
+
+
 @command()
 @target_options()
-@json_option
+@listing_options(
+    statuses=RECORD_STATUSES,
+    status_help="With --nl or --csv: only records of this status (repeatable).",
+    json_help="Print the plan as one JSON object.",
+)
 @library_errors
-def resume(target: str, store_dir: Path | None, as_json: bool) -> None:
+def resume(target: str, store_dir: Path | None, listing: Listing) -> None:
     """Show what a harness restarting session TARGET after a crash keeps and redoes.
 
     Completed records are kept (they are immutable); in-flight records (no
@@ -69,17 +105,28 @@ def resume(target: str, store_dir: Path | None, as_json: bool) -> None:
     allocates; the recorded writer is shown alive or not, so a harness can
     tell whether the old run is still going.
 
+    --json prints the whole plan as one object; --nl and --csv one row per
+    record (collection, n, status, action keep or redo, path, files,
+    error), which --status and --limit choose.
+
     \b
     Examples:
       sessionstore resume 1a2b3c4d
       sessionstore resume 1a2b --json | jq '.trials.redo[].n'
+      sessionstore resume 1a2b --nl --status torn --status in_flight
     """
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
     from sessionstore.store.lifecycle_resume import resume_plan
 
+    if listing.filtered and listing.fmt not in ("nl", "csv"):
+        raise click.UsageError("--status and --limit choose the rows of --nl or --csv")
     plan = resume_plan(resolve_target(target, store_dir))
-    if as_json:
+    if listing.fmt == "json":
         emit_json(plan.to_dict())
+        return
+    if listing.fmt is not None:
+        chosen = (row for row in rows(plan) if listing.wants(row["status"]))
+        listing.emit(listing.take(chosen), RECORD_COLUMNS)
         return
     for line in render(plan):
         click.echo(escape(line))

@@ -7,7 +7,13 @@ from pathlib import Path
 import click
 
 from sessionstore._display import escape
-from sessionstore.cli.common import command, library_errors, os_error_message, target_options
+from sessionstore.cli.common import (
+    command,
+    library_errors,
+    os_error_message,
+    quiet_option,
+    target_options,
+)
 from sessionstore.errors import SessionStoreError
 from sessionstore.store.target import resolve_target, store_root
 
@@ -15,8 +21,9 @@ from sessionstore.store.target import resolve_target, store_root
 @command()
 @target_options(many=True)
 @click.option("--force", is_flag=True, help="Remove even a session whose writer is alive.")
+@quiet_option
 @library_errors
-def rm(targets: tuple[str, ...], store_dir: Path | None, force: bool) -> None:
+def rm(targets: tuple[str, ...], store_dir: Path | None, force: bool, quiet: bool) -> None:
     """Remove each session TARGET (an id, a unique prefix of one, or a path), whole.
 
     A session is renamed away inside its store first, then deleted: no reader
@@ -48,7 +55,8 @@ def rm(targets: tuple[str, ...], store_dir: Path | None, force: bool) -> None:
             click.echo(f"Error: {os_error_message(exc)}", err=True)
             failed = True
             continue
-        click.echo(escape(f"removed {path}"))
+        if not quiet:
+            click.echo(escape(f"removed {path}"))
     for problem in sweep_removed(root)[1]:
         click.echo(escape(f"warning: not swept: {problem}"), err=True)
     if failed:

@@ -16,9 +16,18 @@ from typing import TYPE_CHECKING
 import click
 
 from sessionstore._display import escape
-from sessionstore.cli.common import command, json_option, library_errors, store_option
+from sessionstore.cli.common import (
+    command,
+    complete_target,
+    library_errors,
+    quiet_option,
+    store_option,
+)
+from sessionstore.cli.listing import Listing, listing_options
 from sessionstore.errors import InvalidInput, SessionNotFound
 from sessionstore.store.target import resolve_destination, resolve_target, store_root
+
+EVENT_COLUMNS = ("type", "path", "offset", "in", "kind", "source", "reason", "error")
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -28,7 +37,7 @@ if TYPE_CHECKING:
 
 
 @command()
-@click.argument("target", metavar="PATH|TARGET")
+@click.argument("target", metavar="PATH|TARGET", shell_complete=complete_target)
 @click.option(
     "--secret-env", multiple=True, metavar="VAR", help="Look for the value of $VAR (repeatable)."
 )
@@ -40,7 +49,8 @@ if TYPE_CHECKING:
 )
 @click.option("--patterns", is_flag=True, help="Look for well-known token shapes too.")
 @store_option
-@json_option
+@listing_options(json_help="Print one JSON array of the events, each as it is found.")
+@quiet_option
 @library_errors
 def scan(
     target: str,
@@ -48,7 +58,8 @@ def scan(
     secrets_file: Path | None,
     patterns: bool,
     store_dir: Path | None,
-    as_json: bool,
+    listing: Listing,
+    quiet: bool,
 ) -> None:
     """Look for leaked secrets in a store, a session, any directory or a file.
 
@@ -68,7 +79,10 @@ def scan(
     never its value. Names shown below the root have their secrets
     redacted. With --json, one JSON array of objects: findings (type
     "finding": path, offset, in, kind, source), skipped entries (type
-    "skipped": path, reason) and errors (type "error": path, error).
+    "skipped": path, reason) and errors (type "error": path, error); --nl
+    prints them one a line, --csv as rows. --limit N stops after N
+    findings. -q prints the findings only (no skipped entries, errors or
+    counts on stderr): the exit status still tells.
 
     Exit status: 0 when nothing was found, 1 on any finding or error
     (unreadable files, an unset variable, nothing to look for), 2 for bad
@@ -83,21 +97,17 @@ def scan(
     # Imported when the command runs: the redactor and its automaton are not start-up.
     from sessionstore.redact.scan_tree import ScanTotals, scan_path
 
+    if listing.limit == 0:
+        raise click.UsageError("--limit must be at least 1: a scan of nothing is no audit")
     scanner = _scanner(secret_env, secrets_file, patterns)
     totals = ScanTotals()
     events = _remote_events(target, store_dir, scanner, totals)
     if events is None:
         root, follow = _root(target, store_dir)
         events = scan_path(root, scanner, follow=follow, totals=totals)
-    try:
-        if as_json:
-            _render_json(events)
-        else:
-            _render_lines(events)
-    except BrokenPipeError:
-        sys.stderr.write("scan: output closed early; scan stopped\n")
-        sys.exit(1)
-    _summary(totals)
+    _render(_limited(events, listing.limit), listing, quiet)
+    if not quiet:
+        _summary(totals, listing.limit)
     if totals.findings or totals.errors:
         sys.exit(1)
 
@@ -150,8 +160,21 @@ def _root(target: str, store_dir: Path | None) -> tuple[str, bool]:
     return str(path), False
 
 
-def _render_lines(events: Iterator[Event]) -> None:
-    """Findings on stdout, one line each; skipped entries and errors on stderr."""
+def _render(events: Iterator[Event], listing: Listing, quiet: bool) -> None:
+    """The events as data (`listing`'s format) or as lines, as they come; a reader that
+    closes the pipe early stops the scan (exit 1: it was not finished)."""
+    try:
+        if listing.fmt is not None:
+            listing.emit((event.to_dict() for event in events), EVENT_COLUMNS)
+        else:
+            _render_lines(events, quiet)
+    except BrokenPipeError:
+        sys.stderr.write("scan: output closed early; scan stopped\n")
+        sys.exit(1)
+
+
+def _render_lines(events: Iterator[Event], quiet: bool) -> None:
+    """Findings on stdout, one line each; skipped entries and errors on stderr (not `quiet`)."""
     from sessionstore.redact.scan_tree import Finding, Skipped
 
     for event in events:
@@ -159,6 +182,9 @@ def _render_lines(events: Iterator[Event]) -> None:
             at = event.offset if event.where == "content" else event.where.replace(" ", "-")
             line = f"{escape(event.path)}:{at} {event.kind} {escape(event.source)}\n"
             sys.stdout.write(line)
+            sys.stdout.flush()  # each finding as it is found, to a pipe too
+        elif quiet:
+            continue
         elif isinstance(event, Skipped):
             sys.stderr.write(f"scan: skipped {escape(event.path)} ({event.reason})\n")
         else:
@@ -166,28 +192,22 @@ def _render_lines(events: Iterator[Event]) -> None:
     sys.stdout.flush()
 
 
-def _render_json(events: Iterator[Event]) -> None:
-    """One JSON array, written an element at a time (a big scan is never held whole)."""
-    import orjson  # --json only
+def _limited(events: Iterator[Event], limit: int | None) -> Iterator[Event]:
+    """`events` up to and including the `limit`th finding (all of them without one)."""
+    from sessionstore.redact.scan_tree import Finding
 
-    from sessionstore._json import utf8_safe
-
-    out = sys.stdout.buffer
-    sep = b"[\n"
+    found = 0
     for event in events:
-        item = event.to_dict()
-        try:
-            data = orjson.dumps(item)
-        except TypeError:  # a name that is not UTF-8: its bytes as \xNN
-            data = orjson.dumps(utf8_safe(item))
-        out.write(sep + b"  " + data)
-        sep = b",\n"
-    out.write(b"[]\n" if sep == b"[\n" else b"\n]\n")
-    out.flush()
+        yield event
+        found += isinstance(event, Finding)
+        if found == limit:
+            return
 
 
-def _summary(totals: ScanTotals) -> None:
+def _summary(totals: ScanTotals, limit: int | None) -> None:
     counts = f"{_n(totals.findings, 'finding')} in {_n(totals.files, 'file')}"
+    if limit is not None and totals.findings >= limit:
+        counts += f", stopped at --limit {limit}"
     extra = [f"{totals.skipped} skipped"] + ([_n(totals.errors, "error")] if totals.errors else [])
     sys.stderr.write(f"scan: {counts} ({', '.join(extra)})\n")
 

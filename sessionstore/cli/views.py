@@ -13,6 +13,7 @@ line break) and reaches rich as `Text`, never as a markup string (a name
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +22,14 @@ from rich.table import Table
 from rich.text import Text
 
 from sessionstore._display import escape, fmt_number, scalar
-from sessionstore.harness.verdict import Verdict
-from sessionstore.inspect.best import Best, Score, as_number, lookup
-from sessionstore.inspect.spark import bars, window
+from sessionstore.cli.cells import no_sessions
+from sessionstore.cli.grid import fit_widths
+from sessionstore.cli.records import attempts_table, trials_table
+from sessionstore.inspect.best import Best
+from sessionstore.inspect.spark import bars
 from sessionstore.inspect.summary import SessionView
 from sessionstore.store.session import Record, RecordState
 
-_STATE_STYLE = {
-    RecordState.COMPLETED: "green",
-    RecordState.IN_FLIGHT: "yellow",
-    RecordState.TORN: "bold red",
-}
 _STATUS_STYLE = {
     "running": "cyan",
     "interrupted": "bold red",
@@ -40,25 +38,25 @@ _STATUS_STYLE = {
     "unknown": "bold yellow",
 }
 _BAR_STYLE = {"ok": "green", "failed": "red", "best": "bold gold1", "missing": "dim"}
-# Extra metric columns in the trials table besides the objective (kept few for 60 columns).
-_EXTRA_METRICS = 2
 _STAR_NOTE = "* no trial met the constraints; the best trial that fell short is shown"
 
 
-def make_console(color: bool | None = None, width: int | None = None) -> Console:
-    """A Console for stdout. `color=None`: colour only on a terminal and without NO_COLOR.
+def make_console(color: str = "auto", width: int | None = None) -> Console:
+    """A Console for stdout, styled per `color`: `auto`, `always` or `never`.
 
-    `--color` forces colour (an explicit flag overrides NO_COLOR, as
-    no-color.org allows); `--no-color` turns every style off.
+    `auto` styles only a terminal, and nothing at all (bold included: rich's
+    own NO_COLOR handling keeps bold and dim) when NO_COLOR is set and not
+    empty (no-color.org). `always` is an explicit request, so it overrides
+    NO_COLOR, as no-color.org allows.
     """
     # No automatic highlighting: colour carries meaning here (failed red, best gold). No
     # markup or emoji codes either: every cell is Text, and a stray str must print as is.
     make = functools.partial(Console, width=width, highlight=False, markup=False, emoji=False)
-    if color is None:
-        return make()  # rich checks isatty and NO_COLOR itself
-    if color:
+    if color == "always":
         return make(force_terminal=True, no_color=False)
-    return make(color_system=None, no_color=True)
+    if color == "never" or os.environ.get("NO_COLOR"):
+        return make(color_system=None, no_color=True)
+    return make()  # rich checks isatty itself
 
 
 def _created(view: SessionView, compact: bool) -> str:
@@ -92,30 +90,9 @@ def _longest_word(cells: list[str], cap: int) -> int:
     return min(max((len(w) for cell in cells for w in cell.split()), default=1), cap)
 
 
-def fit_widths(
-    natural: list[int], minimum: list[int], available: int, first: dict[int, int] | None = None
-) -> list[int]:
-    """Shrink column widths from `natural` toward `minimum` until they fit `available`.
-
-    Columns in `first` (index -> floor) give way first, down to their floor;
-    then the widest column that can still give way loses one character at a
-    time, so every column keeps a fair share instead of one starving the rest.
-    """
-    widths = [max(n, m) for n, m in zip(natural, minimum, strict=True)]
-    for index, floor in (first or {}).items():
-        excess = sum(widths) - available
-        if excess > 0:
-            widths[index] = max(widths[index] - excess, floor, minimum[index])
-    while sum(widths) > available:
-        slack = [(w - m, w, i) for i, (w, m) in enumerate(zip(widths, minimum, strict=True))]
-        gain, _, index = max(slack, key=lambda item: (item[0] > 0, item[1], item[0]))
-        if gain <= 0:
-            break
-        widths[index] -= 1
-    return widths
-
-
-def session_list(console: Console, views: list[SessionView], root: Path) -> None:
+def session_list(
+    console: Console, views: list[SessionView], root: Path, *, filtered: bool = False
+) -> None:
     """One row per session, newest first. Long cells wrap or truncate; none starves the rest.
 
     ID and CREATED never wrap; NAME truncates with an ellipsis; STATUS, BEST
@@ -123,7 +100,7 @@ def session_list(console: Console, views: list[SessionView], root: Path) -> None
     longest word up to a cap, so a narrow terminal gets taller rows.
     """
     if not views:
-        console.print(Text(f"no sessions in {escape(str(root))}"))
+        console.print(Text(no_sessions(root, filtered)))
         return
     compact = console.width < 80
     gap = 1 if compact else 2
@@ -175,104 +152,17 @@ def session_list(console: Console, views: list[SessionView], root: Path) -> None
         console.print(_STAR_NOTE, style="dim")
 
 
-def _trials_table(view: SessionView) -> Table:
-    table = Table(title="trials", title_justify="left", box=None, header_style="bold")
-    extra = view.metric_paths(_EXTRA_METRICS)
-    table.add_column("N", justify="right", no_wrap=True)
-    table.add_column("STATE", no_wrap=True)
-    for path in [view.objective.path, *extra]:
-        header = escape(path.removeprefix("benchmark.metrics."))
-        table.add_column(header, justify="right", overflow="fold", min_width=min(len(header), 16))
-    table.add_column("FAILED", no_wrap=True)
-    verdicts = view.verdicts(view.trials)
-    if verdicts:
-        table.add_column("LOG", overflow="fold")
-    table.add_column("NOTE", overflow="fold", ratio=1)
-    best = view.best
-    for record, score in zip(view.trials, view.scores, strict=True):
-        data = record.data or {}
-        values = [fmt_number(score.value) if score.value is not None else ""]
-        for path in extra:
-            number = as_number(lookup(data, path))
-            values.append(fmt_number(number) if number is not None else "")
-        failed = ""
-        if record.state is RecordState.COMPLETED:
-            failed = "yes" if data.get("failed") is True else "no"
-        verdict = [_verdict_cell(verdicts.get(record.n))] if verdicts else []
-        table.add_row(
-            str(record.n),
-            Text(str(record.state), style=_STATE_STYLE[record.state]),
-            *map(Text, values),
-            Text(failed, style="red" if failed == "yes" else ""),
-            *verdict,
-            _note(record, score, best),
-        )
-    return table
-
-
-_VERDICT_STYLE = {"pass": "green", "fail": "red", "indeterminate": "yellow"}
-
-
-def _verdict_cell(verdict: Verdict | None) -> Text:
-    """The output-contract verdict: what the record's log says, not its status field."""
-    if verdict is None:
-        return Text("")
-    return Text(escape(str(verdict)), style=_VERDICT_STYLE[str(verdict.outcome)])
-
-
-def _note(record: Record, score: Score, best: Best | None) -> Text:
-    """The best marker, a torn record's error, or the constraints a trial violates."""
-    if record.error:
-        return Text(escape(record.error), style="red")
-    parts = []
-    if best is not None and record.n == best.n:
-        parts.append(f"best{best.mark}")
-    for check in score.checks:
-        if not check.ok:
-            op = "< min" if check.key.startswith("min_") else "> max"
-            name = escape(check.path.removeprefix("benchmark.metrics."))
-            parts.append(f"{name} {fmt_number(check.value)} {op} {fmt_number(check.limit)}")
-    return Text("; ".join(parts))
-
-
-def _attempts_table(records: list[Record], verdicts: dict[int, Verdict]) -> Table:
-    table = Table(
-        title="verification attempts", title_justify="left", box=None, header_style="bold"
-    )
-    table.add_column("N", justify="right", no_wrap=True)
-    table.add_column("STATE", no_wrap=True)
-    table.add_column("TRIAL", justify="right", no_wrap=True)
-    table.add_column("RESULT", no_wrap=True)
-    if verdicts:
-        table.add_column("LOG", overflow="fold")
-    table.add_column("REASON", overflow="fold", ratio=1)
-    for record in records:
-        data = record.data or {}
-        trial = data.get("trial")
-        result = data.get("status")
-        reason = record.error or data.get("reason") or ""
-        table.add_row(
-            str(record.n),
-            Text(str(record.state), style=_STATE_STYLE[record.state]),
-            str(trial) if isinstance(trial, int) and not isinstance(trial, bool) else "",
-            Text(escape(result)) if isinstance(result, str) else "",
-            *([_verdict_cell(verdicts.get(record.n))] if verdicts else []),
-            Text(escape(str(reason)), style="red" if record.error or result == "failed" else ""),
-        )
-    return table
-
-
 def _spark(console: Console, view: SessionView) -> Text | None:
     """The objective across trials on one line; a long session shows its latest trials."""
     if not view.trials:
         return None
     label = f"{escape(view.objective.name)} "
-    every = bars(view.scores, view.best)
     values = [s.value for s in view.scores if s.value is not None]
     scale = f"0 to {fmt_number(max(values))}" if values else "no values"
     # Room for the widest possible caption, so the line never wraps.
-    caption_room = len(f" {scale}, trials {every[-1].n}-{every[-1].n}")
-    shown = window(every, max(console.width - len(label) - caption_room, 10))
+    last = view.scores[-1].n
+    caption_room = len(f" {scale}, trials {last}-{last}")
+    shown = bars(view.scores, view.best, max(console.width - len(label) - caption_room, 10))
     text = Text()
     text.append(label, style="bold")
     for bar in shown:
@@ -292,8 +182,11 @@ def _best_line(view: SessionView) -> str:
     return f"best: #{best.n} {escape(view.objective.name)}={fmt_number(best.value)} ({verdict})"
 
 
-def session_detail(console: Console, view: SessionView, lineage: list[dict[str, Any]]) -> None:
-    """Header, spark, trials, verification attempts, lineage, foreign entries and problems."""
+def session_detail(
+    console: Console, view: SessionView, lineage: list[dict[str, Any]], *, show_all: bool = False
+) -> None:
+    """Header, spark, trials (a screenful unless `show_all`: see `records.screenful`),
+    verification attempts, lineage, foreign entries and problems."""
     session = view.session
     head = Text(escape(session.id or "(no manifest)"), style="bold")
     if view.name:
@@ -319,10 +212,10 @@ def session_detail(console: Console, view: SessionView, lineage: list[dict[str, 
         console.print()
         console.print(spark, overflow="fold")
     console.print()
-    console.print(_trials_table(view))
+    trials_table(console, view, show_all)
     if view.service:
         console.print()
-        console.print(_attempts_table(view.service, view.verdicts(view.service)))
+        attempts_table(console, view.service, view.verdicts(view.service))
     for collection, names in view.foreign.items():
         console.print(
             Text(

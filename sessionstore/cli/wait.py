@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,14 +14,24 @@ from sessionstore.cli.common import (
     emit_json,
     json_option,
     library_errors,
+    quiet_option,
     record_number_type,
     target_options,
 )
 from sessionstore.errors import WaitTimedOut
 from sessionstore.store.target import resolve_target
 
+if TYPE_CHECKING:
+    from sessionstore.store.collection import Collection
+    from sessionstore.store.lifecycle import Writer
+    from sessionstore.store.records import Record
+    from sessionstore.store.session import Session
+
 EXIT_TORN = 1
 EXIT_TIMED_OUT = 3
+# How often a wait looks at its writer: each slice is one wait of the store's (its own
+# watcher), so a dead writer is told within this long.
+WRITER_CHECK = 2.0
 
 
 class _TimedOut(click.ClickException):
@@ -40,6 +52,7 @@ class _TimedOut(click.ClickException):
     help="Give up after SECONDS (exit 3). Default: wait forever.",
 )
 @json_option
+@quiet_option
 @library_errors
 def wait(
     target: str,
@@ -49,13 +62,19 @@ def wait(
     report: bool,
     timeout: float | None,
     as_json: bool,
+    quiet: bool,
 ) -> None:
     """Wait until a record of session TARGET is completed, and print it.
 
-    The record and its directory need not exist yet. Exit status: 0 the
-    record is completed; 1 its marker is torn (not a JSON object) or an
-    error; 3 --timeout passed first. There is no default timeout: a job that
-    takes an hour to start is not a failure.
+    The record and its directory need not exist yet. A wait stops early when
+    the session's recorded writer (the --pid of `new`) is dead and no mirror
+    daemon is copying into it: nothing will ever complete the record. Exit
+    status: 0 the record is completed; 1 its marker is torn (not a JSON
+    object) or an error; 3 --timeout passed first, or the writer is dead.
+    With --json, a completed or torn record prints as `inspect` shows
+    records; a timeout or a dead writer prints {"n", "state": "timed_out"
+    or "writer_dead", "path", "timeout", "writer", "error"}. There is no
+    default timeout: a job that takes an hour to start is not a failure.
 
     \b
     Examples:
@@ -65,7 +84,6 @@ def wait(
     """
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
     from sessionstore.store.session import RecordState
-    from sessionstore.store.wait import wait_report
 
     if sum((trial is not None, attempt is not None, report)) != 1:
         raise click.UsageError("give exactly one of --trial N, --attempt K, --report")
@@ -76,14 +94,67 @@ def wait(
         what, collection, n = f"attempt {attempt}", session.service, attempt
     else:
         what, collection, n = "report", None, 0
+    path = collection.path / str(n) if collection else session.path
     try:
-        record = collection.wait(n, timeout) if collection else wait_report(session, timeout)
-    except WaitTimedOut as exc:
-        raise _TimedOut(escape(f"{what}: {exc}")) from None
+        record = _wait(session, collection, n, timeout)
+    except (WaitTimedOut, _WriterDead) as exc:
+        message = f"{what}: {exc}"
+        if as_json:
+            emit_json(_gave_up(exc, n, path, timeout, message))
+        raise _TimedOut(escape(message)) from None
     if as_json:
         emit_json(record.to_dict())
     if record.state is RecordState.TORN:
         # exit_code of ClickException is 1 == EXIT_TORN
         raise click.ClickException(escape(f"{what} is torn: {record.path}/{record.error}"))
-    if not as_json:
+    if not as_json and not quiet:
         click.echo(escape(f"{what} completed: {record.path}"))
+
+
+def _gave_up(
+    exc: WaitTimedOut | _WriterDead, n: int, path: Path, timeout: float | None, message: str
+) -> dict[str, Any]:
+    """What `--json` prints when the wait ends without the record (exit 3)."""
+    return {
+        "n": n or None,
+        "state": "timed_out" if isinstance(exc, WaitTimedOut) else "writer_dead",
+        "path": str(path),
+        "timeout": timeout,
+        "writer": exc.writer.to_dict() if isinstance(exc, _WriterDead) else None,
+        "error": message,
+    }
+
+
+class _WriterDead(Exception):
+    def __init__(self, writer: Writer) -> None:
+        self.writer = writer
+        super().__init__(
+            f"the session's writer (pid {writer.pid}) is dead and no mirror daemon writes into "
+            "it: nothing will complete it"
+        )
+
+
+def _wait(session: Session, collection: Collection | None, n: int, timeout: float | None) -> Record:
+    """The record once completed or torn; `WaitTimedOut` past `timeout`, `_WriterDead` as
+    soon as the writer is seen dead with the record still in flight (read once more then:
+    a writer that completed it and exited is no dead writer)."""
+    from sessionstore.store.lifecycle import mirror_daemon, recorded_writer
+    from sessionstore.store.wait import wait_report
+
+    def once(seconds: float) -> Record:
+        return collection.wait(n, seconds) if collection else wait_report(session, seconds)
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        writer = recorded_writer(session)
+        dead = writer is not None and writer.alive is False and mirror_daemon(session) is None
+        left = WRITER_CHECK if deadline is None else max(deadline - time.monotonic(), 0.0)
+        try:
+            return once(0.0 if dead else min(left, WRITER_CHECK))
+        except WaitTimedOut as exc:
+            if dead:
+                assert writer is not None
+                raise _WriterDead(writer) from None
+            if deadline is not None and time.monotonic() >= deadline:
+                assert timeout is not None
+                raise WaitTimedOut(exc.path, timeout) from None

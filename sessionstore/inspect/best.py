@@ -107,19 +107,34 @@ def check_constraints(record: Mapping[str, Any], constraints: Mapping[str, Any])
     that do not resolve are not checked here: the harness's `failed` flag is
     the verdict for them.
     """
-    checks: list[Check] = []
+    return _check(record, _limits(constraints))
+
+
+# (key, is_min, path, the same path under benchmark.metrics, limit) of each simple constraint.
+_Limit = tuple[str, bool, str, str, float]
+
+
+def _limits(constraints: Mapping[str, Any]) -> list[_Limit]:
+    """The simple constraints, parsed once for every trial they are checked against."""
+    limits: list[_Limit] = []
     for key, raw_limit in constraints.items():
         kind, sep, path = key.partition("_")
         limit = as_number(raw_limit)
         if not sep or kind not in ("min", "max") or not path or limit is None:
             continue
+        limits.append((key, kind == "min", path, ".".join((*METRICS_PREFIX, path)), limit))
+    return limits
+
+
+def _check(record: Mapping[str, Any], limits: list[_Limit]) -> list[Check]:
+    checks: list[Check] = []
+    for key, is_min, path, metrics_path, limit in limits:
         found_path, value = path, as_number(lookup(record, path))
         if value is None:
-            found_path = ".".join((*METRICS_PREFIX, path))
-            value = as_number(lookup(record, found_path))
+            found_path, value = metrics_path, as_number(lookup(record, metrics_path))
         if value is None:
             continue
-        ok = value >= limit if kind == "min" else value <= limit
+        ok = value >= limit if is_min else value <= limit
         checks.append(Check(key, found_path, limit, value, ok))
     return checks
 
@@ -160,12 +175,13 @@ def score_trials(
     `verdict.output_verdict`) disqualifies each trial whose log says FAIL.
     """
     verdicts = verdicts or {}
+    limits = _limits(constraints)
     scores: list[Score] = []
     for record in trials:
         meets: bool | None = None
         checks: tuple[Check, ...] = ()
         if record.state is RecordState.COMPLETED and record.data is not None:
-            checks = tuple(check_constraints(record.data, constraints))
+            checks = tuple(_check(record.data, limits)) if limits else ()
             meets = (
                 record.data.get("failed") is not True
                 and all(check.ok for check in checks)

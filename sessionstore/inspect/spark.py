@@ -29,12 +29,14 @@ class Bar:
     kind: str  # ok | failed | best | missing
 
 
-def bars(scores: Sequence[Score], best: Best | None) -> list[Bar]:
-    """One bar per score, in order (see the module docstring for the rules)."""
+def bars(scores: Sequence[Score], best: Best | None, last: int | None = None) -> list[Bar]:
+    """One bar per score in order, or per each of the `last` scores only (a long session
+    shows its most recent trials); every score sets the scale (module docstring)."""
     top = max((s.value for s in scores if s.value is not None and s.value > 0), default=0.0)
     gold = best.n if best is not None and not best.meets_constraints else None
+    shown = scores if last is None else scores[len(scores) - last :] if last > 0 else []
     result: list[Bar] = []
-    for score in scores:
+    for score in shown:
         if score.value is None:
             result.append(Bar(score.n, MISSING, "missing"))
             continue
@@ -49,8 +51,3 @@ def bars(scores: Sequence[Score], best: Best | None) -> list[Bar]:
             kind = "ok"
         result.append(Bar(score.n, BLOCKS[level], kind))
     return result
-
-
-def window(items: list[Bar], width: int) -> list[Bar]:
-    """The last `width` bars: a long session shows its most recent trials."""
-    return items[-width:] if width > 0 else []

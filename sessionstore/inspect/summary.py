@@ -186,7 +186,7 @@ class SessionView:
 def load_views(store: Store, objective: Objective | None = None) -> list[SessionView]:
     """`SessionView.load` of every session of `store`, newest first; an object store's
     sessions are read concurrently (`store.remote.each`: each is round trips, not CPU)."""
-    return each(store.storage, lambda s: SessionView.load(s, objective), store.sessions())
+    return list(each(store.storage, lambda s: SessionView.load(s, objective), store.sessions()))
 
 
 def best_trial_number(session: Session, objective: Objective | None = None) -> int:

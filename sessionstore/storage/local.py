@@ -80,9 +80,22 @@ class LocalStorage(LocalDirs):
 
     # -- the five operations of `Storage`, and `claim` ---------------------------
 
+    @contextlib.contextmanager
+    def _naming(self, key: str) -> Iterator[None]:
+        """An OSError that names one of our temps names the key's path instead: the user
+        never made `.sstmp-...`, and would look for it in vain (`Permission denied` on
+        an unwritable store directory, `No such file` when it vanished meanwhile)."""
+        try:
+            yield
+        except OSError as exc:
+            name = exc.filename
+            if isinstance(name, str) and any(map(is_temp_name, name.split(os.sep))):
+                raise OSError(exc.errno, exc.strerror, str(self.root / key)) from None
+            raise
+
     def create(self, key: str, data: bytes) -> bool:
         parts = check_key(key).split("/")
-        with self._parent(parts, make=True) as parent:
+        with self._naming(key), self._parent(parts, make=True) as parent:
             assert parent is not None
             temp = temp_name()
             try:
@@ -112,7 +125,7 @@ class LocalStorage(LocalDirs):
 
     def put(self, key: str, data: bytes, *, mode: int | None = None) -> None:
         parts = check_key(key).split("/")
-        with self._parent(parts, make=True) as parent:
+        with self._naming(key), self._parent(parts, make=True) as parent:
             assert parent is not None
             mode = self.file_mode if mode is None else mode
             with AtomicFile(parts[-1], mode, sync_dir=False, dir_fd=parent) as f:
@@ -237,7 +250,7 @@ class LocalStorage(LocalDirs):
         """
         parts = check_key(key).split("/")
         prefix = "/".join(parts[:-1])
-        with self._parent(parts, make=True) as parent:
+        with self._naming(key), self._parent(parts, make=True) as parent:
             assert parent is not None
 
             def publish(temp: str) -> None:

@@ -179,6 +179,8 @@ def sweep_removed(directory: Path) -> tuple[list[str], list[str]]:
     """
     removed: list[str] = []
     problems: list[str] = []
+    if isinstance(directory, S3Path):
+        return removed, problems  # a bucket has no temp entries: every PUT is whole
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:

@@ -13,7 +13,7 @@ create in progress, or one that crashed; older than the format's debris age
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -37,13 +37,21 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def each(storage: Storage, func: Callable[[T], R], items: Sequence[T]) -> list[R]:
-    """`func` of each item, in order: in this thread for a local store, on a few threads
-    for an object store (`func` must be thread-safe: a read of one session is)."""
+def each(storage: Storage, func: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+    """`func` of each item, in order, as it is asked for (a listing streams): in this
+    thread for a local store, on a few threads for an object store (`func` must be
+    thread-safe: a read of one session is)."""
     if isinstance(storage, LocalStorage) or len(items) < 2:
-        return [func(item) for item in items]
-    with ThreadPoolExecutor(min(_SESSION_THREADS, len(items))) as pool:
-        return list(pool.map(func, items))
+        return map(func, items)
+    return _pooled(func, items)
+
+
+def _pooled(func: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+    pool = ThreadPoolExecutor(min(_SESSION_THREADS, len(items)))
+    try:
+        yield from pool.map(func, items)
+    finally:  # a reader that stops early (--limit) leaves nothing queued
+        pool.shutdown(cancel_futures=True)
 
 
 def create_session(

@@ -20,7 +20,6 @@ one visible by `create`-ing the manifest last.
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -253,6 +252,8 @@ def _manifest(**fields: Any) -> dict[str, Any]:
 
 
 def _generated_id() -> str:
+    import secrets  # here: it loads hashlib and OpenSSL, a tenth of `inspect`'s start-up
+
     return secrets.token_hex(4)
 
 

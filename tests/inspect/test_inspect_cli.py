@@ -152,6 +152,9 @@ def test_list_renders_a_store_with_10000_trials(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_detail_renders_a_session_with_10000_trials(tmp_path: Path) -> None:
     build_trials(tmp_path, 1, 10_000)
-    detail = inspect("s0000", "--store", str(tmp_path), env={"COLUMNS": "80"})
+    detail = inspect("s0000", "--store", str(tmp_path), "--all", env={"COLUMNS": "80"})
     assert re.search(r"trials 99\d\d-10000", detail.stdout)  # the spark: the latest trials
     assert detail.stdout.count("completed") == 10_000
+    rows = [line.split()[0] for line in detail.stdout.splitlines() if " completed " in line]
+    assert rows == [str(n) for n in range(1, 10_001)]
+    assert "more trials" not in detail.stdout

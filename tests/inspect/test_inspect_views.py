@@ -16,7 +16,8 @@ import pytest
 from inspect_helpers import SNAPSHOTS, WIDTHS, demo_store, metrics, render, trial
 from rich.console import Console
 
-from sessionstore.cli.views import fit_widths, session_detail, session_list
+from sessionstore.cli.grid import fit_widths
+from sessionstore.cli.views import session_detail, session_list
 from sessionstore.inspect.best import Best, Objective, Score
 from sessionstore.inspect.spark import BLOCKS, bars
 from sessionstore.inspect.summary import SessionView

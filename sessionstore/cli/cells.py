@@ -1,0 +1,13 @@
+"""Messages as the tables show them (no rich: the empty list needs none)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sessionstore._display import escape
+
+
+def no_sessions(root: Path, filtered: bool = False) -> str:
+    """What an empty session list says (escaped): `no sessions in ROOT`."""
+    which = "no matching sessions" if filtered else "no sessions"
+    return escape(f"{which} in {root}")

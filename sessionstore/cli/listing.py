@@ -1,0 +1,232 @@
+"""The options and output every listing shares: `--json`, `--nl`, `--csv`, `--limit`,
+`--status`, `--label` and `--sort` (inspect of a store, resume, scan, prune --dry-run).
+
+Rows are written as they come: a JSON array an element at a time, one JSON
+object per line (`--nl`), or CSV with a header, so a script reading a big
+listing sees its first row before the last record is read (except where the
+order needs every row first: `--sort best`). Values are exact, as in `--json`;
+a nested value is one CSV cell of compact JSON.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import itertools
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+
+Format = Literal["json", "nl", "csv"]
+_SORT_HELP = {"created": "created (newest first)", "name": "name", "best": "best (best first)"}
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What a listing's options asked for: the output format (None: text for people),
+    the filters, the order and how many rows at most."""
+
+    fmt: Format | None = None
+    limit: int | None = None
+    statuses: tuple[str, ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+    sort: str = "created"
+
+    @property
+    def filtered(self) -> bool:
+        """Whether any row-selecting option (`--limit`, `--status`, `--label`) was given."""
+        return self.limit is not None or bool(self.statuses) or bool(self.labels)
+
+    def labelled(self, manifest: Mapping[str, Any] | None) -> bool:
+        """Whether a session's manifest carries every `--label K=V` (all must match)."""
+        labels = (manifest or {}).get("labels")
+        if not self.labels:
+            return True
+        if not isinstance(labels, dict):
+            return False
+        return all(labels.get(key) == value for key, value in self.labels)
+
+    def wants(self, status: str) -> bool:
+        """Whether a row of this status is listed (every status when `--status` is not given)."""
+        return not self.statuses or status in self.statuses
+
+    def take(self, rows: Iterable[T]) -> Iterator[T]:
+        """At most `--limit` of `rows`, taken lazily: the rest are never computed."""
+        return iter(rows) if self.limit is None else itertools.islice(rows, self.limit)
+
+    def emit(self, rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None:
+        """Write `rows` to stdout in `fmt`, each as soon as it comes; `columns` are CSV's."""
+        out = sys.stdout.buffer
+        if self.fmt == "csv":
+            _write_csv(rows, columns)
+        elif self.fmt == "nl":
+            for row in rows:
+                out.write(_dumps(row, indent=False) + b"\n")
+                out.flush()
+        else:
+            _write_array(rows)
+        out.flush()
+
+
+def name_order(manifest: Mapping[str, Any] | None, ident: str) -> tuple[bool, str, str]:
+    """The key of `--sort name`: named sessions by name, then the unnamed; ties by id."""
+    name = (manifest or {}).get("name")
+    if isinstance(name, str):
+        return (False, name, ident)
+    return (True, "", ident)
+
+
+def _dumps(value: Any, *, indent: bool) -> bytes:
+    """orjson, exact but for a name that is not UTF-8: its undecodable bytes as `\\xNN`."""
+    import orjson  # listings as data only: a table never loads it here
+
+    from sessionstore._json import utf8_safe
+
+    option = orjson.OPT_INDENT_2 if indent else 0
+    try:
+        return orjson.dumps(value, option=option)
+    except TypeError:
+        return orjson.dumps(utf8_safe(value), option=option)
+
+
+def _write_array(rows: Iterable[Mapping[str, Any]]) -> None:
+    """One JSON array, byte for byte what dumping the whole list indented would give."""
+    out = sys.stdout.buffer
+    sep = b"[\n  "
+    for row in rows:
+        # JSON strings hold no raw line break, so indenting every line is exact.
+        out.write(sep + _dumps(row, indent=True).replace(b"\n", b"\n  "))
+        out.flush()
+        sep = b",\n  "
+    out.write(b"[]\n" if sep == b"[\n  " else b"\n]\n")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    return _dumps(value, indent=False).decode("utf-8", "surrogateescape")
+
+
+def _write_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None:
+    out = sys.stdout
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_cell(row.get(column)) for column in columns])
+        out.flush()
+
+
+def _label(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> Any:
+    pairs = []
+    for item in value:
+        key, sep, wanted = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE")
+        pairs.append((key, wanted))
+    return tuple(pairs)
+
+
+def listing_options(
+    *,
+    statuses: Sequence[str] | None = None,
+    status_help: str = "Only rows of this status (repeatable).",
+    sorts: Sequence[str] = (),
+    labels: bool = False,
+    json_help: str = "Print one JSON array, a row at a time.",
+) -> Callable[[F], F]:
+    """Add the listing options a command takes; it receives them as one `listing: Listing`.
+
+    `--json`, `--nl`, `--csv` and `--limit` always; `--status` with `statuses`
+    (its choices), `--sort` with `sorts` (the first is the default), `--label`
+    with `labels` (sessions only: it matches the manifest's `labels`).
+    """
+    options = _options(statuses, status_help, sorts, labels, json_help)
+
+    def decorate(func: F) -> F:
+        decorated: Any = _packed(func)
+        for option in reversed(options):
+            decorated = option(decorated)
+        return decorated  # type: ignore[no-any-return]
+
+    return decorate
+
+
+def _packed(func: F) -> F:
+    """`func` called with the listing options packed into `listing`."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        chosen = [fmt for fmt in ("json", "nl", "csv") if kwargs.pop(f"listing_{fmt}")]
+        if len(chosen) > 1:
+            raise click.UsageError("give at most one of --json, --nl and --csv")
+        kwargs["listing"] = Listing(
+            fmt=chosen[0] if chosen else None,  # type: ignore[arg-type]
+            limit=kwargs.pop("listing_limit"),
+            statuses=kwargs.pop("listing_statuses", ()),
+            labels=kwargs.pop("listing_labels", ()),
+            sort=kwargs.pop("listing_sort", "created"),
+        )
+        return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _options(
+    statuses: Sequence[str] | None,
+    status_help: str,
+    sorts: Sequence[str],
+    labels: bool,
+    json_help: str,
+) -> list[Callable[[Any], Any]]:
+    options = [
+        click.option("--json", "listing_json", is_flag=True, help=json_help),
+        click.option("--nl", "listing_nl", is_flag=True, help="Print one JSON object a line."),
+        click.option("--csv", "listing_csv", is_flag=True, help="Print CSV with a header."),
+        click.option(
+            "--limit",
+            "listing_limit",
+            type=click.IntRange(min=0),
+            metavar="N",
+            help="At most N rows.",
+        ),
+    ]
+    if statuses is not None:
+        choice = click.Choice(list(statuses))
+        options.append(
+            click.option(
+                "--status", "listing_statuses", multiple=True, type=choice, help=status_help
+            )
+        )
+    if labels:
+        options.append(
+            click.option(
+                "--label",
+                "listing_labels",
+                multiple=True,
+                metavar="K=V",
+                callback=_label,
+                help="Only sessions labelled K=V (repeatable: all must match).",
+            )
+        )
+    if sorts:
+        options.append(
+            click.option(
+                "--sort",
+                "listing_sort",
+                type=click.Choice(list(sorts)),
+                default=sorts[0],
+                show_default=True,
+                help="Order of the rows: " + ", ".join(_SORT_HELP[s] for s in sorts) + ".",
+            )
+        )
+    return options

@@ -1,0 +1,225 @@
+"""Conventions every command keeps: colour rules, -q, errors that name real paths, and
+`wait` that stops on a dead writer."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import orjson
+import pytest
+from cli_runner import SESSIONSTORE, environ, invoke, run
+from inspect_helpers import dead_pid, metrics, set_manifest, trial
+
+from sessionstore.store.session import Session, Store
+
+SGR = "\x1b["
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Session:
+    session = Store(tmp_path / "store").create(id="c1", name="colours", pid=None)
+    trial(session, metrics(5.0) | {"failed": True})
+    trial(session, metrics(7.0))
+    return session
+
+
+def on_a_terminal(args: list[str], env: dict[str, str]) -> str:
+    """What `sessionstore ARGS` prints on a real pseudo-terminal (bounded: it exits)."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [*SESSIONSTORE, *args], stdout=follower, stderr=subprocess.DEVNULL, env=env
+    )
+    os.close(follower)
+    chunks = []
+    try:
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the child closed its side
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(leader)
+    return b"".join(chunks).decode()
+
+
+def terminal_env(**extra: str) -> dict[str, str]:
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "100", **extra}
+    if "NO_COLOR" not in extra:
+        env.pop("NO_COLOR", None)
+    return env
+
+
+def test_no_color_strips_every_style_bold_included(session: Session) -> None:
+    args = ["inspect", "c1", "--store", str(session.path.parent)]
+    assert SGR in on_a_terminal(args, terminal_env())  # styled on a terminal
+    plain = on_a_terminal(args, terminal_env(NO_COLOR="1"))
+    assert "trials" in plain and SGR not in plain  # no colour, no bold, no dim
+    listed = on_a_terminal(
+        ["inspect", "--store", str(session.path.parent)], terminal_env(NO_COLOR="1")
+    )
+    assert "colours" in listed and SGR not in listed
+
+
+def test_color_never_and_always_and_the_group_option(session: Session) -> None:
+    store = str(session.path.parent)
+    assert SGR not in on_a_terminal(
+        ["inspect", "c1", "--store", store, "--color", "never"], terminal_env()
+    )
+    assert SGR not in on_a_terminal(
+        ["--color", "never", "inspect", "c1", "--store", store], terminal_env()
+    )
+    # Not a terminal: plain unless asked; an explicit request beats NO_COLOR.
+    env = environ(NO_COLOR="1")
+    assert SGR not in run("inspect", "c1", "--store", store, env=env).stdout
+    assert SGR in run("inspect", "c1", "--store", store, "--color", "always", env=env).stdout
+    assert SGR in run("--color", "always", "inspect", "c1", "--store", store, env=env).stdout
+    assert SGR in run("inspect", "c1", "--store", store, "--color", env=env).stdout  # bare: always
+    # The command's own option wins over the group's.
+    both = run("--color", "always", "inspect", "c1", "--store", store, "--color", "never", env=env)
+    assert (both.returncode, SGR in both.stdout) == (0, False)
+    bad = run("inspect", "c1", "--store", store, "--color", "sometimes")
+    assert bad.returncode == 2 and "'sometimes' is not one of" in bad.stderr
+    clash = run("inspect", "c1", "--store", store, "--color", "always", "--no-color")
+    assert clash.returncode == 2 and "give one of --color and --no-color" in clash.stderr
+
+
+def test_quiet_leaves_out_confirmations_not_errors(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    session = store.create(id="q1", pid=None)
+    writer = session.trials.begin()
+    root = str(tmp_path)
+    done = invoke("complete", "q1", "--store", root, "--trial", "1", "--marker", "{}", "-q")
+    assert done.outcome == (0, "", "")
+    assert invoke("wait", "q1", "--store", root, "--trial", "1", "-q").outcome == (0, "", "")
+    assert invoke("finish", "q1", "--store", root, "-q").outcome == (0, "", "")
+    assert invoke("doctor", "q1", "--store", root, "-q").outcome == (0, "", "")
+    assert invoke("rm", "q1", "--store", root, "-q").outcome == (0, "", "")
+    assert not writer.path.exists()
+    missing = invoke("rm", "q1", "--store", root, "-q")
+    assert missing.exit_code == 1 and "q1" in missing.stderr
+
+
+@contextmanager
+def immutable(path: Path) -> Iterator[None]:
+    """`path` made immutable (chattr +i: refused even to root) for the block."""
+    subprocess.run(["chattr", "+i", str(path)], check=True, timeout=30)
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True, timeout=30)
+
+
+def test_errors_on_an_unwritable_store_name_the_real_path(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    session = store.create(id="u1", pid=None)
+    session.trials.begin()
+    root = str(tmp_path)
+    with immutable(tmp_path):
+        done = run("new", "--store", root, "--id", "u2")
+        assert done.returncode == 1
+        assert done.stderr == f"Error: {tmp_path / 'u2'}: Operation not permitted\n"
+    with immutable(session.path):
+        done = run("finish", "u1", "--store", root)
+        assert done.stderr == f"Error: {session.path / 'report.json'}: Operation not permitted\n"
+    record = session.trials.path / "1"
+    with immutable(record):
+        done = run("complete", "u1", "--store", root, "--trial", "1", "--marker", "{}")
+        assert done.stderr == f"Error: {record / 'trial.json'}: Operation not permitted\n"
+    assert ".sstmp" not in done.stderr
+    assert sorted(os.listdir(record)) == []  # no temp left behind
+
+
+def test_export_to_a_missing_parent_names_it(tmp_path: Path) -> None:
+    session = Store(tmp_path / "store").create(id="e1", pid=None)
+    trial(session, metrics(1.0))
+    dest = tmp_path / "no" / "such" / "out"
+    done = run("export", "e1", dest, "--trial", "1", "--store", tmp_path / "store")
+    assert done.returncode == 1
+    assert done.stderr == f"Error: {dest.parent}: No such file or directory\n"
+
+
+def test_wait_on_a_dead_writer_exits_3_and_says_so(tmp_path: Path) -> None:
+    pid, started = dead_pid()
+    store = Store(tmp_path)
+    session = store.create(id="w1", pid=None)
+    set_manifest(session, pid=pid, pid_started_at=started)
+    done = run("wait", "w1", "--store", tmp_path, "--trial", "1")
+    assert (done.returncode, done.stdout) == (3, "")
+    assert done.stderr == (
+        f"Error: trial 1: the session's writer (pid {pid}) is dead and no mirror daemon "
+        "writes into it: nothing will complete it\n"
+    )
+    done = run("wait", "w1", "--store", tmp_path, "--report", "--json")
+    assert done.returncode == 3
+    assert orjson.loads(done.stdout) == {
+        "n": None,
+        "state": "writer_dead",
+        "path": str(session.path),
+        "timeout": None,
+        "writer": {"kind": "writer", "pid": pid, "alive": False},
+        "error": done.stderr.removeprefix("Error: ").rstrip("\n"),
+    }
+    # A record the dead writer completed before it died is no dead end.
+    trial(Session.open(session.path), metrics(1.0))
+    done = run("wait", "w1", "--store", tmp_path, "--trial", "1", "--json")
+    assert (done.returncode, orjson.loads(done.stdout)["state"]) == (0, "completed")
+
+
+def test_wait_json_on_a_timeout_prints_an_object(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="t1", pid=os.getpid())  # alive: waits to the end
+    done = run("wait", "t1", "--store", tmp_path, "--attempt", "2", "--timeout", "0.2", "--json")
+    assert done.returncode == 3
+    assert orjson.loads(done.stdout) == {
+        "n": 2,
+        "state": "timed_out",
+        "path": str(session.service.path / "2"),
+        "timeout": 0.2,
+        "writer": None,
+        "error": (
+            f"attempt 2: {session.service.path / '2'}: not completed after 0.2 s; "
+            "wait longer or check that its writer runs"
+        ),
+    }
+
+
+def test_python_m_and_the_group_help_name_the_global_options() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "sessionstore", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0
+    assert "--store" in done.stdout and "--color" in done.stdout
+
+
+def test_the_fast_version_line_is_clicks() -> None:
+    # `sessionstore --version` answers before click is imported (start-up): its line
+    # must be what click's own version option prints.
+    from sessionstore.cli import VERSION_LINE
+
+    assert invoke("--version").outcome == (0, VERSION_LINE, "")
+    done = run("--version")
+    assert (done.returncode, done.stdout, done.stderr) == (0, VERSION_LINE, "")
+    code = (
+        "import sys; from sessionstore.cli import main; main(['--version']); "
+        "print(sorted(sys.modules))"
+    )
+    modules = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    assert "'click'" not in modules
