@@ -132,8 +132,7 @@ def _store_list(
         # Neither the records' modules nor rich for an empty list: start-up (issue 16).
         click.echo(no_sessions(root, listing.filtered))
         return
-    assert store is not None  # no sessions without one
-    views = _views(store, chosen, listing, goal())
+    views = _views(store, chosen, listing, goal()) if store is not None else iter(())
     if listing.fmt is not None:
         listing.emit((v.summary() for v in views), SUMMARY_COLUMNS)
         return
