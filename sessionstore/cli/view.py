@@ -49,11 +49,12 @@ def view(store_dir: Path | None, host: str, port: int, objective: str | None, hi
     """
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
     from sessionstore.errors import InvalidInput
+    from sessionstore.storage.s3_path import S3Path
     from sessionstore.store.target import store_root
     from sessionstore.view.server import is_loopback, serve
 
     root = store_root(store_dir)
-    if not root.is_dir():
+    if not isinstance(root, S3Path) and not root.is_dir():
         raise InvalidInput(str(root), "is not a directory; no store to view")
     if not is_loopback(host):
         click.echo(
