@@ -205,13 +205,20 @@ def _destination(dst: str, store_dir: Path | None) -> Path | S3Dest:
 
     `s3://BUCKET/PREFIX/ID`, or an id of an `s3://` store, is a bucket destination.
     """
-    store = os.fspath(store_dir) if store_dir is not None else os.environ.get(STORE_ENV, "")
+    # str, not fspath: an s3:// store is an S3Path, which is no local path.
+    store = str(store_dir) if store_dir is not None else os.environ.get(STORE_ENV, "")
     if dst[:3].lower() == "s3:" or store[:3].lower() == "s3:":  # before importing obstore
         from sessionstore.mirror.remote import remote_store, resolve_remote  # s3 only
 
         remote = resolve_remote(dst, remote_store(store))
         if remote is not None:
             return remote
+        if not Path(dst).is_dir():  # an s3:// store holds no local session to fall back on
+            raise click.BadParameter(
+                escape(f"{dst}: no session of that id in {store}, nor a directory"),
+                param_hint="DST",
+            )
+        return Path(dst)
     try:
         return resolve_destination(dst, store_dir)
     except SessionNotFound as exc:

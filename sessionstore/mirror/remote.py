@@ -19,13 +19,7 @@ _MANIFEST_LIMIT = 1 << 20
 
 
 def remote_store(store: str) -> str | None:
-    """The `s3://` store a --store value (or `$SESSIONSTORE_HOME`) names, else None.
-
-    `--store` is parsed as a path, which folds `s3://` to `s3:/`: that form is
-    read back as the URL it was.
-    """
-    if store.startswith("s3:/") and not is_s3_url(store):
-        store = "s3://" + store[len("s3:/") :]
+    """The `s3://` store a --store value (or `$SESSIONSTORE_HOME`) names, else None."""
     return store if is_s3_url(store) else None
 
 
