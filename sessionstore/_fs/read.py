@@ -156,13 +156,16 @@ def open_record_dir(path: Path) -> int:
     or a record replaced by a symlink is refused. A user-named session that
     is a symlink was resolved once, when its `Session` was opened.
     """
-    session_fd = open_dir(path.parent.parent)
+    # String splits, not Path.parent: a listing opens one record directory per trial.
+    upper, name = os.path.split(os.fspath(path))
+    session, collection = os.path.split(upper)
+    session_fd = open_dir(session or ".")  # a session named "." (its records: "trials/3")
     try:
-        collection_fd = open_dir(path.parent.name, session_fd)
+        collection_fd = open_dir(collection, session_fd)
     finally:
         os.close(session_fd)
     try:
-        return open_dir(path.name, collection_fd)
+        return open_dir(name, collection_fd)
     finally:
         os.close(collection_fd)
 

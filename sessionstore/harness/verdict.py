@@ -189,7 +189,7 @@ def _judge_file(record: Record, rel: PurePosixPath) -> Verdict:
     name = rel.as_posix()
     if isinstance(record.path, S3Path):
         return _judge_remote(record, rel)
-    log = Path(os.path.abspath(record.path.joinpath(*rel.parts)))
+    log = Path(os.path.abspath(os.path.join(record.path, *rel.parts)))  # one Path, not three
     try:
         dir_fd = record_dir_fd(record.n, record.path)
     except OSError as exc:

@@ -18,6 +18,7 @@ local: it walks the record directory by fd.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -204,7 +205,13 @@ def record_relpath(relpath: str | os.PathLike[str], source: str) -> PurePosixPat
     Shared by record writers and output-contract logs; raises `InvalidInput`
     naming `source` (what the path came from).
     """
-    text = os.fspath(relpath)
+    return _relpath(os.fspath(relpath), source)
+
+
+# Cached: a listing judges every trial by the same declared log name, and parsing it
+# into a PurePosixPath each time was a fifth of the `view` session page (issue 14).
+@functools.lru_cache(maxsize=256)
+def _relpath(text: str, source: str) -> PurePosixPath:
     parts = PurePosixPath(text).parts
     problem = None
     if not text or "\0" in text:
