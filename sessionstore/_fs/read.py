@@ -147,7 +147,7 @@ def open_under(dir_fd: int, parts: Iterable[str]) -> tuple[int, os.stat_result]:
             os.close(current)
 
 
-def open_record_dir(path: Path) -> int:
+def open_record_dir(path: Path, collection_fd: int | None = None) -> int:
     """A directory fd for the record at `<session>/<collection>/<n>`.
 
     The session directory, the collection and the record are each opened
@@ -155,19 +155,28 @@ def open_record_dir(path: Path) -> int:
     the store root or the user's own directories), so a session, a `trials/`
     or a record replaced by a symlink is refused. A user-named session that
     is a symlink was resolved once, when its `Session` was opened.
+    `collection_fd`: the collection, already opened by `open_collection_dir`
+    (a listing opens it once, not once per record).
     """
-    # String splits, not Path.parent: a listing opens one record directory per trial.
     upper, name = os.path.split(os.fspath(path))
-    session, collection = os.path.split(upper)
-    session_fd = open_dir(session or ".")  # a session named "." (its records: "trials/3")
-    try:
-        collection_fd = open_dir(collection, session_fd)
-    finally:
-        os.close(session_fd)
+    if collection_fd is not None:
+        return open_dir(name, collection_fd)
+    collection_fd = open_collection_dir(upper)
     try:
         return open_dir(name, collection_fd)
     finally:
         os.close(collection_fd)
+
+
+def open_collection_dir(path: str | os.PathLike[str]) -> int:
+    """A directory fd for `<session>/<collection>`, each opened as `open_record_dir` says."""
+    # String splits, not Path.parent: a listing opens one record directory per trial.
+    session, collection = os.path.split(os.fspath(path))
+    session_fd = open_dir(session or ".")  # a session named "." (its records: "trials/3")
+    try:
+        return open_dir(collection, session_fd)
+    finally:
+        os.close(session_fd)
 
 
 def read_capped(fd: int, limit: int) -> bytes | None:

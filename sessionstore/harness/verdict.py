@@ -100,12 +100,17 @@ def declares_output_contract(record: Record) -> bool:
     return record.data is not None and CONTRACT_FIELD in record.data
 
 
-def output_verdict(record: Record) -> Verdict | None:
-    """The verdict of a record that declares an output contract, else None (for listings)."""
-    return evaluate_output_contract(record) if declares_output_contract(record) else None
+def output_verdict(record: Record, collection_fd: int | None = None) -> Verdict | None:
+    """The verdict of a record that declares an output contract, else None (for listings:
+    `collection_fd` is its collection's directory, opened once for all of them)."""
+    if not declares_output_contract(record):
+        return None
+    return evaluate_output_contract(record, collection_fd=collection_fd)
 
 
-def evaluate_output_contract(record: Record, log: str | os.PathLike[str] | None = None) -> Verdict:
+def evaluate_output_contract(
+    record: Record, log: str | os.PathLike[str] | None = None, *, collection_fd: int | None = None
+) -> Verdict:
     """Judge `record` by the last non-empty line of its log file.
 
     `log` is a path relative to the record directory; None uses the log the
@@ -128,7 +133,7 @@ def evaluate_output_contract(record: Record, log: str | os.PathLike[str] | None 
             rel = record_relpath(name, f"{CONTRACT_FIELD}.log {name!r}")
         except InvalidInput as exc:
             return _indeterminate(str(exc))
-    return _judge_file(record, rel)
+    return _judge_file(record, rel, collection_fd)
 
 
 def judge(collection: Collection, n: int, log: str | os.PathLike[str] | None = None) -> Verdict:
@@ -179,7 +184,7 @@ def judge_session(
     return Judgement(collection.name, n, judge(collection, n, log))
 
 
-def _judge_file(record: Record, rel: PurePosixPath) -> Verdict:
+def _judge_file(record: Record, rel: PurePosixPath, collection_fd: int | None) -> Verdict:
     """Open the log by the readers' recipe (`fsread`) relative to the record's directory fd.
 
     No path is resolved and then opened: each component is opened with
@@ -191,7 +196,7 @@ def _judge_file(record: Record, rel: PurePosixPath) -> Verdict:
         return _judge_remote(record, rel)
     log = Path(os.path.abspath(os.path.join(record.path, *rel.parts)))  # one Path, not three
     try:
-        dir_fd = record_dir_fd(record.n, record.path)
+        dir_fd = record_dir_fd(record.n, record.path, collection_fd)
     except OSError as exc:
         return _indeterminate(f"record directory {record.path}: {fsread.problem(exc)}", log)
     try:

@@ -8,9 +8,11 @@ the cost of reading the files.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from sessionstore._fs import read as fsread
 from sessionstore.errors import NoBestTrial
 from sessionstore.harness.verdict import Verdict, output_verdict
 from sessionstore.inspect.best import (
@@ -22,6 +24,7 @@ from sessionstore.inspect.best import (
     lookup,
     score_trials,
 )
+from sessionstore.storage.s3_path import S3Path
 from sessionstore.store.lineage import lineage_info
 from sessionstore.store.remote import each
 from sessionstore.store.session import Record, RecordState, Session, Store
@@ -204,6 +207,26 @@ def best_trial_number(session: Session, objective: Objective | None = None) -> i
 
 
 def _verdicts(records: list[Record]) -> dict[int, Verdict]:
-    """The output-contract verdict of each record that declares one (a log-tail read each)."""
-    found = {r.n: output_verdict(r) for r in records}
+    """The output-contract verdict of each record that declares one (a log-tail read each),
+    below their collection's directory opened once (a record's own open then is one call)."""
+    fd = _collection_fd(records)
+    try:
+        found = {
+            r.n: output_verdict(r, fd if r.path.parent == records[0].path.parent else None)
+            for r in records
+        }
+    finally:
+        if fd is not None:
+            os.close(fd)
     return {n: v for n, v in found.items() if v is not None}
+
+
+def _collection_fd(records: list[Record]) -> int | None:
+    """The records' collection directory, opened; None where each record opens its own
+    (an object store, the report, or a collection that will not open: each then says why)."""
+    if not records or records[0].n == 0 or isinstance(records[0].path, S3Path):
+        return None
+    try:
+        return fsread.open_collection_dir(records[0].path.parent)
+    except OSError:
+        return None

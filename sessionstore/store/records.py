@@ -189,13 +189,14 @@ def _record(
     return Record(n, path, RecordState.COMPLETED, data, None)
 
 
-def record_dir_fd(n: int, path: Path) -> int:
-    """A directory fd of record `n` at `path`, opened by `fsread.open_record_dir`.
+def record_dir_fd(n: int, path: Path, collection_fd: int | None = None) -> int:
+    """A directory fd of record `n` at `path`, opened by `fsread.open_record_dir`
+    (below `collection_fd`, the collection's, when the caller holds it).
 
     n=0 is the report, whose "record directory" is the session directory
     (opened with `O_NOFOLLOW` like every open of a session directory).
     """
-    return fsread.open_dir(path) if n == 0 else fsread.open_record_dir(path)
+    return fsread.open_dir(path) if n == 0 else fsread.open_record_dir(path, collection_fd)
 
 
 def record_relpath(relpath: str | os.PathLike[str], source: str) -> PurePosixPath:
