@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sessionstore import _json as jsonio
@@ -47,6 +46,9 @@ def each(storage: Storage, func: Callable[[T], R], items: Sequence[T]) -> Iterat
 
 
 def _pooled(func: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+    # Imported here: concurrent.futures loads logging, a sixth of a local `inspect`'s start.
+    from concurrent.futures import ThreadPoolExecutor
+
     pool = ThreadPoolExecutor(min(_SESSION_THREADS, len(items)))
     try:
         yield from pool.map(func, items)
