@@ -112,9 +112,23 @@ def test_quiet_leaves_out_confirmations_not_errors(tmp_path: Path) -> None:
     assert missing.exit_code == 1 and "q1" in missing.stderr
 
 
+# What an unwritable directory answers: root is refused only by chattr +i (EPERM); anyone
+# else by a mode without write permission (EACCES), since chattr +i needs root.
+REFUSED = "Operation not permitted" if os.geteuid() == 0 else "Permission denied"
+
+
 @contextmanager
 def immutable(path: Path) -> Iterator[None]:
-    """`path` made immutable (chattr +i: refused even to root) for the block."""
+    """`path` made unwritable for the block: chattr +i as root (which modes do not stop),
+    else read-only permission bits."""
+    if os.geteuid() != 0:
+        mode = path.stat().st_mode
+        path.chmod(0o555)
+        try:
+            yield
+        finally:
+            path.chmod(mode)
+        return
     subprocess.run(["chattr", "+i", str(path)], check=True, timeout=30)
     try:
         yield
@@ -130,14 +144,14 @@ def test_errors_on_an_unwritable_store_name_the_real_path(tmp_path: Path) -> Non
     with immutable(tmp_path):
         done = run("new", "--store", root, "--id", "u2")
         assert done.returncode == 1
-        assert done.stderr == f"Error: {tmp_path / 'u2'}: Operation not permitted\n"
+        assert done.stderr == f"Error: {tmp_path / 'u2'}: {REFUSED}\n"
     with immutable(session.path):
         done = run("finish", "u1", "--store", root)
-        assert done.stderr == f"Error: {session.path / 'report.json'}: Operation not permitted\n"
+        assert done.stderr == f"Error: {session.path / 'report.json'}: {REFUSED}\n"
     record = session.trials.path / "1"
     with immutable(record):
         done = run("complete", "u1", "--store", root, "--trial", "1", "--marker", "{}")
-        assert done.stderr == f"Error: {record / 'trial.json'}: Operation not permitted\n"
+        assert done.stderr == f"Error: {record / 'trial.json'}: {REFUSED}\n"
     assert ".sstmp" not in done.stderr
     assert sorted(os.listdir(record)) == []  # no temp left behind
 
