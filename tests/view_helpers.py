@@ -154,19 +154,20 @@ class Viewer:
 
 
 @contextmanager
-def viewer(root: Path, *extra: str) -> Iterator[Viewer]:
+def viewer(root: Path | str, *extra: str, log_dir: Path | None = None) -> Iterator[Viewer]:
     """`sessionstore view --store ROOT --port 0` running; stopped (SIGINT, then kill) after.
 
-    Its request log goes to `ROOT.parent / "view.log"` (a pipe nobody reads would
-    fill and stall it).
+    Its request log goes to `view.log` in `log_dir` (default: ROOT's parent; an
+    `s3://` ROOT needs one): a pipe nobody reads would fill and stall it.
     """
-    log = (root.parent / "view.log").open("ab")
+    log_path = (log_dir or Path(root).parent) / "view.log"
+    log = log_path.open("ab")
     proc = cli_runner.popen("view", "--store", root, "--port", "0", *extra, stderr=log)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline().decode()  # the URL, on one line, once it listens
         match = re.fullmatch(r"http://127\.0\.0\.1:(\d+)/\n", line)
-        assert match, f"no URL line: {line!r}; log: {(root.parent / 'view.log').read_text()}"
+        assert match, f"no URL line: {line!r}; log: {log_path.read_text()}"
         yield Viewer(proc, line.strip(), int(match.group(1)))
     finally:
         log.close()

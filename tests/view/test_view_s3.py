@@ -4,21 +4,22 @@ server (moto on loopback), with the record's files listed and served from the bu
 from __future__ import annotations
 
 import json
-import re
-import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from cli_runner import popen, run
+from cli_runner import run
 from inspect_helpers import metrics, trial
 from s3_servers import S3Server
-from view_helpers import Viewer, soup
+from view_helpers import Viewer, soup, viewer
 
 from sessionstore import Store
 
 
 @pytest.fixture
-def s3_viewer(moto_s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Viewer, str]]:
+def s3_viewer(
+    moto_s3: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[tuple[Viewer, str]]:
     url = f"s3://{moto_s3.new_bucket()}/runs"
     for name, value in moto_s3.env().items():
         if name.startswith("AWS_"):
@@ -26,41 +27,29 @@ def s3_viewer(moto_s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> Iterator[tu
     session = Store(url).create(id="ab12cd34", name="in-a-bucket", pid=None)
     trial(session, metrics(812.5), {"run.log": "ttft 182 ms\nPASS\n", "task.yml": "model: x\n"})
     trial(session, None, {"progress.log": "step 3\n"})
-    proc = popen("view", "--store", url, "--port", "0", stderr=subprocess.DEVNULL)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().decode()
-        match = re.fullmatch(r"http://127\.0\.0\.1:(\d+)/\n", line)
-        assert match, f"no URL line: {line!r}"
-        yield Viewer(proc, line.strip(), int(match.group(1))), url
-    finally:
-        proc.send_signal(2)
-        try:
-            proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+    with viewer(url, log_dir=tmp_path) as running:
+        yield running, url
 
 
 def test_view_serves_an_s3_store_as_it_serves_a_local_one(s3_viewer: tuple[Viewer, str]) -> None:
-    viewer, url = s3_viewer
-    status, _, body = viewer.get("/api/sessions/ab12cd34")
+    site, url = s3_viewer
+    status, _, body = site.get("/api/sessions/ab12cd34")
     assert status == 200
     inspected = run("inspect", "ab12cd34", "--json", "--store", url)
     assert inspected.returncode == 0, inspected.stderr
     assert json.loads(body) == json.loads(inspected.stdout)
 
-    status, _, page = viewer.get("/s/ab12cd34")
+    status, _, page = site.get("/s/ab12cd34")
     assert status == 200
     text = soup(page).get_text(" ")
     assert "in-a-bucket" in text and "812.5" in text and "in_flight" in text
 
-    status, _, record = viewer.get("/s/ab12cd34/trials/1")
+    status, _, record = site.get("/s/ab12cd34/trials/1")
     assert status == 200
     names = {a.get_text() for a in soup(record).find_all("a")}
     assert {"run.log", "task.yml", "trial.json"} <= names
-    status, headers, raw = viewer.get("/s/ab12cd34/trials/1/files/run.log")
+    status, headers, raw = site.get("/s/ab12cd34/trials/1/files/run.log")
     assert (status, raw) == (200, b"ttft 182 ms\nPASS\n")
     assert headers["X-Content-Type-Options"] == "nosniff"
-    assert viewer.get("/s/ab12cd34/trials/1/files/..%2f..%2fsession.json")[0] == 404
-    assert viewer.get("/s/ab12cd34", method="POST")[0] == 405
+    assert site.get("/s/ab12cd34/trials/1/files/..%2f..%2fsession.json")[0] == 404
+    assert site.get("/s/ab12cd34", method="POST")[0] == 405
