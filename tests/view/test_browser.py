@@ -20,6 +20,7 @@ import pytest
 from cli_runner import run
 from inspect_helpers import metrics, trial
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
@@ -132,9 +133,11 @@ def test_view_pages_render_and_a_running_session_updates_itself(
         assert _column(browser, "trials", 2)[-1] == "in_flight"
         # The agent completes a trial: the open page shows it without being told.
         trial(session, metrics(999.0, 120.0))
-        WebDriverWait(browser, 30, poll_frequency=0.5).until(
-            lambda d: _column(d, "trials", 2)[-1:] == ["completed"]
-        )
+        # The page reloads itself when the record lands: a cell read across that reload
+        # is stale, and the next poll reads the new page.
+        WebDriverWait(
+            browser, 30, poll_frequency=0.5, ignored_exceptions=(StaleElementReferenceException,)
+        ).until(lambda d: _column(d, "trials", 2)[-1:] == ["completed"])
         assert _column(browser, "trials", 1)[-1] == "5"
         errors = console_errors(browser)
         assert errors == [], errors
