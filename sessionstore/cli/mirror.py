@@ -9,6 +9,7 @@ only), and the redactor only when a secret is given. Every name printed for peop
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
@@ -24,6 +25,8 @@ from sessionstore.errors import InvalidInput, SessionNotFound
 from sessionstore.store.target import STORE_ENV, resolve_destination
 
 if TYPE_CHECKING:
+    import threading
+
     from sessionstore.mirror.mirror import Mirror, PassReport
     from sessionstore.redact.redactor import Redactor
     from sessionstore.storage.s3_tree_io import S3Dest
@@ -233,7 +236,6 @@ def _run_daemon(
     `timing`: --debounce, --max-wait and --full-every.
     """
     # A daemon only: `--once` imports none of this (see the module docstring).
-    import signal
     import threading
 
     from sessionstore.cli.mirror_output import Progress
@@ -245,14 +247,39 @@ def _run_daemon(
     progress = Progress(level, as_json)
     daemon = Daemon(the_mirror, config, progress)
 
-    def on_signal(signum: int, frame: object) -> None:
-        stop.set()
-        daemon.wake.set()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, on_signal)
+    stop_on_signals(stop, daemon.wake)
     threading.excepthook = _thread_error_line  # this process is ours: one line, not a traceback
     return daemon.run(stop)
+
+
+def stop_on_signals(*events: threading.Event) -> None:
+    """Set every event on SIGINT or SIGTERM, from a thread: the handler itself takes no lock.
+
+    A Python signal handler runs in the main thread between any two bytecodes,
+    also while that thread holds an event's internal lock (inside `wait` or
+    `clear`); a handler that called `set` then waited for its own lock forever,
+    and a Ctrl-C hung the daemon (seen in CI, about once in a few hundred
+    stops). So the handler only writes a byte to a pipe, and a relay thread
+    that reads it sets the events.
+    """
+    import signal
+    import threading
+
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+
+    def relay() -> None:
+        os.read(wake_r, 1)
+        for event in events:
+            event.set()
+
+    def on_signal(signum: int, frame: object) -> None:
+        with contextlib.suppress(BlockingIOError):  # a byte is already waiting
+            os.write(wake_w, b"\0")
+
+    threading.Thread(target=relay, name="sessionstore-signal-relay", daemon=True).start()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
 
 
 def _thread_error_line(args: Any) -> None:

@@ -264,6 +264,33 @@ def test_cli_daemon_stops_on_signal_with_a_final_pass(src: Path, dst: Path, sig:
     assert any("before-signal.txt" in line["copied"] for line in lines)
 
 
+# Run in a child: the handler replaces pytest's own SIGINT handling while installed.
+_SIGNAL_INSIDE_THE_LOCK = """
+import os, sys, threading
+from sessionstore.cli.mirror import stop_on_signals
+
+stop, wake = threading.Event(), threading.Event()
+stop_on_signals(stop, wake)
+with wake._cond:  # where wait() and clear() are when the signal lands
+    os.kill(os.getpid(), int(sys.argv[1]))
+    [n for n in range(10000)]  # bytecodes: the handler runs here, holding the lock
+print(stop.wait(30) and wake.wait(30))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_cli_signal_handler_sets_events_the_interrupted_code_holds_locked(sig: int) -> None:
+    """The handler runs in the main thread anywhere, even inside an event's lock: no hang."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_INSIDE_THE_LOCK, str(int(sig))],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "True\n", "")
+
+
 def test_cli_second_daemon_exits_1_naming_the_holder(src: Path, dst: Path) -> None:
     first = popen("mirror", src, dst, "-q", env=environ(NO_COLOR="1"))
     try:
