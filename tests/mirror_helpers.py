@@ -216,15 +216,16 @@ class DaemonProcess:
         """SIGINT, then (exit status, everything it wrote on stderr)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
+        assert self.proc.stdout is not None and self.proc.stderr is not None
         try:
             code = self.proc.wait(timeout=timeout)
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait()
-        for thread in self._threads:
-            thread.join(timeout=timeout)
-        assert self.proc.stdout is not None and self.proc.stderr is not None
-        self.proc.stdout.close()
-        self.proc.stderr.close()
+            for thread in self._threads:
+                thread.join(timeout=timeout)
+            # Closed on failure too: an unclosed pipe is a ResourceWarning that fails the run.
+            self.proc.stdout.close()
+            self.proc.stderr.close()
         return code, "".join(self._err)
