@@ -34,7 +34,12 @@ Colour is off when the output is not a terminal or `NO_COLOR` is set (no
 bold or dim either), unless `--color always` asks for it. The listings
 (`inspect` of a store, `resume`, `scan`, `prune --dry-run`) print `--json`
 (one array), `--nl` (one JSON object a line) or `--csv`, each row as soon as
-it is read. Shell completion (bash, zsh, fish) completes commands, options
+it is read. CSV is RFC 4180 (CRLF line ends, a header row) and safe to open
+in a spreadsheet: a text cell starting with `=`, `+`, `-`, `@`, a tab or a
+carriage return, which a spreadsheet would run as a formula (OWASP "CSV
+injection"), is written with a `'` before it; numbers, negative ones
+included, and text that is exactly a number stay as they are. `--json` and
+`--nl` are always exact. Shell completion (bash, zsh, fish) completes commands, options
 and session ids: see the README's "Shell completion".
 """
 

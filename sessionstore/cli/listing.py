@@ -2,10 +2,15 @@
 `--status`, `--label` and `--sort` (inspect of a store, resume, scan, prune --dry-run).
 
 Rows are written as they come: a JSON array an element at a time, one JSON
-object per line (`--nl`), or CSV with a header, so a script reading a big
+object per line (`--nl`), or CSV (RFC 4180: CRLF line ends) with a header, so a script reading a big
 listing sees its first row before the last record is read (except where the
 order needs every row first: `--sort best`). Values are exact, as in `--json`;
 a nested value is one CSV cell of compact JSON.
+
+CSV is safe to open in a spreadsheet: a text cell that starts with `=`, `+`,
+`-`, `@`, a tab or a carriage return (which spreadsheets run as a formula:
+OWASP "CSV injection") is written with a `'` before it. Numbers stay numbers,
+negative ones included; so does a text cell that is exactly a number.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import csv
 import functools
 import itertools
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -107,19 +113,36 @@ def _write_array(rows: Iterable[Mapping[str, Any]]) -> None:
     out.write(b"[]\n" if sep == b"[\n  " else b"\n]\n")
 
 
+# What a spreadsheet takes for the start of a formula (OWASP, "CSV Injection").
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, str | int | float):
+    if isinstance(value, int | float):
         return str(value)
-    return _dumps(value, indent=False).decode("utf-8", "surrogateescape")
+    if isinstance(value, str):
+        from sessionstore._json import utf8_safe
+
+        return _inert(utf8_safe(value))
+    return _dumps(value, indent=False).decode()
+
+
+def _inert(text: str) -> str:
+    """`text` as a spreadsheet shows it and never runs it: a formula gets a `'` first."""
+    if text.startswith(_FORMULA_START) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
 
 
 def _write_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None:
     out = sys.stdout
-    writer = csv.writer(out, lineterminator="\n")
+    # RFC 4180 line ends: a field holding a bare CR is quoted too (with "\n" it was not).
+    writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(columns)
     for row in rows:
         writer.writerow([_cell(row.get(column)) for column in columns])
@@ -191,7 +214,12 @@ def _options(
     options = [
         click.option("--json", "listing_json", is_flag=True, help=json_help),
         click.option("--nl", "listing_nl", is_flag=True, help="Print one JSON object a line."),
-        click.option("--csv", "listing_csv", is_flag=True, help="Print CSV with a header."),
+        click.option(
+            "--csv",
+            "listing_csv",
+            is_flag=True,
+            help="Print CSV with a header, safe in a spreadsheet (a formula gets a ' first).",
+        ),
         click.option(
             "--limit",
             "listing_limit",

@@ -307,3 +307,49 @@ def test_scan_nl_csv_and_limit(tmp_path: Path) -> None:
     assert (quiet.returncode, quiet.stdout.count("\n"), quiet.stderr) == (1, 3, "")
     zero = run("scan", tree, "--secret-env", "LISTING_TOKEN", "--limit", "0", env=env)
     assert zero.returncode == 2 and "a scan of nothing is no audit" in zero.stderr
+
+
+HOSTILE = ['=HYPERLINK("http://x")', "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "\tx", "\rx"]
+
+
+def test_csv_cells_a_spreadsheet_would_run_are_neutralised(tmp_path: Path) -> None:
+    # Names, labels and paths an agent chose: each cell that starts a formula gets a `'`.
+    store = Store(tmp_path / "@store")
+    for n, name in enumerate(HOSTILE):
+        s = store.create(id=f"h{n}", name=name, labels={"k": name}, pid=None)
+        set_manifest(s, created_at=f"2026-11-0{n + 1}T00:00:00+00:00")
+    s = store.create(id="n1", name="-5", pid=None)  # a name that is a number stays one
+    set_manifest(s, created_at="2026-10-01T00:00:00+00:00")
+    done = run("inspect", "--store", "@store", "--csv", cwd=tmp_path, text=False)
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(io.StringIO(done.stdout.decode(), newline="")))
+    names = {r["id"]: r["name"] for r in rows}
+    assert names == {f"h{n}": "'" + name for n, name in enumerate(HOSTILE)} | {"n1": "-5"}
+    assert {r["path"] for r in rows} == {f"'@store/{r['id']}" for r in rows}
+    # JSON keeps every value exact: only the spreadsheet format is defused.
+    exact = orjson.loads(run("inspect", "--store", "@store", "--json", cwd=tmp_path).stdout)
+    assert {r["id"]: r["name"] for r in exact} == {
+        f"h{n}": name for n, name in enumerate(HOSTILE)
+    } | {"n1": "-5"}
+
+
+def test_csv_numbers_stay_numbers_negative_ones_included(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    future = store.create(id="f1", pid=None)
+    set_manifest(future, created_at="2999-01-01T00:00:00+00:00").finish({})
+    rows = list(csv.DictReader(io.StringIO(ok("prune", "--store", tmp_path, "-n", "--csv"))))
+    assert len(rows) == 1
+    age = rows[0]["age_s"]
+    assert age.startswith("-") and float(age) < 0  # created in the future: a negative age
+
+
+def test_csv_of_hostile_file_names_in_a_scan(tmp_path: Path) -> None:
+    tree = tmp_path / "=tree"
+    tree.mkdir()
+    for name in ("@evil.log", "-1+1.log"):
+        (tree / name).write_text(f"x {FAKE}\n")
+    env = environ(LISTING_TOKEN=FAKE)
+    done = run("scan", "=tree", "--secret-env", "LISTING_TOKEN", "--csv", env=env, cwd=tmp_path)
+    rows = list(csv.DictReader(io.StringIO(done.stdout, newline="")))
+    assert sorted(r["path"] for r in rows) == ["'=tree/-1+1.log", "'=tree/@evil.log"]
+    assert {r["offset"] for r in rows} == {"2"}
