@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -353,3 +354,13 @@ def test_csv_of_hostile_file_names_in_a_scan(tmp_path: Path) -> None:
     rows = list(csv.DictReader(io.StringIO(done.stdout, newline="")))
     assert sorted(r["path"] for r in rows) == ["'=tree/-1+1.log", "'=tree/@evil.log"]
     assert {r["offset"] for r in rows} == {"2"}
+
+
+def test_csv_of_a_name_that_is_not_utf8(tmp_path: Path) -> None:
+    (tmp_path / os.fsdecode(b"bad-\xff")).write_text(FAKE)
+    env = environ(LISTING_TOKEN=FAKE)
+    done = run("scan", tmp_path, "--secret-env", "LISTING_TOKEN", "--csv", env=env)
+    assert (done.returncode, "Traceback" in done.stderr) == (1, False)
+    assert [r["path"] for r in csv.DictReader(io.StringIO(done.stdout))] == [
+        f"{tmp_path}/bad-\\xff"
+    ]
