@@ -15,6 +15,7 @@ from sessionstore.cli.common import (
     json_option,
     record_number_type,
     target_options,
+    verbosity_options,
 )
 from sessionstore.errors import InvalidInput
 from sessionstore.store.target import resolve_target
@@ -38,6 +39,10 @@ class _Indeterminate(click.ClickException):
     help="Log path relative to the record directory (default: the marker's output_contract).",
 )
 @json_option
+@verbosity_options(
+    verbose="Also name the log judged and the marker's contract it came from (stderr).",
+    quiet="Print nothing (errors aside): the exit status is the verdict.",
+)
 @errors_exit(_Indeterminate)  # an error that prevents judging (no such session) exits 4
 def check(
     target: str,
@@ -46,6 +51,8 @@ def check(
     attempt: int | None,
     log: str | None,
     as_json: bool,
+    quiet: bool,
+    verbose: bool,
 ) -> None:
     """Judge a completed record of session TARGET by its log's last non-empty line.
 
@@ -70,8 +77,13 @@ def check(
         judged = judge_session(session, trial=trial, attempt=attempt, log=log)
     except InvalidInput as exc:  # only a malformed --log is left: the options were checked
         raise click.BadParameter(exc.problem, param_hint=f"--log {log!r}") from None
+    if verbose:
+        where = judged.verdict.log
+        source = f"--log {log}" if log is not None else "the marker's output_contract"
+        read = f"judged {where} (from {source})" if where else f"no log judged ({source})"
+        click.echo(escape(read), err=True)
     if as_json:
         emit_json(judged.to_dict())
-    else:
+    elif not quiet:
         click.echo(escape(str(judged.verdict)))  # the detail is the log's own text
     sys.exit(EXIT_CODES[str(judged.verdict.outcome)])

@@ -125,9 +125,32 @@ def color_option(func: F) -> F:
     return decorated
 
 
-quiet_option = click.option(
-    "--quiet", "-q", is_flag=True, help="No confirmation or summary line: errors and warnings only."
-)
+QUIET_HELP = "Print only errors, warnings and what a script needs: no confirmation or summary."
+
+
+def verbosity_options(
+    verbose: str, quiet: str = QUIET_HELP
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`-q/--quiet` and `-v/--verbose` (their help: `quiet`, `verbose`), never both at once
+    (a usage error); the command receives `quiet` and `verbose`.
+
+    One meaning everywhere: quiet prints errors, warnings and the line a
+    script needs only; verbose adds a line for each thing done.
+    """
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if kwargs["quiet"] and kwargs["verbose"]:
+                raise click.UsageError("-q/--quiet and -v/--verbose cannot be combined")
+            return func(*args, **kwargs)
+
+        with_verbose = click.option("--verbose", "-v", is_flag=True, help=verbose)(wrapper)
+        return click.option("--quiet", "-q", is_flag=True, help=quiet)(with_verbose)
+
+    return decorate
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 
@@ -317,6 +340,11 @@ def os_error_message(exc: OSError) -> str:
     """`<file>: <reason>`, escaped, for an OSError that reached the CLI."""
     where = f"{exc.filename}: " if exc.filename else ""
     return escape(f"{where}{exc.strerror or exc}")
+
+
+def counted(count: int, noun: str) -> str:
+    """`1 session`, `3 sessions`: a count and its noun, for summary lines."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def emit_json(value: Any) -> None:

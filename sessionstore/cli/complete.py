@@ -10,10 +10,10 @@ from sessionstore._display import escape
 from sessionstore.cli.common import (
     command,
     library_errors,
-    quiet_option,
     read_json_object,
     record_number_type,
     target_options,
+    verbosity_options,
 )
 from sessionstore.store.target import resolve_target
 
@@ -28,7 +28,7 @@ from sessionstore.store.target import resolve_target
     metavar="JSON|@FILE|@-",
     help="The marker: a JSON object, @FILE, or @- for standard input.",
 )
-@quiet_option
+@verbosity_options(verbose="Also name each file of the record made durable, and the marker.")
 @library_errors
 def complete(
     target: str,
@@ -37,6 +37,7 @@ def complete(
     attempt: int | None,
     marker: str,
     quiet: bool,
+    verbose: bool,
 ) -> None:
     """Complete a record of session TARGET by writing its marker, last and atomically.
 
@@ -52,19 +53,21 @@ def complete(
       sessionstore complete 1a2b3c4d --trial 3 --marker @- < trial.json
     """
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
-    from sessionstore.format.names import SERVICE, TRIALS
+    from sessionstore.format.names import MARKERS, SERVICE, TRIALS
     from sessionstore.store.lifecycle import complete_record
 
     if (trial is None) == (attempt is None):
         raise click.UsageError("give exactly one of --trial N and --attempt K")
     obj = read_json_object(marker, "--marker")
     session = resolve_target(target, store_dir)
-    if trial is not None:
-        record = complete_record(session, TRIALS, trial, obj)
-        what = "trial"
-    else:
-        assert attempt is not None
-        record = complete_record(session, SERVICE, attempt, obj)
-        what = "attempt"
+    collection, what = (TRIALS, "trial") if trial is not None else (SERVICE, "attempt")
+    n = trial if trial is not None else attempt
+    assert n is not None
+    record = complete_record(session, collection, n, obj)
+    if verbose:
+        for name in record.files():
+            if name != MARKERS[collection]:
+                click.echo(escape(f"synced {record.path / name}"))
+        click.echo(escape(f"wrote {record.path / MARKERS[collection]}"))
     if not quiet:
         click.echo(escape(f"completed {what} {record.n}: {record.path}"))

@@ -12,9 +12,9 @@ from sessionstore.cli.common import (
     emit_json,
     json_option,
     library_errors,
-    quiet_option,
     record_number_type,
     target_options,
+    verbosity_options,
 )
 from sessionstore.store.target import resolve_target
 
@@ -25,7 +25,7 @@ from sessionstore.store.target import resolve_target
 @click.option("--trial", "n", type=record_number_type, help="The trial to export.")
 @click.option("--best", is_flag=True, help="Export the best trial (see `inspect`).")
 @json_option
-@quiet_option
+@verbosity_options(verbose="Also name each file copied (and each rewritten to the copies).")
 @library_errors
 def export(
     target: str,
@@ -35,6 +35,7 @@ def export(
     best: bool,
     as_json: bool,
     quiet: bool,
+    verbose: bool,
 ) -> None:
     """Copy one completed trial of TARGET into the new directory DEST.
 
@@ -62,6 +63,10 @@ def export(
     # What was left out is part of the export's own manifest; a person is told too.
     _, manifest, _ = jsonio.read_object(path / EXPORT_MANIFEST)
     skipped = (manifest or {}).get("skipped", [])
+    rewritten = {item["file"] for item in (manifest or {}).get("rewritten", [])}
+    for name in (manifest or {}).get("files", []) if verbose else ():
+        note = " (its references rewritten to the copies)" if name in rewritten else ""
+        click.echo(escape(f"copied {path / name}{note}"), err=as_json)
     for item in skipped:
         click.echo(escape(f"skipped {item['file']}: {item['reason']}"), err=True)
     if as_json:

@@ -10,9 +10,9 @@ from sessionstore._display import escape
 from sessionstore.cli.common import (
     command,
     library_errors,
-    quiet_option,
     read_json_object,
     target_options,
+    verbosity_options,
 )
 from sessionstore.store.target import resolve_target
 
@@ -26,10 +26,15 @@ from sessionstore.store.target import resolve_target
     help="The report: a JSON object, @FILE, or @- for standard input (default: {}).",
 )
 @click.option("--failed", is_flag=True, help="End the session as failed (default: done).")
-@quiet_option
+@verbosity_options(verbose="Also name the report written and the manifest's new status.")
 @library_errors
 def finish(
-    target: str, store_dir: Path | None, report: str | None, failed: bool, quiet: bool
+    target: str,
+    store_dir: Path | None,
+    report: str | None,
+    failed: bool,
+    quiet: bool,
+    verbose: bool,
 ) -> None:
     """Write report.json for session TARGET, ending it as done (or --failed).
 
@@ -46,12 +51,16 @@ def finish(
     obj = read_json_object(report, "--report") if report is not None else {}
     session = resolve_target(target, store_dir)
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
-    from sessionstore.format.names import REPORT
+    from sessionstore.format.names import MANIFEST, REPORT
     from sessionstore.store.lifecycle import refuse_torn
 
     # Written once: a report readers would read as torn could never be mended.
     refuse_torn(obj, str(session.path / REPORT))
     session.finish(obj, "failed" if failed else None)
     final = "failed" if failed else obj.get("status") or "done"
+    if verbose:
+        click.echo(escape(f"wrote {session.path / REPORT}"))
+        if session.manifest is not None:
+            click.echo(escape(f"set status {final} in {session.path / MANIFEST}"))
     if not quiet:
         click.echo(escape(f"finished {session.id or session.path}: {final}"))

@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING
 import click
 
 from sessionstore._display import escape
-from sessionstore.cli.common import command, library_errors, quiet_option, store_option
+from sessionstore.cli.common import (
+    command,
+    counted,
+    library_errors,
+    store_option,
+    verbosity_options,
+)
 from sessionstore.cli.listing import Listing, listing_options, name_order
 from sessionstore.errors import InvalidInput, SessionNotFound
 
@@ -61,7 +67,9 @@ PRUNE_COLUMNS = ("id", "path", "status", "created_at", "age_s")
 )
 @click.option("--dry-run", "-n", is_flag=True, help="List what would be removed; remove nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Remove without asking.")
-@quiet_option
+@verbosity_options(
+    verbose="Name each session removed, and each leftover of an earlier removal swept."
+)
 @library_errors
 def prune(
     store_dir: Path | None,
@@ -70,6 +78,7 @@ def prune(
     dry_run: bool,
     yes: bool,
     quiet: bool,
+    verbose: bool,
 ) -> None:
     """Remove the store's ended sessions: done, failed, or interrupted (writer dead).
 
@@ -80,6 +89,9 @@ def prune(
     --label, --sort and --limit choose the sessions, for --dry-run and for
     the removal alike: what the dry run lists is what would go. --json, --nl
     and --csv print the dry run's list for scripts.
+
+    Prints how many sessions went (-v: each one; -q: nothing but errors and
+    warnings).
 
     \b
     Examples:
@@ -114,24 +126,27 @@ def prune(
         return
     if candidates and not yes and not click.confirm(f"remove these {len(candidates)} sessions?"):
         raise click.exceptions.Exit(1)
-    _remove(store, candidates, quiet)
+    _remove(store, candidates, quiet, verbose)
 
 
-def _remove(store: Store, candidates: list[Prunable], quiet: bool) -> None:
-    """Remove the candidates still prunable, say what went (unless `quiet`) and what not."""
+def _remove(store: Store, candidates: list[Prunable], quiet: bool, verbose: bool) -> None:
+    """Remove the candidates still prunable, say what went and what not."""
     from sessionstore.store.lifecycle_remove import prune as prune_sessions
     from sessionstore.store.lifecycle_remove import sweep_removed
 
     removed, left = prune_sessions(store, candidates)
-    for c in removed if not quiet else ():
+    for c in removed if verbose else ():
         click.echo(escape(f"removed {c.id}  {c.status}  {c.path}"))
     for _, why in left:
         click.echo(escape(f"Error: not removed: {why}"), err=True)
     # What a removal killed half-way left (a temp entry of a dead process) goes too.
-    for problem in sweep_removed(store.root)[1]:
+    swept, problems = sweep_removed(store.root)
+    for name in swept if verbose else ():
+        click.echo(escape(f"swept {store.root / name} (left by an earlier removal)"))
+    for problem in problems:
         click.echo(escape(f"warning: not swept: {problem}"), err=True)
-    if not removed and not left and not quiet:
-        click.echo("nothing to prune")
+    if not quiet:
+        click.echo(f"pruned {counted(len(removed), 'session')}" if removed else "nothing to prune")
     if left:
         raise click.exceptions.Exit(1)
 

@@ -9,10 +9,11 @@ import click
 from sessionstore._display import escape
 from sessionstore.cli.common import (
     command,
+    counted,
     library_errors,
     os_error_message,
-    quiet_option,
     target_options,
+    verbosity_options,
 )
 from sessionstore.errors import SessionStoreError
 from sessionstore.store.target import resolve_target, store_root
@@ -21,9 +22,13 @@ from sessionstore.store.target import resolve_target, store_root
 @command()
 @target_options(many=True)
 @click.option("--force", is_flag=True, help="Remove even a session whose writer is alive.")
-@quiet_option
+@verbosity_options(
+    verbose="Name each session removed, and each leftover of an earlier removal swept."
+)
 @library_errors
-def rm(targets: tuple[str, ...], store_dir: Path | None, force: bool, quiet: bool) -> None:
+def rm(
+    targets: tuple[str, ...], store_dir: Path | None, force: bool, quiet: bool, verbose: bool
+) -> None:
     """Remove each session TARGET (an id, a unique prefix of one, or a path), whole.
 
     A session is renamed away inside its store first, then deleted: no reader
@@ -31,6 +36,9 @@ def rm(targets: tuple[str, ...], store_dir: Path | None, force: bool, quiet: boo
     visible (the next rm or prune sweeps what it left). A session whose writer
     is alive (the --pid recorded at `new`, or a mirror daemon) is refused
     unless --force. Every TARGET is tried; exit 1 if any was not removed.
+
+    Prints how many sessions went (-v: each one's path; -q: nothing but
+    errors and warnings).
 
     \b
     Examples:
@@ -41,6 +49,7 @@ def rm(targets: tuple[str, ...], store_dir: Path | None, force: bool, quiet: boo
     from sessionstore.store.lifecycle_remove import remove_session, sweep_removed
 
     failed = False
+    removed = 0
     # Only the store is swept: a session named by a path may sit in any directory, whose
     # `.sstmp-*` entries (a harness's own marker temp, a build dir) are not the store's.
     root = store_root(store_dir)
@@ -55,9 +64,15 @@ def rm(targets: tuple[str, ...], store_dir: Path | None, force: bool, quiet: boo
             click.echo(f"Error: {os_error_message(exc)}", err=True)
             failed = True
             continue
-        if not quiet:
+        removed += 1
+        if verbose:
             click.echo(escape(f"removed {path}"))
-    for problem in sweep_removed(root)[1]:
+    swept, problems = sweep_removed(root)
+    for name in swept if verbose else ():
+        click.echo(escape(f"swept {root / name} (left by an earlier removal)"))
+    for problem in problems:
         click.echo(escape(f"warning: not swept: {problem}"), err=True)
+    if not quiet and (removed or not failed):  # nothing removed and an error: it says all
+        click.echo(f"removed {counted(removed, 'session')}")
     if failed:
         raise click.exceptions.Exit(1)

@@ -19,9 +19,10 @@ from sessionstore._display import escape
 from sessionstore.cli.common import (
     command,
     complete_target,
+    counted,
     library_errors,
-    quiet_option,
     store_option,
+    verbosity_options,
 )
 from sessionstore.cli.listing import Listing, listing_options
 from sessionstore.errors import InvalidInput, SessionNotFound
@@ -50,7 +51,10 @@ if TYPE_CHECKING:
 @click.option("--patterns", is_flag=True, help="Look for well-known token shapes too.")
 @store_option
 @listing_options(json_help="Print one JSON array of the events, each as it is found.")
-@quiet_option
+@verbosity_options(
+    verbose="Also say what is looked for (stderr).",
+    quiet="Print the findings only: no skipped entries, errors or counts on stderr.",
+)
 @library_errors
 def scan(
     target: str,
@@ -60,6 +64,7 @@ def scan(
     store_dir: Path | None,
     listing: Listing,
     quiet: bool,
+    verbose: bool,
 ) -> None:
     """Look for leaked secrets in a store, a session, any directory or a file.
 
@@ -99,7 +104,7 @@ def scan(
 
     if listing.limit == 0:
         raise click.UsageError("--limit must be at least 1: a scan of nothing is no audit")
-    scanner = _scanner(secret_env, secrets_file, patterns)
+    scanner = _scanner(secret_env, secrets_file, patterns, verbose)
     totals = ScanTotals()
     events = _remote_events(target, store_dir, scanner, totals)
     if events is None:
@@ -112,16 +117,25 @@ def scan(
         sys.exit(1)
 
 
-def _scanner(secret_env: tuple[str, ...], secrets_file: Path | None, patterns: bool) -> Scanner:
-    """The scanner for the secrets given; nothing given is bad input, as an unset variable
-    is (one line, exit 1): an audit that looks for nothing must never pass as clean."""
+def _scanner(
+    secret_env: tuple[str, ...], secrets_file: Path | None, patterns: bool, verbose: bool
+) -> Scanner:
+    """The scanner for the secrets given (`verbose`: said on stderr); nothing given is bad
+    input, as an unset variable is (one line, exit 1): an audit that looks for nothing must
+    never pass as clean."""
     from sessionstore.redact.scan import Scanner
 
     if not (secret_env or secrets_file or patterns):
         raise InvalidInput(
             "scan", "nothing to look for: give --secret-env, --secrets-file or --patterns"
         )
-    return Scanner.from_sources(secret_env, secrets_file, patterns=patterns)
+    scanner = Scanner.from_sources(secret_env, secrets_file, patterns=patterns)
+    if verbose:
+        sought = [escape(source) for source in scanner.sources]
+        if scanner.patterns:
+            sought.append("well-known token shapes (--patterns)")
+        sys.stderr.write(f"scan: looking for {', '.join(sought)}\n")
+    return scanner
 
 
 def _remote_events(
@@ -205,12 +219,10 @@ def _limited(events: Iterator[Event], limit: int | None) -> Iterator[Event]:
 
 
 def _summary(totals: ScanTotals, limit: int | None) -> None:
-    counts = f"{_n(totals.findings, 'finding')} in {_n(totals.files, 'file')}"
+    counts = f"{counted(totals.findings, 'finding')} in {counted(totals.files, 'file')}"
     if limit is not None and totals.findings >= limit:
         counts += f", stopped at --limit {limit}"
-    extra = [f"{totals.skipped} skipped"] + ([_n(totals.errors, "error")] if totals.errors else [])
+    extra = [f"{totals.skipped} skipped"] + (
+        [counted(totals.errors, "error")] if totals.errors else []
+    )
     sys.stderr.write(f"scan: {counts} ({', '.join(extra)})\n")
-
-
-def _n(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

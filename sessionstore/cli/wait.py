@@ -14,9 +14,9 @@ from sessionstore.cli.common import (
     emit_json,
     json_option,
     library_errors,
-    quiet_option,
     record_number_type,
     target_options,
+    verbosity_options,
 )
 from sessionstore.errors import WaitTimedOut
 from sessionstore.store.target import resolve_target
@@ -52,7 +52,7 @@ class _TimedOut(click.ClickException):
     help="Give up after SECONDS (exit 3). Default: wait forever.",
 )
 @json_option
-@quiet_option
+@verbosity_options(verbose="Also say what is waited for, where, and on which writer (stderr).")
 @library_errors
 def wait(
     target: str,
@@ -63,6 +63,7 @@ def wait(
     timeout: float | None,
     as_json: bool,
     quiet: bool,
+    verbose: bool,
 ) -> None:
     """Wait until a record of session TARGET is completed, and print it.
 
@@ -95,6 +96,8 @@ def wait(
     else:
         what, collection, n = "report", None, 0
     path = collection.path / str(n) if collection else session.path
+    if verbose:
+        _say_waiting(session, what, path, timeout)
     try:
         record = _wait(session, collection, n, timeout)
     except (WaitTimedOut, _WriterDead) as exc:
@@ -109,6 +112,17 @@ def wait(
         raise click.ClickException(escape(f"{what} is torn: {record.path}/{record.error}"))
     if not as_json and not quiet:
         click.echo(escape(f"{what} completed: {record.path}"))
+
+
+def _say_waiting(session: Session, what: str, path: Path, timeout: float | None) -> None:
+    from sessionstore.store.lifecycle import recorded_writer
+
+    limit = "no timeout" if timeout is None else f"timeout {timeout:g} s"
+    writer = recorded_writer(session)
+    watched = (
+        f"stops early if pid {writer.pid} dies" if writer is not None else "no writer recorded"
+    )
+    click.echo(escape(f"waiting for {what}: {path} ({limit}; {watched})"), err=True)
 
 
 def _gave_up(

@@ -112,6 +112,62 @@ def test_quiet_leaves_out_confirmations_not_errors(tmp_path: Path) -> None:
     assert missing.exit_code == 1 and "q1" in missing.stderr
 
 
+def test_verbose_says_each_thing_done(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    session = store.create(id="v1", pid=None)
+    writer = session.trials.begin()
+    writer.write_text("run.log", "PASS\n")
+    root = str(tmp_path)
+    record = session.trials.path / "1"
+    waited = invoke("wait", "v1", "--store", root, "--trial", "1", "--timeout", "0", "-v")
+    assert waited.exit_code == 3
+    assert waited.stderr.startswith(
+        f"waiting for trial 1: {record} (timeout 0 s; no writer recorded)\n"
+    )
+    done = invoke("complete", "v1", "--store", root, "--trial", "1", "--marker", "{}", "-v")
+    assert done.outcome == (
+        0,
+        f"synced {record / 'run.log'}\nwrote {record / 'trial.json'}\n"
+        f"completed trial 1: {record}\n",
+        "",
+    )
+    checked = invoke("check", "v1", "--store", root, "--trial", "1", "--log", "run.log", "-v")
+    assert checked.outcome == (0, "pass\n", f"judged {record / 'run.log'} (from --log run.log)\n")
+    assert invoke(
+        "check", "v1", "--store", root, "--trial", "1", "--log", "run.log", "-q"
+    ).outcome == (0, "", "")
+    out = tmp_path.parent / f"{tmp_path.name}-export"
+    exported = invoke("export", "v1", out, "--store", root, "--trial", "1", "-v")
+    assert exported.exit_code == 0, exported.output
+    assert exported.stdout.splitlines() == [
+        f"copied {out / 'run.log'}",
+        f"copied {out / 'trial.json'}",
+        f"trial 1 exported to {out}",
+    ]
+    finished = invoke("finish", "v1", "--store", root, "-v")
+    assert finished.outcome == (
+        0,
+        f"wrote {session.path / 'report.json'}\n"
+        f"set status done in {session.path / 'session.json'}\n"
+        "finished v1: done\n",
+        "",
+    )
+    healthy = invoke("doctor", "v1", "--store", root, "-v")
+    assert healthy.exit_code == 0 and healthy.stdout == ""
+    lines = healthy.stderr.splitlines()
+    assert len(lines) == 9 and all(line.endswith(": ok") for line in lines[:8])
+    assert (
+        lines[0] == "doctor: checked session.json: present, parses, fields of the right types: ok"
+    )
+    assert lines[8] == f"doctor: {session.path}: healthy"
+    (record / "trial.json").chmod(0o666)
+    sick = invoke("doctor", "v1", "--store", root, "-v")
+    assert sick.exit_code == 1
+    assert "doctor: checked modes and readability of every entry: 1 problem" in sick.stderr
+    clash = invoke("finish", "v1", "--store", root, "-q", "-v")
+    assert clash.exit_code == 2 and "cannot be combined" in clash.stderr
+
+
 # What an unwritable directory answers: root is refused only by chattr +i (EPERM); anyone
 # else by a mode without write permission (EACCES), since chattr +i needs root.
 REFUSED = "Operation not permitted" if os.geteuid() == 0 else "Permission denied"

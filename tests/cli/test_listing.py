@@ -244,8 +244,8 @@ def test_prune_dry_run_lists_as_data_and_its_filters_choose_what_goes(store: Pat
         "s4",
     ]
     # What the dry run lists is what goes: only the one labelled session.
-    removed = ok("prune", "--store", store, "--label", "team=infra", "--yes")
-    assert removed == f"removed s2  done  {store / 's2'}\n"
+    removed = ok("prune", "--store", store, "--label", "team=infra", "--yes", "-v")
+    assert removed == f"removed s2  done  {store / 's2'}\npruned 1 session\n"
     assert sorted(p.name for p in store.iterdir()) == ["s1", "s3", "s4"]
     assert ok("prune", "--store", store, "--limit", "1", "--yes", "-q") == ""
     assert sorted(p.name for p in store.iterdir()) == ["s1", "s4"]

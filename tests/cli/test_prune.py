@@ -56,8 +56,7 @@ def test_dry_run_lists_and_removes_nothing(tmp_path: Path) -> None:
 def test_prune_yes_removes_ended_and_interrupted_never_running(tmp_path: Path) -> None:
     _store(tmp_path)
     result = ss(tmp_path, "prune", "--yes")
-    assert result.returncode == 0, result.stderr
-    assert [line.split()[1] for line in result.stdout.splitlines()] == ["intr1", "failed1", "done1"]
+    assert (result.returncode, result.stdout) == (0, "pruned 3 sessions\n"), result.stderr
     assert sorted(os.listdir(tmp_path)) == ["live1", "nopid1"]
     assert ss(tmp_path, "prune", "--yes", "--older-than", "1s").stdout == "nothing to prune\n"
     assert sorted(os.listdir(tmp_path)) == ["live1", "nopid1"]
@@ -132,5 +131,19 @@ def test_on_a_terminal_it_lists_and_asks_first(tmp_path: Path) -> None:
     assert "remove these 3 sessions? [y/N]" in out
     assert len(os.listdir(tmp_path)) == 5
     code, out = _on_a_terminal(tmp_path, b"y\n")
-    assert code == 0 and "removed done1" in out
+    assert code == 0 and "pruned 3 sessions" in out
+    assert sorted(os.listdir(tmp_path)) == ["live1", "nopid1"]
+
+
+def test_verbose_names_each_session_removed(tmp_path: Path) -> None:
+    _store(tmp_path)
+    result = ss(tmp_path, "prune", "--yes", "-v", "--status", "done", "--status", "failed")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.splitlines() == [
+        f"removed failed1  failed  {tmp_path / 'failed1'}",
+        f"removed done1  done  {tmp_path / 'done1'}",
+        "pruned 2 sessions",
+    ]
+    quiet = ss(tmp_path, "prune", "--yes", "-q")
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
     assert sorted(os.listdir(tmp_path)) == ["live1", "nopid1"]

@@ -25,11 +25,34 @@ def test_rm_removes_sessions_by_id_prefix_and_path(tmp_path: Path) -> None:
     for session_id in ("abc", "def123", "ghi"):
         store.create(id=session_id, pid=None).trials.begin().write_text("a.txt", "a")
     result = ss(tmp_path, "rm", "abc", "def", str(tmp_path / "ghi"))
+    assert (result.returncode, result.stdout, result.stderr) == (0, "removed 3 sessions\n", "")
+    assert os.listdir(tmp_path) == []
+
+
+def test_verbose_names_each_session_removed_and_each_leftover_swept(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    for session_id in ("abc", "def"):
+        store.create(id=session_id, pid=None)
+    pid, _ = dead_pid()
+    leftover = tmp_path / f".sstmp-{pid}-deadbeef"  # what a removal killed half-way leaves
+    (leftover / "trials").mkdir(parents=True)
+    result = ss(tmp_path, "rm", "-v", "abc", "def")
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout.splitlines() == [
-        f"removed {tmp_path / name}" for name in ("abc", "def123", "ghi")
+        f"removed {tmp_path / 'abc'}",
+        f"removed {tmp_path / 'def'}",
+        f"swept {leftover} (left by an earlier removal)",
+        "removed 2 sessions",
     ]
     assert os.listdir(tmp_path) == []
+    store.create(id="ghi", pid=None)
+    clash = ss(tmp_path, "rm", "-q", "-v", "ghi")
+    assert (
+        clash.returncode == 2 and "-q/--quiet and -v/--verbose cannot be combined" in clash.stderr
+    )
+    assert (tmp_path / "ghi").is_dir()
+    assert ss(tmp_path, "rm", "-q", "ghi").stdout == ""
+    assert not (tmp_path / "ghi").exists()
 
 
 def test_every_target_is_tried_and_the_exit_says_one_failed(tmp_path: Path) -> None:
@@ -39,7 +62,7 @@ def test_every_target_is_tried_and_the_exit_says_one_failed(tmp_path: Path) -> N
     assert result.stderr == (
         f"Error: no session 'nope' in store {tmp_path}; list sessions with `sessionstore inspect`\n"
     )
-    assert result.stdout == f"removed {tmp_path / 'abc'}\n"
+    assert result.stdout == "removed 1 session\n"
     assert not (tmp_path / "abc").exists()
 
 
