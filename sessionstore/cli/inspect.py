@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,14 +19,13 @@ from sessionstore.cli.common import (
     objective_options,
     target_options,
 )
-from sessionstore.cli.listing import Listing, listing_options, name_order
+from sessionstore.cli.listing import Listing, listing_options
+from sessionstore.cli.sessions import session_views
 from sessionstore.errors import InvalidInput
 from sessionstore.store.target import STORE_ENV, resolve_target, store_root
 
 if TYPE_CHECKING:
     from sessionstore.inspect.best import Objective
-    from sessionstore.inspect.summary import SessionView
-    from sessionstore.store.session import Session, Store
 
 STATUSES = ("running", "interrupted", "done", "failed", "unknown")
 # The list's CSV columns: the keys of its JSON objects (nested ones as compact JSON).
@@ -132,7 +131,7 @@ def _store_list(
         # Neither the records' modules nor rich for an empty list: start-up (issue 16).
         click.echo(no_sessions(root, listing.filtered))
         return
-    views = _views(store, chosen, listing, goal()) if store is not None else iter(())
+    views = session_views(store, chosen, listing, goal()) if store is not None else iter(())
     if listing.fmt is not None:
         listing.emit((v.summary() for v in views), SUMMARY_COLUMNS)
         return
@@ -140,43 +139,3 @@ def _store_list(
     from sessionstore.cli.views import make_console, session_list
 
     session_list(make_console(color), list(views), root, filtered=listing.filtered)
-
-
-def _views(
-    store: Store, chosen: list[Session], listing: Listing, goal: Objective
-) -> Iterator[SessionView]:
-    """Each session's view in the listing's order, loaded only when it is next: labels and
-    names are the manifest's (read by the listing), status and best need the records."""
-    from sessionstore.inspect.summary import SessionView
-    from sessionstore.store.remote import each
-
-    if listing.sort == "name":
-        chosen.sort(key=lambda s: name_order(s.manifest, s.path.name))
-    # A session removed (renamed away whole) while the list is read was not there: rows
-    # stream for a while, and it must not show as an empty running session.
-    views: Iterable[SessionView] = (
-        view
-        for view in each(store.storage, lambda s: SessionView.load(s, goal), chosen)
-        if listing.wants(view.status) and _still_there(view.session)
-    )
-    if listing.sort == "best":
-        views = sorted(views, key=_best_key)  # every session is read first: no way round it
-    return listing.take(views)
-
-
-def _still_there(session: Session) -> bool:
-    """Whether a listed session is still there: one removed while the list streams is left out."""
-    from sessionstore.storage.s3_path import S3Path
-
-    # In a bucket `rm` deletes the manifest first, and its read view says so.
-    return isinstance(session.path, S3Path) or session.path.is_dir()
-
-
-def _best_key(view: SessionView) -> tuple[int, float]:
-    """Best first: sessions with a best trial by its value (the objective's direction),
-    those meeting the constraints before those that fell short, then those without one."""
-    best = view.best
-    if best is None:
-        return (2, 0.0)
-    value = -best.value if view.objective.direction == "higher" else best.value
-    return (0 if best.meets_constraints else 1, value)

@@ -42,7 +42,7 @@ class Listing:
     limit: int | None = None
     statuses: tuple[str, ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
-    sort: str = "created"
+    sort: str | None = "created"  # None: not given, where the command has no default
 
     @property
     def filtered(self) -> bool:
@@ -166,14 +166,29 @@ def listing_options(
     sorts: Sequence[str] = (),
     labels: bool = False,
     json_help: str = "Print one JSON array, a row at a time.",
+    sort_help: str = "Order of the rows",
+    sort_default: bool = True,
+    limit_help: str = "At most N rows.",
 ) -> Callable[[F], F]:
     """Add the listing options a command takes; it receives them as one `listing: Listing`.
 
     `--json`, `--nl`, `--csv` and `--limit` always; `--status` with `statuses`
-    (its choices), `--sort` with `sorts` (the first is the default), `--label`
-    with `labels` (sessions only: it matches the manifest's `labels`).
+    (its choices), `--sort` with `sorts` (the first is the default, unless
+    not `sort_default`: then None when not given), `--label` with `labels`
+    (sessions only: it matches the manifest's `labels`).
     """
-    options = _options(statuses, status_help, sorts, labels, json_help)
+    options = _options(json_help, limit_help, statuses, status_help, labels)
+    if sorts:
+        options.append(
+            click.option(
+                "--sort",
+                "listing_sort",
+                type=click.Choice(list(sorts)),
+                default=sorts[0] if sort_default else None,
+                show_default=sort_default,
+                help=f"{sort_help}: " + ", ".join(_SORT_HELP[s] for s in sorts) + ".",
+            )
+        )
 
     def decorate(func: F) -> F:
         decorated: Any = _packed(func)
@@ -205,11 +220,11 @@ def _packed(func: F) -> F:
 
 
 def _options(
+    json_help: str,
+    limit_help: str,
     statuses: Sequence[str] | None,
     status_help: str,
-    sorts: Sequence[str],
     labels: bool,
-    json_help: str,
 ) -> list[Callable[[Any], Any]]:
     options = [
         click.option("--json", "listing_json", is_flag=True, help=json_help),
@@ -221,11 +236,7 @@ def _options(
             help="Print CSV with a header, safe in a spreadsheet (a formula gets a ' first).",
         ),
         click.option(
-            "--limit",
-            "listing_limit",
-            type=click.IntRange(min=0),
-            metavar="N",
-            help="At most N rows.",
+            "--limit", "listing_limit", type=click.IntRange(min=0), metavar="N", help=limit_help
         ),
     ]
     if statuses is not None:
@@ -244,17 +255,6 @@ def _options(
                 metavar="K=V",
                 callback=_label,
                 help="Only sessions labelled K=V (repeatable: all must match).",
-            )
-        )
-    if sorts:
-        options.append(
-            click.option(
-                "--sort",
-                "listing_sort",
-                type=click.Choice(list(sorts)),
-                default=sorts[0],
-                show_default=True,
-                help="Order of the rows: " + ", ".join(_SORT_HELP[s] for s in sorts) + ".",
             )
         )
     return options

@@ -14,6 +14,8 @@ from sessionstore.cli.common import (
     command,
     counted,
     library_errors,
+    objective_of,
+    objective_options,
     store_option,
     verbosity_options,
 )
@@ -21,8 +23,11 @@ from sessionstore.cli.listing import Listing, listing_options, name_order
 from sessionstore.errors import InvalidInput, SessionNotFound
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
+    from sessionstore.inspect.best import Objective
     from sessionstore.store.lifecycle_remove import Prunable
-    from sessionstore.store.session import Store
+    from sessionstore.store.session import Session, Store
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
@@ -61,10 +66,11 @@ PRUNE_COLUMNS = ("id", "path", "status", "created_at", "age_s")
 @listing_options(
     statuses=("done", "failed", "interrupted"),
     status_help="Only sessions of this status (repeatable; default: all three).",
-    sorts=("created", "name"),
+    sorts=("created", "name", "best"),
     labels=True,
     json_help="With --dry-run: print one JSON array, a session at a time.",
 )
+@objective_options
 @click.option("--dry-run", "-n", is_flag=True, help="List what would be removed; remove nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Remove without asking.")
 @verbosity_options(
@@ -75,6 +81,8 @@ def prune(
     store_dir: Path | None,
     older_than: float | None,
     listing: Listing,
+    objective: str | None,
+    higher: bool,
     dry_run: bool,
     yes: bool,
     quiet: bool,
@@ -87,8 +95,9 @@ def prune(
     it. Without --yes it asks first on a terminal, and refuses (exit 2)
     anywhere else: give --yes, or --dry-run to see the list. --status,
     --label, --sort and --limit choose the sessions, for --dry-run and for
-    the removal alike: what the dry run lists is what would go. --json, --nl
-    and --csv print the dry run's list for scripts.
+    the removal alike: what the dry run lists is what would go (--sort best:
+    by the best trial, as `inspect` ranks it). --json, --nl and --csv print
+    the dry run's list for scripts, each session as soon as it is judged.
 
     Prints how many sessions went (-v: each one; -q: nothing but errors and
     warnings).
@@ -102,7 +111,7 @@ def prune(
     """
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
     from sessionstore.storage.s3_path import S3Path
-    from sessionstore.store.lifecycle_remove import PRUNABLE, prunable
+    from sessionstore.store.lifecycle_remove import PRUNABLE, each_prunable
     from sessionstore.store.session import Store
     from sessionstore.store.target import store_root
 
@@ -114,11 +123,12 @@ def prune(
     if not isinstance(root, S3Path) and not root.is_dir():
         raise InvalidInput(str(root), "no such store directory")
     store = Store(root)
-    found = prunable(store, older_than, listing.statuses or PRUNABLE)
-    candidates = list(listing.take(_chosen(store, found, listing)))
+    found = each_prunable(store, older_than, listing.statuses or PRUNABLE)
+    chosen = listing.take(_chosen(store, found, listing, objective_of(objective, higher)))
     if listing.fmt is not None:
-        listing.emit((c.to_dict() for c in candidates), PRUNE_COLUMNS)
+        listing.emit((c.to_dict() for c in chosen), PRUNE_COLUMNS)
         return
+    candidates = list(chosen)
     if dry_run or not yes:
         for c in candidates:
             click.echo(escape(f"would remove {c.id}  {c.status}  {_age(c.age_s)} old  {c.path}"))
@@ -151,21 +161,34 @@ def _remove(store: Store, candidates: list[Prunable], quiet: bool, verbose: bool
         raise click.exceptions.Exit(1)
 
 
-def _chosen(store: Store, found: list[Prunable], listing: Listing) -> list[Prunable]:
-    """The candidates with `--label`'s labels, in `--sort`'s order (`found` is newest first).
+def _chosen(
+    store: Store, found: Iterator[Prunable], listing: Listing, goal: Objective
+) -> Iterable[Prunable]:
+    """The candidates with `--label`'s labels, in `--sort`'s order (`found` is newest first),
+    lazily unless the order needs them all.
 
-    A label or a name is the manifest's: read once more per candidate, only
-    when asked for (a session removed meanwhile is left out).
+    A label, a name or a best trial is the session's own: read once more per
+    candidate, only when asked for (a session removed meanwhile is left out).
     """
-    if not listing.labels and listing.sort != "name":
+    if not listing.labels and listing.sort == "created":
         return found
-    manifests = {}
-    for candidate in found:
-        try:
-            manifests[candidate.id] = store.open(candidate.id).manifest or {}
-        except SessionNotFound:
-            continue
-    chosen = [c for c in found if c.id in manifests and listing.labelled(manifests[c.id])]
+    if listing.sort == "created":
+        return (c for c in found if _labelled(store, c, listing) is not None)
+    pairs = [(c, s) for c in found if (s := _labelled(store, c, listing)) is not None]
     if listing.sort == "name":
-        chosen.sort(key=lambda c: name_order(manifests[c.id], c.id))
-    return chosen
+        pairs.sort(key=lambda pair: name_order(pair[1].manifest, pair[0].id))
+    else:
+        from sessionstore.cli.sessions import best_key
+        from sessionstore.inspect.summary import SessionView
+
+        pairs.sort(key=lambda pair: best_key(SessionView.load(pair[1], goal)))
+    return [c for c, _ in pairs]
+
+
+def _labelled(store: Store, candidate: Prunable, listing: Listing) -> Session | None:
+    """The candidate's session if it carries `--label`'s labels (None: not, or gone)."""
+    try:
+        session = store.open(candidate.id)
+    except SessionNotFound:
+        return None
+    return session if listing.labelled(session.manifest) else None

@@ -21,10 +21,13 @@ from sessionstore.cli.common import (
     complete_target,
     counted,
     library_errors,
+    objective_of,
+    objective_options,
     store_option,
     verbosity_options,
 )
 from sessionstore.cli.listing import Listing, listing_options
+from sessionstore.cli.scan_sessions import chosen_sessions, scans_sessions
 from sessionstore.errors import InvalidInput, SessionNotFound
 from sessionstore.store.target import resolve_destination, resolve_target, store_root
 
@@ -33,6 +36,7 @@ EVENT_COLUMNS = ("type", "path", "offset", "in", "kind", "source", "reason", "er
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from sessionstore.inspect.best import Objective
     from sessionstore.redact.scan import Scanner
     from sessionstore.redact.scan_tree import Event, ScanTotals
 
@@ -50,9 +54,19 @@ if TYPE_CHECKING:
 )
 @click.option("--patterns", is_flag=True, help="Look for well-known token shapes too.")
 @store_option
-@listing_options(json_help="Print one JSON array of the events, each as it is found.")
+@listing_options(
+    statuses=("running", "interrupted", "done", "failed", "unknown"),
+    status_help="A store: scan only its sessions of this status (repeatable).",
+    sorts=("created", "name", "best"),
+    labels=True,
+    json_help="Print one JSON array of the events, each as it is found.",
+    sort_help="A store: scan its sessions only, in this order",
+    sort_default=False,
+    limit_help="Stop after N findings.",
+)
+@objective_options
 @verbosity_options(
-    verbose="Also say what is looked for (stderr).",
+    verbose="Also say what is looked for, and each session scanned (stderr).",
     quiet="Print the findings only: no skipped entries, errors or counts on stderr.",
 )
 @library_errors
@@ -63,6 +77,8 @@ def scan(
     patterns: bool,
     store_dir: Path | None,
     listing: Listing,
+    objective: str | None,
+    higher: bool,
     quiet: bool,
     verbose: bool,
 ) -> None:
@@ -86,8 +102,11 @@ def scan(
     "finding": path, offset, in, kind, source), skipped entries (type
     "skipped": path, reason) and errors (type "error": path, error); --nl
     prints them one a line, --csv as rows. --limit N stops after N
-    findings. -q prints the findings only (no skipped entries, errors or
-    counts on stderr): the exit status still tells.
+    findings.
+
+    A store (a directory of sessions, s3://BUCKET/PREFIX) is scanned whole;
+    --status, --label and --sort scan only its sessions chosen so, in that
+    order (default: newest first). For anything else they are a usage error.
 
     Exit status: 0 when nothing was found, 1 on any finding or error
     (unreadable files, an unset variable, nothing to look for), 2 for bad
@@ -98,23 +117,19 @@ def scan(
       sessionstore scan ~/.sessionstore --secret-env HF_TOKEN
       sessionstore scan 1a2b3c4d --secrets-file .env --patterns
       sessionstore scan ./workspace --patterns --json
+      sessionstore scan ~/.sessionstore --patterns --status done --label team=ml
     """
     # Imported when the command runs: the redactor and its automaton are not start-up.
-    from sessionstore.redact.scan_tree import ScanTotals, scan_path
+    from sessionstore.redact.scan_tree import ScanTotals
 
     if listing.limit == 0:
         raise click.UsageError("--limit must be at least 1: a scan of nothing is no audit")
     scanner = _scanner(secret_env, secrets_file, patterns, verbose)
     totals = ScanTotals()
-    events = _remote_events(target, store_dir, scanner, totals)
-    if events is None:
-        root, follow = _root(target, store_dir)
-        events = scan_path(root, scanner, follow=follow, totals=totals)
+    goal = objective_of(objective, higher)
+    events = _events(target, store_dir, listing, goal, scanner, totals, verbose)
     _render(_limited(events, listing.limit), listing, quiet)
-    if not quiet:
-        _summary(totals, listing.limit)
-    if totals.findings or totals.errors:
-        sys.exit(1)
+    _summary(totals, listing.limit, quiet)
 
 
 def _scanner(
@@ -157,6 +172,31 @@ def _remote_events(
     assert isinstance(session.path, S3Path)
     storage, key = storage_at(session.path, 1)
     return scan_objects(storage, key, str(session.path), scanner, totals)
+
+
+def _events(
+    target: str,
+    store_dir: Path | None,
+    listing: Listing,
+    goal: Objective,
+    scanner: Scanner,
+    totals: ScanTotals,
+    verbose: bool,
+) -> Iterator[Event]:
+    """What the scan of TARGET finds: the sessions `listing` chooses, or the whole tree."""
+    if scans_sessions(listing):
+        return chosen_sessions(target, store_dir, listing, goal, scanner, totals, verbose)
+    remote = _remote_events(target, store_dir, scanner, totals)
+    return remote if remote is not None else _local_events(target, store_dir, scanner, totals)
+
+
+def _local_events(
+    target: str, store_dir: Path | None, scanner: Scanner, totals: ScanTotals
+) -> Iterator[Event]:
+    from sessionstore.redact.scan_tree import scan_path
+
+    root, follow = _root(target, store_dir)
+    return scan_path(root, scanner, follow=follow, totals=totals)
 
 
 def _root(target: str, store_dir: Path | None) -> tuple[str, bool]:
@@ -218,11 +258,14 @@ def _limited(events: Iterator[Event], limit: int | None) -> Iterator[Event]:
             return
 
 
-def _summary(totals: ScanTotals, limit: int | None) -> None:
+def _summary(totals: ScanTotals, limit: int | None, quiet: bool) -> None:
+    """The counts on stderr (unless `quiet`); exit 1 on any finding or error."""
     counts = f"{counted(totals.findings, 'finding')} in {counted(totals.files, 'file')}"
     if limit is not None and totals.findings >= limit:
         counts += f", stopped at --limit {limit}"
-    extra = [f"{totals.skipped} skipped"] + (
-        [counted(totals.errors, "error")] if totals.errors else []
-    )
-    sys.stderr.write(f"scan: {counts} ({', '.join(extra)})\n")
+    extra = [f"{totals.skipped} skipped"]
+    extra += [counted(totals.errors, "error")] if totals.errors else []
+    if not quiet:
+        sys.stderr.write(f"scan: {counts} ({', '.join(extra)})\n")
+    if totals.findings or totals.errors:
+        sys.exit(1)

@@ -22,7 +22,7 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,7 +46,15 @@ from sessionstore.store.status import session_status
 if TYPE_CHECKING:
     from sessionstore.store.session import Session, Store
 
-__all__ = ["PRUNABLE", "Prunable", "prunable", "prune", "remove_session", "sweep_removed"]
+__all__ = [
+    "PRUNABLE",
+    "Prunable",
+    "each_prunable",
+    "prunable",
+    "prune",
+    "remove_session",
+    "sweep_removed",
+]
 
 # What prune may remove: ended sessions, and those whose writer died. Never running
 # or unknown ones (an unknown status cannot tell whether the session still runs).
@@ -239,18 +247,26 @@ class Prunable:
 def prunable(
     store: Store, older_than: float | None = None, statuses: Iterable[str] = PRUNABLE
 ) -> list[Prunable]:
-    """The sessions of `store` that `prune` removes, newest first.
+    """The sessions of `store` that `prune` removes, newest first (`each_prunable`, listed)."""
+    return list(each_prunable(store, older_than, statuses))
+
+
+def each_prunable(
+    store: Store, older_than: float | None = None, statuses: Iterable[str] = PRUNABLE
+) -> Iterator[Prunable]:
+    """The sessions of `store` that `prune` removes, newest first, each as it is judged.
 
     Those whose status is in `statuses` (only the `PRUNABLE` ones count:
     never running or unknown) and, with `older_than`, created more than that
-    many seconds ago (`created_at`, else the directory's mtime).
+    many seconds ago (`created_at`, else the directory's mtime). A session's
+    status is read only when the one before it has been taken, so a caller
+    that stops early (a listing's `--limit`) reads no more.
     """
     # Imported on use (session.py imports the whole engine); the store listing's own key.
     from sessionstore.store.session import _created_key
 
     wanted = set(statuses) & set(PRUNABLE)
     now = time.time()
-    found: list[Prunable] = []
     for session in store.sessions():
         status = session_status(session)
         if status not in wanted:
@@ -263,8 +279,7 @@ def prunable(
             continue
         created = (session.manifest or {}).get("created_at")
         created_at = created if isinstance(created, str) else None
-        found.append(Prunable(session.path.name, session.path, status, created_at, age))
-    return found
+        yield Prunable(session.path.name, session.path, status, created_at, age)
 
 
 def prune(

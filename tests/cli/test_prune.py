@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import cli_runner
-from inspect_helpers import dead_pid, set_manifest
+import orjson
+from inspect_helpers import dead_pid, metrics, set_manifest, trial
 
 from sessionstore.store.session import Store
 
@@ -147,3 +148,25 @@ def test_verbose_names_each_session_removed(tmp_path: Path) -> None:
     quiet = ss(tmp_path, "prune", "--yes", "-q")
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
     assert sorted(os.listdir(tmp_path)) == ["live1", "nopid1"]
+
+
+def test_sort_best_orders_by_the_best_trial_and_the_objective(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    for n, (session_id, value) in enumerate((("low", 10.0), ("none", None), ("high", 99.0))):
+        session = set_manifest(store.create(id=session_id, pid=None), created_at=_ago(3 - n))
+        if value is not None:
+            trial(session, metrics(value))
+        session.finish({})
+
+    def order(*args: str) -> list[str]:
+        result = ss(tmp_path, "prune", "-n", "--nl", "--sort", "best", *args)
+        assert result.returncode == 0, result.stderr
+        return [orjson.loads(line)["id"] for line in result.stdout.splitlines()]
+
+    assert order() == ["high", "low", "none"]  # no best trial last
+    assert order("--lower") == ["low", "high", "none"]
+    assert order("--limit", "1") == ["high"]
+    # What the dry run lists first is what goes first.
+    result = ss(tmp_path, "prune", "--yes", "-v", "--sort", "best", "--limit", "1")
+    assert result.stdout.splitlines()[0] == f"removed high  done  {tmp_path / 'high'}"
+    assert sorted(os.listdir(tmp_path)) == ["low", "none"]

@@ -9,9 +9,11 @@ from __future__ import annotations
 import base64
 import json
 import os
+import subprocess
 from pathlib import Path
 
 from cli_runner import environ, run
+from inspect_helpers import metrics, set_manifest, trial
 
 from sessionstore import Store
 
@@ -162,3 +164,93 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
 def test_help_has_examples() -> None:
     done = run("scan", "--help")
     assert "Examples:" in done.stdout and done.returncode == 0
+
+
+def _labelled_store(root: Path) -> Store:
+    """s1 done (team=ml, best 5), s2 running (team=infra, best 9), s3 done (unnamed, no
+    label, no trial), each holding the secret once; and a stray file at the store's top."""
+    store = Store(root)
+    for n, (sid, name, labels, value) in enumerate(
+        (("s1", "b", {"team": "ml"}, 5.0), ("s2", "a", {"team": "infra"}, 9.0))
+    ):
+        session = store.create(id=sid, name=name, labels=labels, pid=None)
+        set_manifest(session, created_at=f"2026-11-0{n + 1}T00:00:00+00:00")
+        trial(session, metrics(value), {"run.log": f"token {FAKE}\n"})
+    store.open("s1").finish({})
+    s3 = set_manifest(store.create(id="s3", pid=None), created_at="2026-10-01T00:00:00+00:00")
+    (s3.path / "notes.txt").write_text(FAKE)
+    s3.finish({})
+    (root / "stray.txt").write_text(FAKE)
+    return store
+
+
+def _found(done: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line.split(":")[0] for line in done.stdout.splitlines()]
+
+
+def test_status_label_and_sort_choose_the_sessions_of_a_store(tmp_path: Path) -> None:
+    store = _labelled_store(tmp_path / "store")
+    root = store.root
+    log = "trials/1/run.log"
+    whole = run("scan", root, "--secret-env", "FAKE_SCAN_TOKEN", env=ENV)
+    assert sorted(_found(whole)) == sorted(
+        [f"{root}/s1/{log}", f"{root}/s2/{log}", f"{root}/s3/notes.txt", f"{root}/stray.txt"]
+    )
+
+    def scanned(*args: str | Path) -> list[str]:
+        done = run("scan", root, "--secret-env", "FAKE_SCAN_TOKEN", *args, env=ENV)
+        assert done.returncode == (1 if done.stdout else 0), done.stderr
+        return _found(done)
+
+    # Only the sessions chosen, whole, and nothing outside them (stray.txt).
+    assert scanned("--status", "done") == [f"{root}/s1/{log}", f"{root}/s3/notes.txt"]
+    assert scanned("--label", "team=infra") == [f"{root}/s2/{log}"]
+    assert scanned("--status", "failed") == []
+    assert scanned("--sort", "created") == [
+        f"{root}/s2/{log}",
+        f"{root}/s1/{log}",
+        f"{root}/s3/notes.txt",
+    ]
+    assert scanned("--sort", "name")[:2] == [f"{root}/s2/{log}", f"{root}/s1/{log}"]
+    assert scanned("--sort", "best", "--lower") == [
+        f"{root}/s1/{log}",
+        f"{root}/s2/{log}",
+        f"{root}/s3/notes.txt",
+    ]
+    assert scanned("--sort", "best", "--limit", "1") == [f"{root}/s2/{log}"]
+    # The store named by --store, and a session id resolved in it, work alike.
+    done = run("scan", root, "--store", root, "--patterns", "--status", "running", env=ENV)
+    assert (done.returncode, done.stdout) == (0, "")
+    verbose = run(
+        "scan", root, "--secret-env", "FAKE_SCAN_TOKEN", "-v", "--status", "done", env=ENV
+    )
+    assert verbose.stderr.splitlines()[:3] == [
+        "scan: looking for FAKE_SCAN_TOKEN",
+        f"scan: session s1 (done): {root}/s1",
+        f"scan: session s3 (done): {root}/s3",
+    ]
+    assert_no_secret(verbose.stdout, verbose.stderr)
+
+
+def test_choosing_sessions_of_what_is_no_store_is_a_usage_error(tmp_path: Path) -> None:
+    store = _labelled_store(tmp_path / "store")
+    plain = tmp_path / "plain"
+    (plain / "trials").mkdir(parents=True)
+    (plain / "trials" / "leak.txt").write_text(FAKE)
+    cases = [
+        (store.root / "s1", "a session"),
+        (plain, "it holds no session"),
+        (store.root / "stray.txt", "not a directory"),
+        (tmp_path / "missing", "no such directory"),
+    ]
+    for target, why in cases:
+        for option in (("--status", "done"), ("--label", "team=ml"), ("--sort", "name")):
+            done = run("scan", target, "--secret-env", "FAKE_SCAN_TOKEN", *option, env=ENV)
+            assert done.returncode == 2, (target, option, done.stderr)
+            assert "choose which sessions of a store are scanned" in done.stderr
+            assert f"{target} is no store ({why})" in done.stderr
+    # An empty directory named as the store is a store, with nothing in it.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = run("scan", empty, "--store", empty, "--patterns", "--status", "done")
+    assert (done.returncode, done.stdout) == (0, "")
