@@ -16,6 +16,7 @@ import fcntl
 import os
 import stat
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sessionstore import _json as jsonio
@@ -129,6 +130,8 @@ def begin_record(session: Session, collection: str) -> RecordWriter:
     `Collection.begin` (atomic `mkdir`, so two harnesses never get the same one).
     """
     report = session.report()
+    if report.state is RecordState.TORN:
+        _refused_report(session)
     if report.state is not RecordState.IN_FLIGHT:
         raise SessionFinished(session.path / REPORT)
     coll = collection_of(session, collection)
@@ -138,7 +141,26 @@ def begin_record(session: Session, collection: str) -> RecordWriter:
         # The key at fault (`<id>/trials`, a symlink) as the path a person knows.
         inside = exc.key.startswith(f"{session.key}/")
         where = session.path.parent / exc.key if inside else coll.path
+        _raise_refused(exc, where)
         raise InvalidInput(str(where), f"cannot hold records: {exc.problem}") from None
+
+
+def _refused_report(session: Session) -> None:
+    """Raise the `PermissionError` that made report.json read as torn, if one did: a
+    session this process may not read is not a finished session."""
+    try:
+        session.storage.get(f"{session.key}/{REPORT}", jsonio.MAX_MARKER_BYTES)
+    except StorageError as exc:
+        inside = exc.key == session.key or exc.key.startswith(f"{session.key}/")
+        _raise_refused(exc, session.path.parent / exc.key if inside else session.path)
+
+
+def _raise_refused(exc: StorageError, where: Path) -> None:
+    """Raise a storage error that is a refused permission (EACCES, EPERM: an unwritable or
+    unreadable directory) as the `PermissionError` it is, naming `where`."""
+    cause = exc.__cause__
+    if isinstance(cause, PermissionError):
+        raise PermissionError(cause.errno, cause.strerror, str(where)) from None
 
 
 def complete_record(session: Session, collection: str, n: int, marker: dict[str, Any]) -> Record:

@@ -212,6 +212,42 @@ def test_errors_on_an_unwritable_store_name_the_real_path(tmp_path: Path) -> Non
     assert sorted(os.listdir(record)) == []  # no temp left behind
 
 
+def test_begin_into_an_unwritable_session_names_the_real_path(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    session = store.create(id="b1", pid=None)
+    root = str(tmp_path)
+    trials = session.trials.path
+    with immutable(trials):
+        done = run("begin", "b1", "--store", root, "--trial")
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr == f"Error: {trials / '1'}: {REFUSED}\n"
+    assert os.listdir(trials) == []
+    trials.rmdir()  # a session whose collection must be made first, in an unwritable directory
+    with immutable(session.path):
+        done = run("begin", "b1", "--store", root, "--trial")
+        assert done.stderr == f"Error: {trials}: {REFUSED}\n"
+        assert ".sstmp" not in done.stderr and "unreadable" not in done.stderr
+    # An unwritable store is no obstacle: begin writes in the session only.
+    with immutable(tmp_path):
+        done = run("begin", "b1", "--store", root, "--attempt")
+        assert (done.returncode, done.stdout) == (0, f"1 {session.service.path / '1'}\n")
+
+
+def test_begin_into_an_unreadable_session_says_so_not_finished(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="b2", pid=None)
+    session.path.chmod(0)
+    try:
+        done = run("begin", "b2", "--store", tmp_path, "--trial")
+    finally:
+        session.path.chmod(0o700)
+    if os.geteuid() == 0:  # permission bits do not stop root: the trial is begun
+        assert (done.returncode, done.stdout) == (0, f"1 {session.trials.path / '1'}\n")
+    else:
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr == f"Error: {session.path}: Permission denied\n"
+        assert session.trials.numbers() == []
+
+
 def test_export_to_a_missing_parent_names_it(tmp_path: Path) -> None:
     session = Store(tmp_path / "store").create(id="e1", pid=None)
     trial(session, metrics(1.0))
