@@ -347,6 +347,12 @@ def counted(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
+def summary(done: str, ids: list[str], *, named: bool = True) -> str:
+    """`removed 2 sessions: abc, def` (without the ids unless `named`): a removal's summary."""
+    line = f"{done} {counted(len(ids), 'session')}"
+    return f"{line}: {', '.join(ids)}" if named and ids else line
+
+
 def emit_json(value: Any) -> None:
     """Write one JSON document (orjson, indented) to stdout.
 

@@ -12,11 +12,11 @@ import click
 from sessionstore._display import escape
 from sessionstore.cli.common import (
     command,
-    counted,
     library_errors,
     objective_of,
     objective_options,
     store_option,
+    summary,
     verbosity_options,
 )
 from sessionstore.cli.listing import Listing, listing_options, name_order
@@ -99,8 +99,8 @@ def prune(
     by the best trial, as `inspect` ranks it). --json, --nl and --csv print
     the dry run's list for scripts, each session as soon as it is judged.
 
-    Prints how many sessions went (-v: each one; -q: nothing but errors and
-    warnings).
+    Prints how many sessions went and their ids (-v: a line for each, with
+    its status and path; -q: nothing but errors and warnings).
 
     \b
     Examples:
@@ -156,7 +156,8 @@ def _remove(store: Store, candidates: list[Prunable], quiet: bool, verbose: bool
     for problem in problems:
         click.echo(escape(f"warning: not swept: {problem}"), err=True)
     if not quiet:
-        click.echo(f"pruned {counted(len(removed), 'session')}" if removed else "nothing to prune")
+        ids = [c.id for c in removed]
+        click.echo(escape(summary("pruned", ids, named=not verbose)) if ids else "nothing to prune")
     if left:
         raise click.exceptions.Exit(1)
 

@@ -9,9 +9,9 @@ import click
 from sessionstore._display import escape
 from sessionstore.cli.common import (
     command,
-    counted,
     library_errors,
     os_error_message,
+    summary,
     target_options,
     verbosity_options,
 )
@@ -37,8 +37,8 @@ def rm(
     is alive (the --pid recorded at `new`, or a mirror daemon) is refused
     unless --force. Every TARGET is tried; exit 1 if any was not removed.
 
-    Prints how many sessions went (-v: each one's path; -q: nothing but
-    errors and warnings).
+    Prints how many sessions went and their ids (-v: a line for each, with
+    its path; -q: nothing but errors and warnings).
 
     \b
     Examples:
@@ -49,7 +49,7 @@ def rm(
     from sessionstore.store.lifecycle_remove import remove_session, sweep_removed
 
     failed = False
-    removed = 0
+    removed: list[str] = []
     # Only the store is swept: a session named by a path may sit in any directory, whose
     # `.sstmp-*` entries (a harness's own marker temp, a build dir) are not the store's.
     root = store_root(store_dir)
@@ -64,7 +64,7 @@ def rm(
             click.echo(f"Error: {os_error_message(exc)}", err=True)
             failed = True
             continue
-        removed += 1
+        removed.append(path.name)
         if verbose:
             click.echo(escape(f"removed {path}"))
     swept, problems = sweep_removed(root)
@@ -73,6 +73,6 @@ def rm(
     for problem in problems:
         click.echo(escape(f"warning: not swept: {problem}"), err=True)
     if not quiet and (removed or not failed):  # nothing removed and an error: it says all
-        click.echo(f"removed {counted(removed, 'session')}")
+        click.echo(escape(summary("removed", removed, named=not verbose)))
     if failed:
         raise click.exceptions.Exit(1)

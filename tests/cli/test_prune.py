@@ -57,7 +57,10 @@ def test_dry_run_lists_and_removes_nothing(tmp_path: Path) -> None:
 def test_prune_yes_removes_ended_and_interrupted_never_running(tmp_path: Path) -> None:
     _store(tmp_path)
     result = ss(tmp_path, "prune", "--yes")
-    assert (result.returncode, result.stdout) == (0, "pruned 3 sessions\n"), result.stderr
+    assert (result.returncode, result.stdout) == (
+        0,
+        "pruned 3 sessions: intr1, failed1, done1\n",
+    ), result.stderr
     assert sorted(os.listdir(tmp_path)) == ["live1", "nopid1"]
     assert ss(tmp_path, "prune", "--yes", "--older-than", "1s").stdout == "nothing to prune\n"
     assert sorted(os.listdir(tmp_path)) == ["live1", "nopid1"]
@@ -132,7 +135,7 @@ def test_on_a_terminal_it_lists_and_asks_first(tmp_path: Path) -> None:
     assert "remove these 3 sessions? [y/N]" in out
     assert len(os.listdir(tmp_path)) == 5
     code, out = _on_a_terminal(tmp_path, b"y\n")
-    assert code == 0 and "pruned 3 sessions" in out
+    assert code == 0 and "pruned 3 sessions: intr1, failed1, done1" in out
     assert sorted(os.listdir(tmp_path)) == ["live1", "nopid1"]
 
 

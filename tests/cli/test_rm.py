@@ -25,7 +25,11 @@ def test_rm_removes_sessions_by_id_prefix_and_path(tmp_path: Path) -> None:
     for session_id in ("abc", "def123", "ghi"):
         store.create(id=session_id, pid=None).trials.begin().write_text("a.txt", "a")
     result = ss(tmp_path, "rm", "abc", "def", str(tmp_path / "ghi"))
-    assert (result.returncode, result.stdout, result.stderr) == (0, "removed 3 sessions\n", "")
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0,
+        "removed 3 sessions: abc, def123, ghi\n",
+        "",
+    )
     assert os.listdir(tmp_path) == []
 
 
@@ -62,7 +66,7 @@ def test_every_target_is_tried_and_the_exit_says_one_failed(tmp_path: Path) -> N
     assert result.stderr == (
         f"Error: no session 'nope' in store {tmp_path}; list sessions with `sessionstore inspect`\n"
     )
-    assert result.stdout == "removed 1 session\n"
+    assert result.stdout == "removed 1 session: abc\n"
     assert not (tmp_path / "abc").exists()
 
 
