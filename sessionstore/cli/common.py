@@ -45,6 +45,14 @@ class StoreParam(click.ParamType[Path, Any]):
     def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str:
         return "DIR|s3://BUCKET/PREFIX"
 
+    def shell_complete(
+        self, ctx: click.Context, param: click.Parameter, incomplete: str
+    ) -> list[CompletionItem]:
+        """A local store completes as a directory (an s3:// URL is typed out)."""
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(incomplete, type="dir")]
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
         if isinstance(value, Path):
             return value
@@ -249,6 +257,8 @@ def read_json_value(value: str, option: str) -> object:
         data = sys.stdin.buffer.read(MAX_MARKER_BYTES + 1)
         if len(data) > MAX_MARKER_BYTES:
             data = None
+    elif value == "@":
+        raise InvalidInput(option, "@ names no file: give @FILE, or @- for standard input")
     elif value.startswith("@"):
         source = value[1:]
         data = _read_named(source)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,14 @@ class _TimedOut(click.ClickException):
     exit_code = EXIT_TIMED_OUT
 
 
+def _a_number(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    # FloatRange lets NaN through (no comparison with it is true), and a NaN deadline is
+    # never reached: the wait would hang whatever it was told.
+    if value is not None and math.isnan(value):
+        raise click.BadParameter("nan is not a number of seconds")
+    return value
+
+
 @command()
 @target_options()
 @click.option("--trial", type=record_number_type, help="Wait for trials/N/trial.json.")
@@ -48,8 +57,9 @@ class _TimedOut(click.ClickException):
     "--timeout",
     type=click.FloatRange(min=0),
     default=None,
+    callback=_a_number,
     metavar="SECONDS",
-    help="Give up after SECONDS (exit 3). Default: wait forever.",
+    help="Give up after SECONDS (exit 3; inf: never). Default: wait forever.",
 )
 @json_option
 @verbosity_options(verbose="Also say what is waited for, where, and on which writer (stderr).")

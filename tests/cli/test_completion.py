@@ -133,3 +133,10 @@ def test_bash_runs_its_script_and_fills_compreply(store: Path, tmp_path: Path) -
         check=False,
     )
     assert (done.returncode, done.stdout.split()) == (0, ["abc1", "abd2"]), done.stderr
+
+
+def test_store_completes_as_a_directory(store: Path) -> None:
+    typed = str(store)[:-2]
+    assert complete("bash", f"sessionstore inspect --store {typed}", "3") == [f"dir,{typed}"]
+    assert complete("bash", f"sessionstore --store {typed}", "2") == [f"dir,{typed}"]
+    assert complete("zsh", f"sessionstore prune --store {typed}", "3") == ["dir", typed, "_"]

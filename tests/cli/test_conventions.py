@@ -248,6 +248,25 @@ def test_begin_into_an_unreadable_session_says_so_not_finished(tmp_path: Path) -
         assert session.trials.numbers() == []
 
 
+def test_hostile_values_are_one_line_usage_or_input_errors(tmp_path: Path) -> None:
+    Store(tmp_path).create(id="x1", pid=None)
+    root = str(tmp_path)
+    # NaN passes a float range (no comparison with it is true): a NaN deadline would hang.
+    nan = run("wait", "x1", "--store", root, "--trial", "1", "--timeout", "nan")
+    assert nan.returncode == 2 and "nan is not a number of seconds" in nan.stderr
+    for args, option in (
+        (("finish", "x1", "--report", "@"), "--report"),
+        (("complete", "x1", "--trial", "1", "--marker", "@"), "--marker"),
+        (("new", "--constraints", "@"), "--constraints"),
+    ):
+        done = run(*args, "--store", root)
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr == (
+            f"Error: {option}: @ names no file: give @FILE, or @- for standard input\n"
+        )
+    assert not (tmp_path / "x1" / "report.json").exists()
+
+
 def test_export_to_a_missing_parent_names_it(tmp_path: Path) -> None:
     session = Store(tmp_path / "store").create(id="e1", pid=None)
     trial(session, metrics(1.0))
