@@ -15,7 +15,7 @@ import click
 from sessionstore._display import escape
 from sessionstore._fs import read as fsread
 from sessionstore._json import MAX_MARKER_BYTES, dumps_exact
-from sessionstore.errors import InvalidInput, SessionStoreError
+from sessionstore.errors import InvalidInput, SessionStoreError, StorageError
 from sessionstore.format.names import MAX_RECORD
 
 if TYPE_CHECKING:
@@ -334,7 +334,10 @@ def errors_exit(exception: type[click.ClickException]) -> Callable[[F], F]:
             try:
                 return func(*args, **kwargs)
             except SessionStoreError as exc:
-                raise exception(escape(str(exc))) from None
+                message = str(exc)
+                if isinstance(exc, StorageError) and not exc.key:
+                    message = exc.problem  # the root itself, which its problem names
+                raise exception(escape(message)) from None
             except BrokenPipeError:
                 # The reader closed early (`| head`): click exits 1 without a message.
                 raise

@@ -107,7 +107,9 @@ def resume(target: str, store_dir: Path | None, listing: Listing) -> None:
 
     --json prints the whole plan as one object; --nl and --csv one row per
     record (collection, n, status, action keep or redo, path, files,
-    error), which --status and --limit choose.
+    error), which --status and --limit choose. The rows are one session's
+    records, in the order they were begun: there is no --label (records
+    carry none) or --sort (their number is their order and their name).
 
     \b
     Examples:

@@ -364,3 +364,33 @@ def test_csv_of_a_name_that_is_not_utf8(tmp_path: Path) -> None:
     assert [r["path"] for r in csv.DictReader(io.StringIO(done.stdout))] == [
         f"{tmp_path}/bad-\\xff"
     ]
+
+
+def test_prune_dry_run_rows_stream_before_the_last_session_is_judged(tmp_path: Path) -> None:
+    # A long store path makes each row over 1 KiB, so the pipe holds a few dozen: while
+    # the first is unread, the process blocks long before it judges the oldest session.
+    # That one, running when the listing starts, ends before it is judged: it is listed.
+    root = tmp_path.joinpath(*["d" * 200] * 6)
+    store = Store(root)
+    for n in range(150):
+        s = store.create(id=f"s{n:03d}", pid=None)
+        s = set_manifest(s, created_at=f"2026-11-01T00:{n // 60:02d}:{n % 60:02d}+00:00")
+        if n:
+            s.finish({})
+    proc = popen("prune", "--store", root, "-n", "--nl")
+    try:
+        assert proc.stdout is not None
+        assert orjson.loads(proc.stdout.readline())["id"] == "s149"
+        store.open("s000").finish({})
+        rest = proc.stdout.read()
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    rows = [orjson.loads(line) for line in rest.splitlines()]
+    assert (code, len(rows)) == (0, 149)
+    assert (rows[-1]["id"], rows[-1]["status"]) == ("s000", "done")
