@@ -27,7 +27,7 @@ from sessionstore.cli.common import (
     verbosity_options,
 )
 from sessionstore.cli.listing import Listing, listing_options
-from sessionstore.cli.scan_sessions import chosen_sessions, scans_sessions
+from sessionstore.cli.scan_sessions import chosen_sessions, scans_sessions, session_events
 from sessionstore.errors import InvalidInput, SessionNotFound
 from sessionstore.store.target import resolve_destination, resolve_target, store_root
 
@@ -185,7 +185,8 @@ def _events(
 ) -> Iterator[Event]:
     """What the scan of TARGET finds: the sessions `listing` chooses, or the whole tree."""
     if scans_sessions(listing):
-        return chosen_sessions(target, store_dir, listing, goal, scanner, totals, verbose)
+        views = chosen_sessions(target, store_dir, listing, goal)
+        return session_events(views, scanner, totals, verbose)
     remote = _remote_events(target, store_dir, scanner, totals)
     return remote if remote is not None else _local_events(target, store_dir, scanner, totals)
 

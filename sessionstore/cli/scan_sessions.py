@@ -40,20 +40,13 @@ def scans_sessions(listing: Listing) -> bool:
 
 
 def chosen_sessions(
-    target: str,
-    store_dir: Path | None,
-    listing: Listing,
-    goal: Objective,
-    scanner: Scanner,
-    totals: ScanTotals,
-    verbose: bool,
-) -> Iterator[Event]:
-    """The events of scanning each session of the store `target` the listing chooses, in
-    its order. `--limit` counts findings, not sessions: it is the caller's."""
+    target: str, store_dir: Path | None, listing: Listing, goal: Objective
+) -> Iterator[SessionView]:
+    """The sessions of the store `target` the listing chooses, in its order, each read
+    when it is next. `--limit` counts findings, not sessions: it is the caller's."""
     store = _store(target, store_dir)
     found = [s for s in store.sessions() if listing.labelled(s.manifest)]
-    views = session_views(store, found, dataclasses.replace(listing, limit=None), goal)
-    return _events(views, scanner, totals, verbose)
+    return session_views(store, found, dataclasses.replace(listing, limit=None), goal)
 
 
 def _store(target: str, store_dir: Path | None) -> Store:
@@ -93,9 +86,10 @@ def _not_a_store(target: str, why: str) -> click.UsageError:
     )
 
 
-def _events(
+def session_events(
     views: Iterable[SessionView], scanner: Scanner, totals: ScanTotals, verbose: bool
 ) -> Iterator[Event]:
+    """The events of scanning each session of `views`, whole (`verbose`: each named)."""
     for view in views:
         if verbose:
             line = f"scan: session {view.session.path.name} ({view.status}): {view.session.path}"

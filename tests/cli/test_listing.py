@@ -127,9 +127,9 @@ def test_bad_listing_options_are_usage_errors(
 
 
 @contextmanager
-def nl_listing(root: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """`inspect --store ROOT --nl` left running; killed (if need be) and its pipes closed."""
-    proc = popen("inspect", "--store", root, "--nl")
+def nl_listing(root: Path, command: str = "inspect") -> Iterator[subprocess.Popen[bytes]]:
+    """`COMMAND --store ROOT --nl` left running; killed (if need be) and its pipes closed."""
+    proc = popen(command, "--store", root, "--nl", *(("-n",) if command == "prune" else ()))
     try:
         yield proc
     finally:
@@ -377,20 +377,12 @@ def test_prune_dry_run_rows_stream_before_the_last_session_is_judged(tmp_path: P
         s = set_manifest(s, created_at=f"2026-11-01T00:{n // 60:02d}:{n % 60:02d}+00:00")
         if n:
             s.finish({})
-    proc = popen("prune", "--store", root, "-n", "--nl")
-    try:
+    with nl_listing(root, "prune") as proc:
         assert proc.stdout is not None
         assert orjson.loads(proc.stdout.readline())["id"] == "s149"
         store.open("s000").finish({})
         rest = proc.stdout.read()
         code = proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
     rows = [orjson.loads(line) for line in rest.splitlines()]
     assert (code, len(rows)) == (0, 149)
     assert (rows[-1]["id"], rows[-1]["status"]) == ("s000", "done")
