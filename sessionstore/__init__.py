@@ -8,28 +8,14 @@ defines it.
 from __future__ import annotations
 
 import importlib
-import signal
-from typing import TYPE_CHECKING, Any
+
+# Not `typing.TYPE_CHECKING`: importing typing (re, enum, functools) is a third of what
+# `sessionstore --version` would cost over the interpreter's start; mypy reads this name.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.2.0"
-
-
-def _import_orjson() -> None:
-    """Import orjson with SIGINT blocked, before any module of the package does.
-
-    orjson's module init crashes the interpreter (SIGSEGV) when a KeyboardInterrupt
-    interrupts the imports it makes (ijl/orjson#310): a Ctrl-C in the first
-    moments of `sessionstore demo` or a harness killed it instead of exiting 130.
-    A Ctrl-C meanwhile is delivered as soon as the import is done.
-    """
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        import orjson
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-
-
-_import_orjson()
 
 if TYPE_CHECKING:
     from sessionstore.errors import (

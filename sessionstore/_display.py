@@ -73,7 +73,8 @@ def scalar(value: Any) -> str:
         return fmt_number(float(value))
     if isinstance(value, str):
         return escape(value)
-    import orjson  # on use: this module is imported by every command, most never need it
+    # On use: this module is imported by every command, most never need it.
+    from sessionstore._orjson import orjson
 
     # JSON escapes C0 controls but leaves C1 controls, NEL and bidi overrides as they are.
     return escape(orjson.dumps(value).decode())

@@ -7,10 +7,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
 from sessionstore._display import escape
 from sessionstore._fs import read as fsread
+from sessionstore._orjson import orjson
 from sessionstore.errors import InvalidInput
 
 # A marker is a small document; anything bigger is almost certainly not one and

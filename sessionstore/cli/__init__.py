@@ -9,11 +9,12 @@ start-up is paid by every call a harness makes).
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
 
-from sessionstore import __version__
+from sessionstore import TYPE_CHECKING, __version__
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from sessionstore.cli.group import COMMANDS, EXIT_INTERRUPTED, LazyGroup, cli
 
 __all__ = ["COMMANDS", "EXIT_INTERRUPTED", "LazyGroup", "cli", "main"]

@@ -248,7 +248,7 @@ def objective_of(objective: str | None, higher: bool) -> Objective:
 def read_json_value(value: str, option: str) -> object:
     """The JSON document an option gives: a literal, `@FILE` for a file holding one,
     or `@-` for standard input. `InvalidInput` names the file (or the option) and why."""
-    import orjson  # only when a JSON option is given: start-up
+    from sessionstore._orjson import orjson  # only when a JSON option is given: start-up
 
     source = option
     data: str | bytes | None = value

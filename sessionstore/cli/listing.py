@@ -90,9 +90,8 @@ def name_order(manifest: Mapping[str, Any] | None, ident: str) -> tuple[bool, st
 
 def _dumps(value: Any, *, indent: bool) -> bytes:
     """orjson, exact but for a name that is not UTF-8: its undecodable bytes as `\\xNN`."""
-    import orjson  # listings as data only: a table never loads it here
-
     from sessionstore._json import utf8_safe
+    from sessionstore._orjson import orjson  # listings as data only: a table never loads it here
 
     option = orjson.OPT_INDENT_2 if indent else 0
     try:

@@ -118,7 +118,7 @@ class Progress:
     def __call__(self, report: PassReport, kind: str) -> None:
         summary = report.to_dict()
         if self.as_json:
-            import orjson  # --json only
+            from sessionstore._orjson import orjson  # --json only
 
             sys.stdout.buffer.write(orjson.dumps({"pass": kind, **summary}) + b"\n")
             sys.stdout.flush()

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-import orjson
+from sessionstore._orjson import orjson
 
 if TYPE_CHECKING:
     from sessionstore.redact.redactor import Redactor

@@ -71,9 +71,12 @@ class Vanished(Exception):
 
 
 class Sink(Protocol):
-    """Where the redacted bytes go; `feed` returns False to stop reading early."""
+    """Where the redacted bytes go; `feed` returns False to stop reading early.
 
-    def feed(self, data: bytes) -> bool: ...
+    `data` may be a view of a chunk the redactor holds: keep it, never change it.
+    """
+
+    def feed(self, data: bytes | memoryview) -> bool: ...
 
 
 def open_source(
@@ -142,14 +145,13 @@ def read_stable(
         if not chunk:
             break
         total += len(chunk)
-        out = stream.feed(chunk) if stream is not None else chunk
-        if out and not sink.feed(out):
+        # The redacted chunk as views around the markers: written part by part, never joined.
+        parts = stream.feed_parts(chunk) if stream is not None else (chunk,)
+        if not all(sink.feed(part) for part in parts):
             complete = False
             break
     if complete and stream is not None:
-        tail = stream.finish()
-        if tail and not sink.feed(tail):
-            complete = False
+        complete = all(sink.feed(part) for part in stream.finish_parts())
     after = os.fstat(fd)
     if signature(after) != signature(before) or (complete and total != size):
         raise Unstable("changed while reading")
@@ -160,9 +162,9 @@ class Collect:
     """Sink that keeps everything (markers, which must be parsed before commit)."""
 
     def __init__(self) -> None:
-        self.parts: list[bytes] = []
+        self.parts: list[bytes | memoryview] = []
 
-    def feed(self, data: bytes) -> bool:
+    def feed(self, data: bytes | memoryview) -> bool:
         self.parts.append(data)
         return True
 
@@ -176,7 +178,7 @@ class Compare:
     def __init__(self, read: Callable[[int], bytes]) -> None:
         self.read = read  # up to n bytes of the destination file (the tree's `read`)
 
-    def feed(self, data: bytes) -> bool:
+    def feed(self, data: bytes | memoryview) -> bool:
         return self.read(len(data)) == data
 
     def at_eof(self) -> bool:
@@ -186,9 +188,9 @@ class Compare:
 class Write:
     """Sink that appends to an AtomicFile (anything with `.write(bytes)`)."""
 
-    def __init__(self, target: Callable[[bytes], None]) -> None:
+    def __init__(self, target: Callable[[bytes | memoryview], None]) -> None:
         self.target = target
 
-    def feed(self, data: bytes) -> bool:
+    def feed(self, data: bytes | memoryview) -> bool:
         self.target(data)
         return True

@@ -16,8 +16,7 @@ import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import orjson
-
+from sessionstore._orjson import orjson
 from sessionstore.errors import RedactionUnsafe
 from sessionstore.format.names import MARKERS
 from sessionstore.mirror import copy as rd

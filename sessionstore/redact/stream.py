@@ -91,27 +91,38 @@ class StreamRedactor:
     def redact_whole(cls, compiled: Compiled, data: bytes) -> bytes:
         """`data` redacted as one whole file: what `Redactor.redact` returns."""
         data = data if type(data) is bytes else bytes(data)
-        return cls(compiled)._settle(Pieces(b"", data), final=True, whole=True)[0]
+        return b"".join(cls(compiled)._settle(Pieces(b"", data), final=True, whole=True)[0])
 
     def feed(self, chunk: bytes) -> bytes:
         """Take the next chunk; return output for the input so far (maybe b"").
 
         Usually that is everything up to this chunk, which is held whole (by
         reference) for the next call: a chunk holding no secret comes back
-        then as the same object, uncopied.
+        then as the same object, uncopied. `feed_parts` is the same output
+        unjoined.
 
         Raises StreamFinished after `finish()`.
+        """
+        return b"".join(self.feed_parts(chunk))
+
+    def feed_parts(self, chunk: bytes) -> list[bytes | memoryview]:
+        """`feed`, as the pieces its output is joined from: views of the input and markers.
+
+        For a writer (`os.write` each, or `os.writev`), which then copies
+        nothing in user space: joining a 1 MiB chunk that holds a secret costs
+        a third of the time the scan of it does. The views stay valid: they are
+        of immutable bytes this stream no longer changes.
         """
         if self._finished:
             raise StreamFinished("feed")
         if not chunk:
-            return b""  # settling now would only copy the held chunk out early
+            return []  # settling now would only copy the held chunk out early
         # Held by reference past this call (see `Pieces`), so never a buffer the caller reuses.
         chunk = chunk if type(chunk) is bytes else bytes(chunk)
         total = len(self._buf) + len(chunk)
         if total <= (max(self._c.reach, SHORT_FILE_MAX) if self._gated else self._c.reach):
             self._buf += chunk  # both small: at most `reach` bytes
-            return b""
+            return []
         self._gated = False
         buf = Pieces(self._buf, chunk)
         out, keep = self._settle(buf, final=False, whole=False)
@@ -124,14 +135,20 @@ class StreamRedactor:
 
         Raises StreamFinished if called twice.
         """
+        return b"".join(self.finish_parts())
+
+    def finish_parts(self) -> list[bytes | memoryview]:
+        """`finish`, as the pieces its output is joined from (see `feed_parts`)."""
         if self._finished:
             raise StreamFinished("finish")
         self._finished = True
         buf, self._buf = Pieces(self._buf, b""), b""
         return self._settle(buf, final=True, whole=not self._consumed)[0]
 
-    def _settle(self, buf: Pieces, final: bool, whole: bool) -> tuple[bytes, int]:
-        """Render `buf` (continuing this stream's state); return output and bytes used.
+    def _settle(
+        self, buf: Pieces, final: bool, whole: bool
+    ) -> tuple[list[bytes | memoryview], int]:
+        """Render `buf` (continuing this stream's state); return output parts and bytes used.
 
         Ranges are taken left to right. A new range's start moves left one
         byte at a time while the output before it plus the marker holds an
@@ -152,8 +169,8 @@ class StreamRedactor:
         if self._open:
             found.append((0, self._carried))
         ranges = merge(found)
-        # Gaps go out as views of `buf`, or as a whole piece itself: the final join
-        # is their only copy, and none when the output is one whole piece.
+        # Gaps go out as views of `buf`, or as a whole piece itself: joining them
+        # (`feed`) is their only copy, and none when the output is one whole piece.
         out: list[bytes | memoryview] = []
         pos = 0  # buf[:pos] is rendered
         idx = 0  # ranges[idx:] are not yet part of the output
@@ -210,7 +227,7 @@ class StreamRedactor:
         keep = n if final else self._hold(buf, pos, current, ranges[idx:])
         for part in buf.parts(pos, keep):
             emit(part)
-        return b"".join(out), keep
+        return out, keep
 
     def _hold(self, buf: Pieces, pos: int, current: bool, waiting: list[Span]) -> int:
         """Where the bytes to hold back for the next call begin; records what it needs.

@@ -131,7 +131,9 @@ class Upload:
         self.md5 = hashlib.md5(usedforsecurity=False)
         self.writer: WritableFile | None = None
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
+        # Bytes for obstore: a view of the redactor's chunk (network-bound here anyway).
+        data = data if type(data) is bytes else bytes(data)
         self.size += len(data)
         if self.writer is not None:
             self.writer.write(data)

@@ -40,7 +40,7 @@ ErrorSink = Callable[[str, str], None]  # (destination path, one-line problem)
 class Writer(Protocol):
     """What `commit_file`'s `fill` writes the bytes into (a local `AtomicFile`, an upload)."""
 
-    def write(self, data: bytes, /) -> None: ...
+    def write(self, data: bytes | memoryview, /) -> None: ...
 
 
 class Sealed(Exception):

@@ -23,8 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-import orjson
-
+from sessionstore._orjson import orjson
 from sessionstore._proc import PID_MAX, process_alive
 from sessionstore.format.names import CONSTRAINTS, MANIFEST
 from sessionstore.store.files import constraints_of

@@ -12,8 +12,7 @@ from __future__ import annotations
 import difflib
 import re
 
-import orjson
-
+from sessionstore._orjson import orjson
 from sessionstore.view.html import text, text_lines
 
 SHOW_LIMIT = 256 * 1024

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import orjson
-
 from sessionstore import __version__
 from sessionstore._json import utf8_safe
+from sessionstore._orjson import orjson
 from sessionstore.inspect.summary import SessionView
 from sessionstore.store.lineage import lineage_info
 from sessionstore.store.session import Record

@@ -348,3 +348,18 @@ def test_the_fast_version_line_is_clicks() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     ).stdout
     assert "'click'" not in modules
+    assert "'orjson'" not in modules  # its init imports dataclasses, inspect, json, uuid
+
+
+def test_orjson_is_imported_only_through_its_sigint_guard() -> None:
+    """A Ctrl-C during orjson's first import crashes CPython: one guarded import for all."""
+    import sessionstore
+
+    package = Path(sessionstore.__file__).parent
+    direct = [
+        str(path.relative_to(package))
+        for path in sorted(package.rglob("*.py"))
+        if path.name != "_orjson.py"
+        and any(line.strip().startswith("import orjson") for line in path.read_text().splitlines())
+    ]
+    assert direct == []

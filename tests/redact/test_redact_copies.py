@@ -161,3 +161,47 @@ def test_stream_equals_whole_with_chunks_held_whole(
         out.append(s.feed(data[pos : pos + size]))
         pos, i = pos + size, i + 1
     assert b"".join(out) + s.finish() == r.redact(data)
+
+
+@both_engines
+def test_parts_of_a_chunk_with_a_secret_are_views_of_it_no_copy() -> None:
+    r = make(SECRET)
+    chunks = [
+        c[: CHUNK // 3] + SECRET + c[CHUNK // 3 + len(SECRET) :] for c in map(clean_chunk, range(4))
+    ]
+    s = r.stream()
+    parts: list[bytes | memoryview] = []
+    growth: list[int] = []
+    tracemalloc.start()
+    try:
+        for chunk in chunks:
+            before = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            parts.extend(s.feed_parts(chunk))
+            growth.append(tracemalloc.get_traced_memory()[1] - before)
+    finally:
+        tracemalloc.stop()
+    parts.extend(s.finish_parts())
+    assert b"".join(parts) == r.redact(b"".join(chunks))
+    assert max(growth) < CHUNK // 4  # no chunk-sized allocation: nothing was joined
+    # Every byte that is not a marker is a view of (or is) one of the input chunks.
+    big = [p for p in parts if len(p) > 64]
+    assert big and all(
+        any((p.obj if isinstance(p, memoryview) else p) is c for c in chunks) for p in big
+    )
+
+
+@both_engines
+@given(long_documents(), st.lists(st.integers(min_value=1, max_value=2000), min_size=1, max_size=5))
+def test_parts_joined_are_the_stream_output(
+    doc: tuple[list[bytes], bytes], sizes: list[int]
+) -> None:
+    secrets, data = doc
+    r = make(*secrets)
+    joined, parted = r.stream(), r.stream()
+    pos, i = 0, 0
+    while pos < len(data):
+        piece = data[pos : pos + sizes[i % len(sizes)]]
+        assert b"".join(parted.feed_parts(piece)) == joined.feed(piece)
+        pos, i = pos + len(piece), i + 1
+    assert b"".join(parted.finish_parts()) == joined.finish()
