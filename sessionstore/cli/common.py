@@ -270,6 +270,30 @@ def read_json_value(value: str, option: str) -> object:
         raise InvalidInput(source, f"invalid JSON: {exc}") from None
 
 
+# A secrets file on standard input is read whole before anything else runs.
+_STDIN_SECRETS_MAX = 16 * 1024 * 1024
+
+
+def secrets_file_input(paths: tuple[Path, ...]) -> list[tuple[str, bytes | None]]:
+    """`--secrets-file` values as (name, contents): `-` is standard input, read here
+    (at most once, so a second `-` is bad usage), a path is read by the library."""
+    if sum(str(p) == "-" for p in paths) > 1:
+        raise click.UsageError("--secrets-file -: standard input can be read only once")
+    named: list[tuple[str, bytes | None]] = []
+    for path in paths:
+        if str(path) != "-":
+            named.append((str(path), None))
+            continue
+        data = sys.stdin.buffer.read(_STDIN_SECRETS_MAX + 1)
+        if len(data) > _STDIN_SECRETS_MAX:
+            raise InvalidInput(
+                "--secrets-file - (standard input)",
+                f"is larger than {_STDIN_SECRETS_MAX} bytes; not a secrets file",
+            )
+        named.append(("stdin", data))
+    return named
+
+
 def _read_named(path: str) -> bytes | None:
     """The bytes of the file `path` (None past the marker limit): a regular file only.
 

@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sessionstore._display import escape
-from sessionstore.cli.common import command, emit_json, json_option, library_errors, store_option
+from sessionstore.cli.common import (
+    command,
+    emit_json,
+    json_option,
+    library_errors,
+    secrets_file_input,
+    store_option,
+)
 from sessionstore.cli.mirror_output import NORMAL, QUIET, VERBOSE, print_summary
 from sessionstore.errors import InvalidInput, SessionNotFound
 from sessionstore.store.target import STORE_ENV, resolve_destination
@@ -48,7 +55,7 @@ if TYPE_CHECKING:
     "--secrets-file",
     multiple=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Redact every line (or KEY=VALUE value) of FILE.",
+    help="Redact every line (or KEY=VALUE value) of FILE (`-`: standard input).",
 )
 @click.option(
     "--allow-short-secrets",
@@ -303,6 +310,6 @@ def _redactor(
         redactor.add(value, allow_short=allow_short)
     for name in envs:
         redactor.add_env(name, allow_short=allow_short)
-    for path in files:
-        redactor.add_file(path, allow_short=allow_short)
+    for name, data in secrets_file_input(files):
+        redactor.add_file(name, allow_short=allow_short, data=data)
     return redactor

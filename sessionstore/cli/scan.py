@@ -23,6 +23,7 @@ from sessionstore.cli.common import (
     library_errors,
     objective_of,
     objective_options,
+    secrets_file_input,
     store_option,
     verbosity_options,
 )
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     "--secrets-file",
     type=click.Path(dir_okay=False, path_type=Path),
     metavar="F",
-    help="Look for every secret of F (its lines, or KEY=VALUE values).",
+    help="Look for every secret of F (its lines, or KEY=VALUE values; `-`: standard input).",
 )
 @click.option("--patterns", is_flag=True, help="Look for well-known token shapes too.")
 @store_option
@@ -144,7 +145,9 @@ def _scanner(
         raise InvalidInput(
             "scan", "nothing to look for: give --secret-env, --secrets-file or --patterns"
         )
-    scanner = Scanner.from_sources(secret_env, secrets_file, patterns=patterns)
+    named = secrets_file_input((secrets_file,) if secrets_file is not None else ())
+    name, data = named[0] if named else (None, None)
+    scanner = Scanner.from_sources(secret_env, name, patterns=patterns, secrets_data=data)
     if verbose:
         sought = [escape(source) for source in scanner.sources]
         if scanner.patterns:

@@ -32,12 +32,11 @@ import os
 import re
 import threading
 from collections.abc import Iterable
-from pathlib import Path
 
 from sessionstore.errors import InvalidInput, SecretRefused
 from sessionstore.redact.matcher import SHORT_FILE_MAX, Compiled, build
 from sessionstore.redact.patterns import pattern_spans
-from sessionstore.redact.secrets_file import file_secrets
+from sessionstore.redact.secrets_file import file_secrets, read_secrets_file
 from sessionstore.redact.stream import StreamRedactor
 from sessionstore.redact.variants import MIN_NEEDLE_LEN, needles, significant_len
 
@@ -96,22 +95,22 @@ class Redactor:
             raise SecretRefused(origin, "is not set or empty; export it before registering it")
         self._register([(os.fsencode(value), origin)], allow_short)
 
-    def add_file(self, path: str | os.PathLike[str], *, allow_short: bool = False) -> None:
+    def add_file(
+        self, path: str | os.PathLike[str], *, allow_short: bool = False, data: bytes | None = None
+    ) -> None:
         """Register the secrets of a file: its lines, or the values of its dotenv assignments.
 
         The file is read as python-dotenv reads it, and every other plausible
         reading of a line is registered too (`secrets_file`, docs/redaction.md).
         Either every value is registered or, on error, none is. Raises
-        InvalidInput if the file cannot be read, SecretRefused naming
-        `path:line` for a short value.
+        InvalidInput if the file cannot be read or is not a regular file (a
+        FIFO is never waited on), SecretRefused naming `path:line` for a short
+        value. `data`: the file's contents, already read (standard input);
+        `path` then only names it.
         """
-        try:
-            data = Path(path).read_bytes()
-        except OSError as exc:
-            raise InvalidInput(
-                os.fspath(path), f"cannot read secrets file: {exc.strerror}"
-            ) from exc
         where = os.fspath(path)
+        if data is None:
+            data = read_secrets_file(where)
         entries = file_secrets(data, where)
         self._register(((value, f"{where}:{n}") for value, n in entries), allow_short)
 

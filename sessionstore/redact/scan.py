@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import heapq
 import os
-import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -36,7 +35,7 @@ from sessionstore.errors import InvalidInput, SecretRefused
 from sessionstore.redact.matcher import Compiled, build
 from sessionstore.redact.patterns import MAX_MATCH_LEN, PATTERNS, pattern_spans
 from sessionstore.redact.redactor import MIN_SECRET_LEN, Redactor
-from sessionstore.redact.secrets_file import file_secrets
+from sessionstore.redact.secrets_file import file_secrets, read_secrets_file
 from sessionstore.redact.variants import (
     _base64_forms,
     _json_forms,
@@ -169,8 +168,12 @@ class Scanner:
         secrets_file: str | os.PathLike[str] | None = None,
         *,
         patterns: bool = False,
+        secrets_data: bytes | None = None,
     ) -> Scanner:
         """A scanner for the values of environment variables `env` and of `secrets_file`.
+
+        `secrets_data`: the secrets file's contents, already read (standard input);
+        `secrets_file` then only names it, in errors and in each finding's source.
 
         Raises `SecretRefused` for an unset, empty or short variable (naming
         it), `InvalidInput` for a secrets file that cannot be read or holds
@@ -185,10 +188,7 @@ class Scanner:
             entries.append((os.fsencode(os.environ[name]), name))
         if secrets_file is not None:
             where = os.fspath(secrets_file)
-            try:
-                data = _read_regular(where)
-            except OSError as exc:
-                raise InvalidInput(where, f"cannot read secrets file: {exc.strerror}") from None
+            data = read_secrets_file(where) if secrets_data is None else secrets_data
             found = [(v, f"{where}:{n}") for v, n in file_secrets(data, where) if v.strip()]
             if not found:
                 raise InvalidInput(where, "the secrets file holds no secret to look for")
@@ -252,21 +252,6 @@ class Scanner:
                     found.append(Hit(start, end, _pattern_name(buf, start, end), PATTERN_SOURCE))
         found.sort(key=lambda h: (h.offset, -h.end))
         return found
-
-
-def _read_regular(path: str) -> bytes:
-    """The bytes of the file the user named (followed): a regular file only, so a FIFO
-    is never waited on and a device (`/dev/zero`) never read without end."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InvalidInput(path, "cannot read secrets file: it is not a regular file")
-        chunks: list[bytes] = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def _pattern_name(buf: bytes, start: int, end: int) -> str:

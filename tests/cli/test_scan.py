@@ -104,6 +104,26 @@ def test_secrets_file_sources_are_file_and_line(tmp_path: Path) -> None:
     assert done.stdout == f"{tree}/f:2 raw {secrets}:2\n"
 
 
+def test_secrets_file_dash_reads_standard_input(tmp_path: Path) -> None:
+    tree = tmp_path / "ws"
+    tree.mkdir()
+    (tree / "f").write_text(f"..{FAKE}")
+    done = run("scan", tree, "--secrets-file", "-", input=f"# fake\nHF_TOKEN={FAKE}\n")
+    assert (done.returncode, done.stdout) == (1, f"{tree}/f:2 raw stdin:2\n")
+    assert_no_secret(done.stdout, done.stderr)
+    empty = run("scan", tree, "--secrets-file", "-", input="")
+    assert empty.returncode == 1
+    assert empty.stderr == "Error: stdin: the secrets file holds no secret to look for\n"
+
+
+def test_a_fifo_as_secrets_file_is_refused_not_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "secrets.fifo"
+    os.mkfifo(fifo)
+    done = run("scan", tmp_path, "--secrets-file", fifo, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr == f"Error: {fifo}: cannot read secrets file: it is not a regular file\n"
+
+
 def test_a_session_named_by_id(tmp_path: Path) -> None:
     store = Store(tmp_path / "store")
     session = store.create(name="scan-me", pid=None)

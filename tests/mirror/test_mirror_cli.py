@@ -74,6 +74,28 @@ def test_secrets_are_redacted_and_never_printed(src: Path, tmp_path: Path, how: 
     assert tree(dst)["trials/1/log.txt"] == b"token REDACTED\n"
 
 
+def test_secrets_file_dash_is_standard_input_read_once(src: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "dst"
+    stdin = f"T={SECRET}\n"
+    code, out, err = invoke(
+        "mirror", src, dst, "--once", "--secrets-file", "-", input=stdin
+    ).outcome
+    assert (code, SECRET in out + err) == (0, False)
+    assert tree(dst)["trials/1/log.txt"] == b"token REDACTED\n"
+    twice = ["mirror", src, dst, "--once", "--secrets-file", "-", "--secrets-file", "-"]
+    code, _, err = invoke(*twice, input=stdin).outcome
+    assert code == 2 and "standard input can be read only once" in err
+
+
+def test_a_fifo_as_secrets_file_is_refused_not_waited_on(src: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "secrets.fifo"
+    os.mkfifo(fifo)
+    proc = run("mirror", src, tmp_path / "dst", "--once", "--secrets-file", fifo, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr == f"Error: {fifo}: cannot read secrets file: it is not a regular file\n"
+    assert not (tmp_path / "dst").exists()
+
+
 def test_a_short_secret_is_refused_with_one_line_and_no_value(src: Path, tmp_path: Path) -> None:
     args: list[str | Path] = ["mirror", src, tmp_path / "dst", "--once", "--secret", "pw123"]
     code, out, err = invoke(*args).outcome
