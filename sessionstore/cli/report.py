@@ -14,6 +14,7 @@ from sessionstore.cli.common import (
     objective_of,
     objective_options,
     target_options,
+    verbosity_options,
 )
 from sessionstore.store.target import resolve_target
 
@@ -29,9 +30,16 @@ from sessionstore.store.target import resolve_target
     help="Where to write the report; '-' writes it to standard output.",
 )
 @objective_options
+@verbosity_options("Also say how many bytes the report holds.")
 @library_errors
 def report(
-    target: str, store_dir: Path | None, output: str, objective: str | None, higher: bool
+    target: str,
+    store_dir: Path | None,
+    output: str,
+    objective: str | None,
+    higher: bool,
+    quiet: bool,
+    verbose: bool,
 ) -> None:
     """Write one self-contained HTML report of TARGET (an id or a session directory).
 
@@ -60,4 +68,6 @@ def report(
         sys.stdout.flush()
         return
     write_atomic(output, data)
-    click.echo(escape(f"report written to {Path(output).resolve()}"), err=True)
+    if not quiet:
+        size = f" ({len(data)} bytes)" if verbose else ""
+        click.echo(escape(f"report written to {Path(output).resolve()}{size}"), err=True)

@@ -82,7 +82,16 @@ def test_secrets_file_dash_is_standard_input_read_once(src: Path, tmp_path: Path
     ).outcome
     assert (code, SECRET in out + err) == (0, False)
     assert tree(dst)["trials/1/log.txt"] == b"token REDACTED\n"
-    twice = ["mirror", src, dst, "--once", "--secrets-file", "-", "--secrets-file", "-"]
+    twice: list[str | Path] = [
+        "mirror",
+        src,
+        dst,
+        "--once",
+        "--secrets-file",
+        "-",
+        "--secrets-file",
+        "-",
+    ]
     code, _, err = invoke(*twice, input=stdin).outcome
     assert code == 2 and "standard input can be read only once" in err
 

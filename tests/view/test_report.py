@@ -129,6 +129,20 @@ def test_report_to_stdout(tmp_path: Path) -> None:
     assert result.stderr == b""
 
 
+def test_report_quiet_says_nothing_verbose_gives_the_size(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    rich_session(store)
+    out = tmp_path / "r.html"
+    quiet = run("report", "rich0001", "--store", store.root, "-o", out, "-q")
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
+    assert soup(out.read_bytes()).find("table", class_="trials") is not None
+    loud = run("report", "rich0001", "--store", store.root, "-o", out, "-v")
+    size = out.stat().st_size
+    assert (loud.returncode, loud.stderr) == (0, f"report written to {out} ({size} bytes)\n")
+    both = run("report", "rich0001", "--store", store.root, "-o", out, "-q", "-v")
+    assert both.returncode == 2 and "cannot be combined" in both.stderr
+
+
 def test_report_of_1000_trials_is_small_and_complete(tmp_path: Path) -> None:
     store = Store(tmp_path / "store")
     big_session(store)
