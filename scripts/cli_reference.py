@@ -50,14 +50,14 @@ and `prune -v` name each session removed and each leftover swept, `doctor
 -v` each check made, `complete -v` each file made durable and the marker,
 `export -v` each file copied, `finish -v` the files written, `wait -v` what
 it waits for, `check -v` the log judged, `scan -v` what it looks for and
-each session scanned, `mirror -v` each change, `report -v` the report's size. Verbose lines go to stdout
-with the confirmations, or to stderr where stdout carries the command's
-data (`doctor`, `scan`, `wait`, `check`, `export --json`). Left off where
-they would mean nothing: `begin` and `new` print only the line a script
-needs (quiet changes nothing; there is no step to tell); `inspect`,
-`resume`, `contract` and `schema` print the data asked for, nothing else;
-`demo` is a show to watch; `view` serves until stopped (its URL is the line
-a script needs).
+each session scanned, `mirror -v` each change, `report -v` the report's
+size. Verbose lines go to stdout with the confirmations, or to stderr where
+stdout carries the command's data (`doctor`, `scan`, `wait`, `check`,
+`export --json`). Left off where they would mean nothing: `begin` and `new`
+print only the line a script needs (quiet changes nothing; there is no step
+to tell); `inspect`, `resume`, `contract` and `schema` print the data asked
+for, nothing else; `demo` is a show to watch; `view` serves until stopped
+(its URL is the line a script needs).
 """
 
 
