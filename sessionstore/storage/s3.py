@@ -193,6 +193,22 @@ class S3Storage:
             raise self._error(exc, prefix) from None
         return sorted(found)
 
+    def copy_each(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Copy each `(source, target)` key on the server (`CopyObject`: no byte comes
+        here), replacing a target, on the storage's threads; the first failure raises."""
+        for source, target in pairs:
+            check_key(source)
+            check_key(target)
+
+        def one(pair: tuple[str, str]) -> None:
+            try:
+                obstore.copy(self._store, self.url.key(pair[0]), self.url.key(pair[1]))
+            except Exception as exc:
+                raise self._error(exc, pair[0]) from None
+
+        for _ in self._threads().map(one, pairs):
+            pass
+
     def chunks(self, key: str) -> Iterator[bytes] | None:
         """The bytes at `key` as a stream of chunks (a large object is never held whole);
         None if absent."""

@@ -7,17 +7,19 @@ decides which of two writers racing for one id goes on (the other gets
 `SessionExists`, nothing of its own written), then the manifest, which makes
 the session visible, last. A `constraints.json` without a manifest is a
 create in progress, or one that crashed; older than the format's debris age
-(an hour, as for temp entries) it is removed and the id taken again.
+(an hour, as for temp entries) it is removed and the id taken again. The
+lineage copies of `previous` sessions (`store.lineage_remote`) are made in
+between, so a session is never seen with a partial `previous/`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sessionstore import _json as jsonio
-from sessionstore.errors import InvalidInput
 from sessionstore.format.names import CONSTRAINTS, MANIFEST
 from sessionstore.storage.local import LocalStorage
 from sessionstore.store.files import exists
@@ -67,10 +69,6 @@ def create_session(
     from sessionstore.storage.s3 import S3Storage
 
     assert isinstance(storage, S3Storage)
-    if previous:
-        raise InvalidInput(
-            "--previous", "lineage copies are not supported on an s3:// store yet; not created"
-        )
     if exists(storage, f"{session_id}/{MANIFEST}"):
         return False
     constraints_key = f"{session_id}/{CONSTRAINTS}"
@@ -84,4 +82,14 @@ def create_session(
         storage.remove_tree(session_id)  # a crashed create's debris
         if not storage.create(constraints_key, data):
             return False
+    if previous:
+        from sessionstore.store.lineage_remote import copy_previous  # on use, as locally
+
+        try:
+            copy_previous(storage, session_id, previous)
+        except BaseException:
+            # Nothing of a create that failed stays behind to hold the id for an hour.
+            with contextlib.suppress(Exception):
+                storage.remove_tree(session_id)
+            raise
     return storage.create(f"{session_id}/{MANIFEST}", jsonio.dumps(manifest))

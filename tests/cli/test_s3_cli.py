@@ -5,52 +5,20 @@ from __future__ import annotations
 
 import json
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from cli_runner import finish, popen, run
 from s3_servers import S3Server
+from s3_store import S3Store, s3_store
 
-from sessionstore import Session, Store
+from sessionstore import Session
 from sessionstore.storage.s3 import CLAIM
-
-
-@dataclass
-class S3Store:
-    server: S3Server
-    bucket: str
-    url: str
-    env: dict[str, str]
-
-    def cli(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        return run(*args, env=self.env, input=input)
-
-    def ok(self, *args: str) -> str:
-        done = self.cli(*args)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    def objects(self) -> list[str]:
-        return self.server.keys(self.bucket)
-
-    def store(self) -> Store:
-        """The store in this process (the AWS variables are this test's: monkeypatched)."""
-        return Store(self.url)
-
-    def put(self, key: str, data: bytes) -> None:
-        self.server.client().put_object(Bucket=self.bucket, Key=f"runs/{key}", Body=data)
 
 
 @pytest.fixture
 def s3(moto_s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Store:
-    bucket = moto_s3.new_bucket()
-    url = f"s3://{bucket}/runs"
-    env = moto_s3.env(SESSIONSTORE_HOME=url)
-    for name, value in env.items():
-        if name.startswith("AWS_"):
-            monkeypatch.setenv(name, value)
-    return S3Store(moto_s3, bucket, url, env)
+    return s3_store(moto_s3, monkeypatch)
 
 
 def test_new_writes_the_format_v1_layout_and_refuses_a_taken_id(s3: S3Store) -> None:
