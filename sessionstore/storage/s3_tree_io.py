@@ -3,8 +3,9 @@
 `S3Dest` is made once per `Mirror`: the URL, the settings, the obstore
 clients and the upload threads, reused by every pass (one connection pool).
 Opening it probes that the server refuses a second `If-None-Match: *`
-create: a record's marker is sealed only by that condition, so a server
-that ignores it (`rclone serve s3`) is refused.
+create, as a store's open does: a record's marker is sealed only by that
+condition, so a server that ignores it (`rclone serve s3`) is refused unless
+the user accepts one writer at a time (`--single-writer`).
 
 Uploads: a file up to `SINGLE_PUT_MAX` is collected in memory, then PUT on
 one of `UPLOADS` threads (obstore waits without the GIL), at most
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from sessionstore.errors import StorageError
 from sessionstore.storage.s3 import S3Storage
 from sessionstore.storage.s3_config import S3Settings, S3Url, client_error
+from sessionstore.storage.s3_open import check_conditional
 
 if TYPE_CHECKING:
     from obstore import WritableFile
@@ -59,20 +61,26 @@ class S3Dest(S3Storage):
     An `S3Storage` of the prefix (its conditional create seals markers and
     takes the lease) with the upload threads. Raises `StorageError` (one line,
     no credential) when the bucket cannot be reached, the credentials are
-    refused, or the server ignores `If-None-Match`.
+    refused, or the server ignores `If-None-Match` and `single_writer` (None:
+    `$SESSIONSTORE_S3_SINGLE_WRITER`) does not accept one writer at a time
+    (the probe of the store, `s3_open.check_conditional`). `probe=False` (a dry
+    run) sends nothing here: no write at all, and no check of the server.
     """
 
-    def __init__(self, url: S3Url, settings: S3Settings | None = None) -> None:
+    def __init__(
+        self,
+        url: S3Url,
+        settings: S3Settings | None = None,
+        *,
+        single_writer: bool | None = None,
+        probe: bool = True,
+    ) -> None:
         if not url.prefix:
             raise StorageError(str(url), "a mirror destination needs a prefix: s3://BUCKET/PREFIX")
         super().__init__(url, settings)
         self.store = self._store  # one client per destination: each costs ~0.2 s to make
-        if not self.probe_conditional():
-            raise StorageError(
-                str(url),
-                f"the server at {self.settings.where} ignores If-None-Match: *; a sealed "
-                "record could be overwritten there, so it is not a mirror destination",
-            )
+        if probe:
+            check_conditional(self, single_writer, "another writer could overwrite a sealed record")
         self.pool = ThreadPoolExecutor(UPLOADS, thread_name_prefix="s3-put")
         self.slots = threading.BoundedSemaphore(IN_FLIGHT)
 
