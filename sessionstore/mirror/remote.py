@@ -23,19 +23,20 @@ def remote_store(store: str) -> str | None:
     return store if is_s3_url(store) else None
 
 
-def resolve_remote(dst: str, store: str | None) -> S3Dest | None:
+def resolve_remote(dst: str, store: str | None, *, probe: bool = True) -> S3Dest | None:
     """The bucket destination DST names: an `s3://` URL, or a session of the s3 `store`.
 
     None when DST is neither (a local path, then). Raises `StorageError` when
-    the bucket cannot be used, `InvalidInput` for a malformed URL.
+    the bucket cannot be used, `InvalidInput` for a malformed URL. `probe`
+    False (a dry run) opens it without the probe, which writes.
     """
     if is_s3_url(dst):
-        return S3Dest(parse_s3_url(dst))
+        return S3Dest(parse_s3_url(dst), probe=probe)
     if store is None:
         return None
     try:
         validate_id(dst)
     except InvalidId:
         return None
-    dest = S3Dest(parse_s3_url(f"{parse_s3_url(store)}/{dst}"))
+    dest = S3Dest(parse_s3_url(f"{parse_s3_url(store)}/{dst}"), probe=probe)
     return dest if dest.get(MANIFEST, _MANIFEST_LIMIT) is not None else None

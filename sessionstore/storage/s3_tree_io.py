@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import stat
 import threading
 from collections.abc import Callable
@@ -53,6 +54,18 @@ def object_stat(size: int, e_tag: str | None) -> os.stat_result:
     tag = (e_tag or "").strip('"').encode()
     ino = int.from_bytes(hashlib.blake2b(tag, digest_size=7).digest(), "big")
     return os.stat_result((_MODE, ino, 0, 1, 0, 0, size, 0, 0, 0, 0.0, 0.0, 0.0, 0, 0, 0))
+
+
+# What obstore refuses in a key (the ASCII controls; S3 itself would take them): checked
+# before anything is sent, so a dry run predicts the refusal as the real pass meets it.
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+def object_key(dest: S3Dest, rel: str) -> str:
+    """The bucket key of the destination path `rel`; `OSError` (one line) if it cannot be one."""
+    if _CONTROL.search(rel):
+        raise OSError(0, "a control character in the name cannot be part of an object key")
+    return dest.key(rel)
 
 
 class S3Dest(S3Storage):
