@@ -209,6 +209,22 @@ class S3Storage:
         for _ in self._threads().map(one, pairs):
             pass
 
+    def prefixes_holding(self, start: str, leaf: str) -> builtins.list[str]:
+        """The names directly below the root that start with `start` and hold the object
+        `leaf` (`<name>/<leaf>`), sorted: one delimiter LIST, then a HEAD of each match, at
+        once. How a session is named by a prefix of its id (`leaf`: the manifest)."""
+        check_names([leaf])
+        names = [
+            item.name
+            for item in self.list("")
+            if item.is_prefix
+            and item.name.startswith(start)
+            and item.name not in ("", ".", "..")
+            and "\0" not in item.name
+        ]
+        held = self._threads().map(lambda name: self.modified(join(name, leaf)) is not None, names)
+        return sorted(name for name, there in zip(names, held, strict=True) if there)
+
     def chunks(self, key: str) -> Iterator[bytes] | None:
         """The bytes at `key` as a stream of chunks (a large object is never held whole);
         None if absent."""

@@ -93,12 +93,16 @@ class S3Dest(S3Storage):
         super().__init__(url, settings)
         self.store = self._store  # one client per destination: each costs ~0.2 s to make
         if probe:
-            check_conditional(self, single_writer, "another writer could overwrite a sealed record")
+            self.check_server(single_writer)
         self.pool = ThreadPoolExecutor(UPLOADS, thread_name_prefix="s3-put")
         self.slots = threading.BoundedSemaphore(IN_FLIGHT)
 
     def __str__(self) -> str:
         return str(self.url)
+
+    def check_server(self, single_writer: bool | None = None) -> None:
+        """The probe of the server (`s3_open.check_conditional`), if `probe=False` skipped it."""
+        check_conditional(self, single_writer, "another writer could overwrite a sealed record")
 
     def key(self, rel: str) -> str:
         """The bucket key of a destination path ("" is the prefix itself)."""
