@@ -1,8 +1,8 @@
 """Opening an `s3://` store: one `S3Storage` per URL per process, its server probed once.
 
-`open_store` is how the engine opens a store in a bucket (`Store(url)`): it
-probes the server for `If-None-Match: *` once per process per endpoint and
-bucket and refuses one that ignores it, unless the store is accepted as
+`open_store` is how the engine opens a store in a bucket (`Store(url)`): before
+its first write it probes the server for `If-None-Match: *` (once per process
+per endpoint and bucket) and refuses one that ignores it, unless the store is accepted as
 single-writer (`check_conditional`, which a mirror destination runs too).
 `storage_at` finds the opened store that holds an `S3Path`
 (how a session or record named by its path reaches its storage, as
@@ -31,12 +31,15 @@ _OPEN_LOCK = threading.Lock()
 
 
 def open_store(url: S3Url, *, single_writer: bool | None = None) -> S3Storage:
-    """The store at `url`, its server probed for `If-None-Match: *` once per process.
+    """The store at `url`, its server probed for `If-None-Match: *` once per process,
+    before its first write.
 
     A server that ignores the condition is refused (`StorageError` naming the
-    endpoint) unless `single_writer` (None: the `SESSIONSTORE_S3_SINGLE_WRITER`
-    variable is `1`) accepts a store with one writer at a time. A missing
-    bucket, bad credentials and an unreachable endpoint are refused here too.
+    endpoint, at the first write, or here when this process probed it already)
+    unless `single_writer` (None: the `SESSIONSTORE_S3_SINGLE_WRITER` variable
+    is `1`) accepts a store with one writer at a time. A reader sends no probe:
+    it writes nothing, and a read-only key can read. A missing bucket, bad
+    credentials and an unreachable endpoint are refused by the first request.
     """
     settings = S3Settings.from_env()
     with _OPEN_LOCK:
@@ -44,7 +47,15 @@ def open_store(url: S3Url, *, single_writer: bool | None = None) -> S3Storage:
         if storage is None or storage.settings != settings:
             storage = S3Storage(url, settings)
         _OPENED[str(url)] = storage
-    check_conditional(storage, single_writer, "two writers could take the same record")
+        known = (settings.where, url.bucket) in _PROBED
+
+    def gate() -> None:
+        check_conditional(storage, single_writer, "two writers could take the same record")
+
+    if known:
+        gate()  # no request: a server known to ignore the condition is refused at once
+    else:
+        storage.gate_writes(gate)  # a command that only reads never sends the probe
     return storage
 
 

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sessionstore import _json as jsonio
 from sessionstore.format.names import CONSTRAINTS, MANIFEST
 from sessionstore.storage.local import LocalStorage
-from sessionstore.store.files import exists
 
 if TYPE_CHECKING:
     from sessionstore.storage.base import Storage
@@ -69,13 +68,14 @@ def create_session(
     from sessionstore.storage.s3 import S3Storage
 
     assert isinstance(storage, S3Storage)
-    if exists(storage, f"{session_id}/{MANIFEST}"):
+    # A HEAD, not `files.exists`: a refusal (bad credentials) must be an error, not "taken".
+    if storage.modified(f"{session_id}/{MANIFEST}") is not None:
         return False
     constraints_key = f"{session_id}/{CONSTRAINTS}"
     data = jsonio.dumps(constraints)
     if not storage.create(constraints_key, data):
         modified = storage.modified(constraints_key)
-        if exists(storage, f"{session_id}/{MANIFEST}") or modified is None:
+        if storage.modified(f"{session_id}/{MANIFEST}") is not None or modified is None:
             return False
         if time.time() - modified < DEBRIS_AGE:
             return False  # another writer is creating it now
