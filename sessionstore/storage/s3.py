@@ -337,7 +337,8 @@ class S3Storage:
         result = self._call(key, obstore.get, self._store, self.url.key(key))
         if result is None:
             return None
-        if result.meta["size"] > limit:
+        start, end = result.range  # the whole object's: its size (`meta` costs 13 us more)
+        if end - start > limit:
             raise TooLarge(key, limit)  # the body is never read
         try:
             return bytes(result.bytes())
