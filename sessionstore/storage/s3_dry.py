@@ -18,28 +18,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import cast
 
+from sessionstore.storage.dry import Count, DryChanges
 from sessionstore.storage.local_tree_dirs import LocalDir
 from sessionstore.storage.s3_tree import S3Tree
 from sessionstore.storage.s3_tree_io import object_key, object_stat
-from sessionstore.storage.tree import Sealed, Writer
+from sessionstore.storage.tree import Writer
 
 __all__ = ["S3DryTree"]
 
 
-class _Count:
-    """Where a dry run's `fill` writes: the bytes are counted (the redacted size), not kept."""
-
-    def __init__(self) -> None:
-        self.size = 0
-
-    def write(self, data: bytes) -> int:
-        self.size += len(data)
-        return len(data)
-
-
-class S3DryTree(S3Tree):
+class S3DryTree(DryChanges, S3Tree):
     """`S3Tree` with every change replaced by its answer; see the module docstring."""
 
     def commit_file(
@@ -47,31 +36,6 @@ class S3DryTree(S3Tree):
     ) -> os.stat_result | None:
         """Run `fill` (it reads the source through the torn-read guard) into nothing."""
         object_key(self.dest, f"{d.rel}/{name}" if d.rel else name)  # refused as for real
-        sink = _Count()
-        fill(cast(Writer, sink))  # `fill` only ever calls `write`
+        sink = Count()
+        fill(sink)
         return object_stat(sink.size, None)
-
-    def commit_marker(
-        self, d: LocalDir, name: str, mode: int, fill: Callable[[Writer], None]
-    ) -> os.stat_result | None:
-        if self.lstat(d, name) is not None:
-            raise Sealed(name)
-        return self.commit_file(d, name, mode, fill)
-
-    def unlink(self, d: LocalDir, name: str) -> bool:
-        return self.lstat(d, name) is not None
-
-    def rmdir(self, d: LocalDir, name: str) -> bool:
-        return False  # as locally: whether an emptied prefix would go is not reported
-
-    def sweep(self, d: LocalDir) -> None:
-        pass
-
-    def put_root_file(self, name: str, data: bytes, mode: int) -> None:
-        pass
-
-    def set_flag(self, name: str) -> None:
-        pass
-
-    def clear_flag(self, name: str) -> None:
-        pass

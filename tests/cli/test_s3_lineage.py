@@ -13,17 +13,17 @@ from s3_store import S3Store, s3_store
 
 from sessionstore.store.lineage import include_previous
 
-EXPECTED = [
-    "constraints.json",
-    "report.json",
-    "service/1/service.yml",
-    "service/1/verification.json",
-    "trials/1/patches/deep/b.diff",
-    "trials/1/patches/fix.diff",
-    "trials/1/task.yml",
-    "trials/1/trial.json",
-    "trials/2/task.yml",  # in flight: its config, no marker
-]
+# What lineage copies of `finished_session`, as locally (tests/store/test_lineage.py).
+EXPECTED = sorted(
+    [
+        "constraints.json",
+        "report.json",
+        *(f"service/1/{name}" for name in ("service.yml", "verification.json")),
+        *(f"trials/1/patches/{name}" for name in ("deep/b.diff", "fix.diff")),
+        *(f"trials/1/{name}" for name in ("task.yml", "trial.json")),
+        "trials/2/task.yml",  # in flight: its config, no marker
+    ]
+)
 
 
 @pytest.fixture
