@@ -12,10 +12,13 @@ warm-up each:
             as inspect's GET pool has)
 
 and prints both, their ratio and the environment. Goal: ratio <= 1.2. A
-baseline, not a gate. The mirror's part (initial copy and no-op pass vs
-rclone sync) is issue 13 part B's.
+baseline, not a gate. `--against DIR` times the `inspect` of another
+checkout too (DIR is its top, holding `sessionstore/`: `python -m` imports
+the package of its working directory), in the same rounds. The mirror's part
+(initial copy and no-op pass vs rclone sync) is `bench_s3_mirror.py`.
 
     python benchmarks/bench_s3.py [--sessions 100] [--trials 50] [--repeats 5] [--server weed]
+        [--against DIR]
 """
 
 from __future__ import annotations
@@ -106,9 +109,9 @@ def build(server: S3Server, bucket: str, sessions: int, trials: int) -> None:
         list(pool.map(lambda kv: obstore.put(store, kv[0], kv[1]), objects))
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> float:
+def timed(cmd: list[str], env: dict[str, str], cwd: str | None = None) -> float:
     start = time.perf_counter()
-    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, cwd=cwd)
     return time.perf_counter() - start
 
 
@@ -128,6 +131,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--server", choices=("weed", "moto"), default="weed")
+    parser.add_argument("--against", metavar="DIR", help="another checkout's top, timed too")
     args = parser.parse_args()
     from sessionstore.storage import s3 as s3mod
 
@@ -149,15 +153,23 @@ def main() -> None:
             f"server {args.server} at {server.endpoint}; built {args.sessions} sessions x "
             f"{args.trials} trials in {built:.1f} s"
         )
-        timed(inspect, env), timed(floor, env)  # warm-up: bytecode, server caches
-        times: dict[str, list[float]] = {"inspect": [], "floor": []}
-        for _ in range(args.repeats):  # interleaved: both see the same load
-            times["inspect"].append(timed(inspect, env))
-            times["floor"].append(timed(floor, env))
+        # Each run's command and working directory (this checkout's package is the
+        # installed one; `python -m` from DIR imports DIR's).
+        runs = {"inspect": (inspect, None), "floor": (floor, None)}
+        if args.against:
+            runs["against"] = (inspect, args.against)
+        for cmd, cwd in runs.values():
+            timed(cmd, env, cwd)  # warm-up: bytecode, server caches
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(args.repeats):  # interleaved: all see the same load
+            for name, (cmd, cwd) in runs.items():
+                times[name].append(timed(cmd, env, cwd))
         medians = {name: statistics.median(ts) for name, ts in times.items()}
         for name, ts in times.items():
             print(f"{name:8} median {medians[name] * 1000:8.1f} ms  (max {max(ts) * 1000:.1f})")
         print(f"ratio inspect/floor: {medians['inspect'] / medians['floor']:.2f}x (goal <= 1.2)")
+        if args.against:
+            print(f"ratio against/floor: {medians['against'] / medians['floor']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -163,7 +163,7 @@ def mirror(
     level, once = _level(quiet, verbose), once or dry_run  # -n: one pass (nothing to watch)
     patterns = _patterns(exclude, exclude_from)
     redactor = _redactor(secret_values, secret_env, secrets_file, allow_short_secrets)
-    dest = _destination(dst, store_dir)
+    dest = _destination(dst, store_dir, dry_run)
     check_source(src, missing_ok=not once)  # the daemon waits for a source to appear
     the_mirror = Mirror(src, dest, redactor, durable=not no_fsync, delete=delete, exclude=patterns)
     if once:
@@ -210,17 +210,18 @@ def _run_once(the_mirror: Mirror, level: int, as_json: bool, dry_run: bool) -> P
     return report
 
 
-def _destination(dst: str, store_dir: Path | None) -> Path | S3Dest:
+def _destination(dst: str, store_dir: Path | None, dry_run: bool) -> Path | S3Dest:
     """DST as `store.target.resolve_destination` reads it; a likely mistyped id is bad usage.
 
-    `s3://BUCKET/PREFIX/ID`, or an id of an `s3://` store, is a bucket destination.
+    `s3://BUCKET/PREFIX/ID`, or an id of an `s3://` store, is a bucket destination
+    (a dry run's is opened without the probe, which writes).
     """
     # str, not fspath: an s3:// store is an S3Path, which is no local path.
     store = str(store_dir) if store_dir is not None else os.environ.get(STORE_ENV, "")
     if dst[:3].lower() == "s3:" or store[:3].lower() == "s3:":  # before importing obstore
         from sessionstore.mirror.remote import remote_store, resolve_remote  # s3 only
 
-        remote = resolve_remote(dst, remote_store(store))
+        remote = resolve_remote(dst, remote_store(store), probe=not dry_run)
         if remote is not None:
             return remote
         if not Path(dst).is_dir():  # an s3:// store holds no local session to fall back on

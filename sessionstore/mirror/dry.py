@@ -20,23 +20,12 @@ from collections.abc import Callable
 from typing import cast
 
 from sessionstore._fs.atomic import AtomicFile
+from sessionstore.storage.dry import Count, DryChanges
 from sessionstore.storage.local_tree import LocalDir, LocalTree
 from sessionstore.storage.local_tree_dirs import _MISSING, _OPEN
-from sessionstore.storage.tree import Sealed
 
 
-class _Discard:
-    """Where a dry run's `fill` writes: the bytes are counted (the redacted size), not kept."""
-
-    def __init__(self) -> None:
-        self.size = 0
-
-    def write(self, data: bytes) -> int:
-        self.size += len(data)
-        return len(data)
-
-
-class DryTree(LocalTree):
+class DryTree(DryChanges, LocalTree):
     """`LocalTree` with every change replaced by its answer; see the module docstring."""
 
     root_missing = False  # the destination root (or a directory above it) does not exist
@@ -84,34 +73,6 @@ class DryTree(LocalTree):
         """Run `fill` (it reads the source through the torn-read guard) into nothing."""
         if not self.present(d):
             return None
-        sink = _Discard()
+        sink = Count()
         fill(cast(AtomicFile, sink))  # `fill` only ever calls `write`
         return os.stat_result((stat.S_IFREG | mode, 0, 0, 1, 0, 0, sink.size, 0, 0, 0))
-
-    def commit_marker(
-        self, d: LocalDir, name: str, mode: int, fill: Callable[[AtomicFile], None]
-    ) -> os.stat_result | None:
-        if self.lstat(d, name) is not None:
-            raise Sealed(name)
-        return self.commit_file(d, name, mode, fill)
-
-    def fchmod(self, d: LocalDir, fd: int, mode: int) -> None:
-        pass
-
-    def unlink(self, d: LocalDir, name: str) -> bool:
-        return self.lstat(d, name) is not None
-
-    def rmdir(self, d: LocalDir, name: str) -> bool:
-        return False
-
-    def sweep(self, d: LocalDir) -> None:
-        pass
-
-    def put_root_file(self, name: str, data: bytes, mode: int) -> None:
-        pass
-
-    def set_flag(self, name: str) -> None:
-        pass
-
-    def clear_flag(self, name: str) -> None:
-        pass

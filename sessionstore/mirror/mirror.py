@@ -143,12 +143,10 @@ class Mirror:
         `dry_run`: write nothing in the destination (not even its cache, flag or
         directories; a missing destination is not created) and report what the
         pass would copy, delete and hold back. The source is read as for a real
-        pass (a torn read is reported as such). Local destinations only.
+        pass (a torn read is reported as such). Into a bucket, only reads are
+        sent (`storage.s3_dry`); its `S3Dest` was probed when it was opened,
+        unless opened with `probe=False` (as `mirror -n` does).
         """
-        if dry_run and self.remote is not None:
-            raise InvalidInput(
-                f"destination {self.remote.url}", "a dry run into a bucket is not supported yet"
-            )
         return self._pass(None, dry_run=dry_run)
 
     def run_dirs(self, dirs: Iterable[str]) -> PassReport:

@@ -106,12 +106,12 @@ class Pass(FileOps):
             return
         # The destination root is the root frame of a full pass (unlisted otherwise).
         root = Frame(None, "", "", root_fd, None, None, None)
-        if m.dry_run:  # local only: run_once refuses a dry run into a bucket
+        if m.dry_run and m.remote is None:  # a bucket's dry tree is make_tree's
             from sessionstore.mirror.dry import DryTree
 
             self.tree = DryTree(root, self.error, self.touch, m.durable)
         else:
-            self.tree = make_tree(m.remote, root, self.error, self.touch, m.durable)
+            self.tree = make_tree(m.remote, root, self.error, self.touch, m.durable, m.dry_run)
         try:
             if self.tree.open_root(str(m.remote or m.dest_real)):
                 self.start()

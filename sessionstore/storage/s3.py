@@ -42,7 +42,8 @@ from sessionstore import _json as jsonio
 from sessionstore._proc import process_start_time
 from sessionstore.errors import StorageError, TooLarge
 from sessionstore.storage.base import Listed, check_key, check_names, check_prefix, join
-from sessionstore.storage.s3_config import STATUS, S3Settings, S3Url, client_error, open_bucket
+from sessionstore.storage.s3_config import S3Settings, S3Url, client_error, open_bucket
+from sessionstore.storage.s3_create import Conflict, Lost, put_if_absent
 
 __all__ = ["CLAIM", "PROBE_PREFIX", "S3Storage"]
 
@@ -58,13 +59,6 @@ _GET_THREADS = 16
 T = TypeVar("T")
 
 
-class _Lost(Exception):
-    """A conditional write whose answer was lost: it may or may not have landed."""
-
-    def __init__(self, error: StorageError) -> None:
-        self.error = error
-
-
 class S3Storage:
     """The objects below `url` (`s3://BUCKET/PREFIX`), keyed by their path below it.
 
@@ -76,13 +70,16 @@ class S3Storage:
         self.url = url
         self.settings = settings or S3Settings.from_env()
         self._store = open_bucket(url, self.settings)
-        # Conditional writes retry only here, where a lost answer is known and resolved.
-        self._once = open_bucket(url, self.settings, retries=0)
+        self._once_client: Any = None  # made on the first conditional write (`_once`)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         # False once the probe found a server that ignores `If-None-Match: *` (a store
         # opened single-writer): every create then looks for the key first.
         self.enforced = True
+        # What must pass before the first write (`s3_open`: the probe); None: nothing.
+        self._gate: Callable[[], None] | None = None
+        self._gate_lock = threading.RLock()  # reentrant: the probe's own writes pass
+        self._in_gate = False
 
     def __repr__(self) -> str:
         return f"S3Storage({str(self.url)!r}, endpoint={self.settings.where!r})"
@@ -94,10 +91,12 @@ class S3Storage:
 
     def create(self, key: str, data: bytes) -> bool:
         check_key(key)
+        self._writable()
         return self._create_once(key, data, lambda got: got == data)
 
     def put(self, key: str, data: bytes, *, mode: int | None = None) -> None:
         check_key(key)
+        self._writable()
         try:
             obstore.put(self._store, self.url.key(key), data, use_multipart=False)
         except Exception as exc:
@@ -142,6 +141,7 @@ class S3Storage:
 
     def remove_tree(self, prefix: str) -> None:
         check_key(prefix, "storage prefix")
+        self._writable()
         # The object at `prefix` itself too (a key may be both an object and a prefix).
         keys = [self.url.key(k) for k in (prefix, *self.keys_below(prefix))]
         try:
@@ -158,6 +158,7 @@ class S3Storage:
         create the claim first, as the mirror does.
         """
         check_key(prefix, "storage prefix")
+        self._writable()
         if self.keys_below(prefix):
             return False
         token = secrets.token_hex(16)
@@ -192,6 +193,39 @@ class S3Storage:
         except Exception as exc:
             raise self._error(exc, prefix) from None
         return sorted(found)
+
+    def copy_each(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Copy each `(source, target)` key on the server (`CopyObject`: no byte comes
+        here), replacing a target, on the storage's threads; the first failure raises."""
+        for source, target in pairs:
+            check_key(source)
+            check_key(target)
+        self._writable()
+
+        def one(pair: tuple[str, str]) -> None:
+            try:
+                obstore.copy(self._store, self.url.key(pair[0]), self.url.key(pair[1]))
+            except Exception as exc:
+                raise self._error(exc, pair[0]) from None
+
+        for _ in self._threads().map(one, pairs):
+            pass
+
+    def prefixes_holding(self, start: str, leaf: str) -> builtins.list[str]:
+        """The names directly below the root that start with `start` and hold the object
+        `leaf` (`<name>/<leaf>`), sorted: one delimiter LIST, then a HEAD of each match, at
+        once. How a session is named by a prefix of its id (`leaf`: the manifest)."""
+        check_names([leaf])
+        names = [
+            item.name
+            for item in self.list("")
+            if item.is_prefix
+            and item.name.startswith(start)
+            and item.name not in ("", ".", "..")
+            and "\0" not in item.name
+        ]
+        held = self._threads().map(lambda name: self.modified(join(name, leaf)) is not None, names)
+        return sorted(name for name, there in zip(names, held, strict=True) if there)
 
     def chunks(self, key: str) -> Iterator[bytes] | None:
         """The bytes at `key` as a stream of chunks (a large object is never held whole);
@@ -243,6 +277,7 @@ class S3Storage:
     def remove(self, key: str) -> None:
         """Delete the object `key`; absent is fine."""
         check_key(key)
+        self._writable()
         self._call(key, obstore.delete, self._store, self.url.key(key))
 
     def probe_conditional(self) -> bool:
@@ -260,7 +295,26 @@ class S3Storage:
         finally:
             self.remove(key)
 
+    def gate_writes(self, gate: Callable[[], None] | None) -> None:
+        """Run `gate` (once, raising to refuse) before the first write of this storage."""
+        with self._gate_lock:
+            self._gate = gate
+
     # -- inside ------------------------------------------------------------------
+
+    def _writable(self) -> None:
+        """Pass the gate (`gate_writes`) once; until it has passed, every write asks again."""
+        if self._gate is None:
+            return
+        with self._gate_lock:
+            if self._gate is None or self._in_gate:
+                return
+            self._in_gate = True
+            try:
+                self._gate()
+            finally:
+                self._in_gate = False
+            self._gate = None
 
     def _call(self, key: str, request: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
         """`request(*args, **kwargs)` on `key`: None if the key is absent, a missing bucket
@@ -283,7 +337,8 @@ class S3Storage:
         result = self._call(key, obstore.get, self._store, self.url.key(key))
         if result is None:
             return None
-        if result.meta["size"] > limit:
+        start, end = result.range  # the whole object's: its size (`meta` costs 13 us more)
+        if end - start > limit:
             raise TooLarge(key, limit)  # the body is never read
         try:
             return bytes(result.bytes())
@@ -304,9 +359,9 @@ class S3Storage:
                     return False
                 got = self._get(key, len(data))
                 return got is not None and is_ours(got)
-            except _Lost as exc:
-                lost = exc.error
-            except _Conflict:
+            except Lost as exc:
+                lost = exc.cause
+            except Conflict:
                 pass
             time.sleep(min(0.02 * 2**attempt, 1.0) * (0.5 + secrets.randbelow(1000) / 1000))
         if lost is not None:
@@ -315,41 +370,26 @@ class S3Storage:
 
     def _put_if_absent(self, key: str, data: bytes) -> None:
         try:
-            obstore.put(self._once, self.url.key(key), data, mode="create", use_multipart=False)
-        except oe.AlreadyExistsError as exc:
-            # obstore reports 409 ConditionalRequestConflict as "exists" too; it is not.
-            if _kind(exc) == "conflict":
-                raise _Conflict from None
+            put_if_absent(self._once, self.url.key(key), data)
+        except Lost as exc:
+            raise Lost(self._error(exc.cause, key)) from None
+        except (Conflict, oe.AlreadyExistsError):
             raise
         except Exception as exc:
-            kind = _kind(exc)
-            if kind == "conflict":
-                raise _Conflict from None
-            if kind == "lost":
-                raise _Lost(self._error(exc, key)) from None
             raise self._error(exc, key) from None
+
+    @property
+    def _once(self) -> Any:
+        """The client of conditional writes, which retry only in `_create_once` (where a
+        lost answer is known and resolved). Made on first use: a reader never pays for it
+        (a client costs ~30 ms of CPU to make), the probe's first create makes it."""
+        with self._lock:
+            if self._once_client is None:
+                self._once_client = open_bucket(self.url, self.settings, retries=0)
+            return self._once_client
 
     def _threads(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(_GET_THREADS, thread_name_prefix="s3-get")
             return self._pool
-
-
-class _Conflict(Exception):
-    """409 ConditionalRequestConflict: a concurrent create of the key; try it again."""
-
-
-def _kind(exc: Any) -> str:
-    """ "conflict" (409), "lost" (no answer, or a 5xx: the request may have landed: a
-    dropped connection, a timeout, a refused connection) or "error" (an answer that says
-    no: retrying would not help)."""
-    status = STATUS.search(str(exc))
-    code = int(status.group(1)) if status else None
-    if code == 409:
-        return "conflict"
-    if isinstance(exc, oe.PermissionDeniedError | oe.UnauthenticatedError | FileNotFoundError):
-        return "error"
-    # A refused connection never sent the request: still safe to call lost (a retry
-    # resolves it), and it is how an unreachable endpoint is retried a few times.
-    return "lost" if code is None or code >= 500 else "error"

@@ -1,9 +1,10 @@
 """Opening an `s3://` store: one `S3Storage` per URL per process, its server probed once.
 
-`open_store` is how the engine opens a store in a bucket (`Store(url)`): it
-probes the server for `If-None-Match: *` once per process per endpoint and
-bucket and refuses one that ignores it, unless the store is accepted as
-single-writer. `storage_at` finds the opened store that holds an `S3Path`
+`open_store` is how the engine opens a store in a bucket (`Store(url)`): before
+its first write it probes the server for `If-None-Match: *` (once per process
+per endpoint and bucket) and refuses one that ignores it, unless the store is accepted as
+single-writer (`check_conditional`, which a mirror destination runs too).
+`storage_at` finds the opened store that holds an `S3Path`
 (how a session or record named by its path reaches its storage, as
 `store.files.locate` does for a local path).
 """
@@ -18,7 +19,7 @@ from sessionstore.storage.s3 import S3Storage
 from sessionstore.storage.s3_config import S3Settings, S3Url
 from sessionstore.storage.s3_path import S3Path
 
-__all__ = ["SINGLE_WRITER_ENV", "open_store", "storage_at"]
+__all__ = ["SINGLE_WRITER_ENV", "check_conditional", "open_store", "storage_at"]
 
 SINGLE_WRITER_ENV = "SESSIONSTORE_S3_SINGLE_WRITER"
 
@@ -30,33 +31,53 @@ _OPEN_LOCK = threading.Lock()
 
 
 def open_store(url: S3Url, *, single_writer: bool | None = None) -> S3Storage:
-    """The store at `url`, its server probed for `If-None-Match: *` once per process.
+    """The store at `url`, its server probed for `If-None-Match: *` once per process,
+    before its first write.
 
     A server that ignores the condition is refused (`StorageError` naming the
-    endpoint) unless `single_writer` (None: the `SESSIONSTORE_S3_SINGLE_WRITER`
-    variable is `1`) accepts a store with one writer at a time. A missing
-    bucket, bad credentials and an unreachable endpoint are refused here too.
+    endpoint, at the first write, or here when this process probed it already)
+    unless `single_writer` (None: the `SESSIONSTORE_S3_SINGLE_WRITER` variable
+    is `1`) accepts a store with one writer at a time. A reader sends no probe:
+    it writes nothing, and a read-only key can read. A missing bucket, bad
+    credentials and an unreachable endpoint are refused by the first request.
     """
-    if single_writer is None:
-        single_writer = os.environ.get(SINGLE_WRITER_ENV, "") == "1"
     settings = S3Settings.from_env()
     with _OPEN_LOCK:
         storage = _OPENED.get(str(url))
         if storage is None or storage.settings != settings:
             storage = S3Storage(url, settings)
-        probe = (settings.where, url.bucket)
+        _OPENED[str(url)] = storage
+        known = (settings.where, url.bucket) in _PROBED
+
+    def gate() -> None:
+        check_conditional(storage, single_writer, "two writers could take the same record")
+
+    if known:
+        gate()  # no request: a server known to ignore the condition is refused at once
+    else:
+        storage.gate_writes(gate)  # a command that only reads never sends the probe
+    return storage
+
+
+def check_conditional(storage: S3Storage, single_writer: bool | None, risk: str) -> None:
+    """Probe `storage`'s server for `If-None-Match: *` (once per process per endpoint and
+    bucket) and set `storage.enforced`; `StorageError` naming the endpoint and `risk` (what
+    could go wrong there) if it ignores the condition, unless `single_writer` (None: the
+    `SESSIONSTORE_S3_SINGLE_WRITER` variable is `1`)."""
+    if single_writer is None:
+        single_writer = os.environ.get(SINGLE_WRITER_ENV, "") == "1"
+    probe = (storage.settings.where, storage.url.bucket)
+    with _OPEN_LOCK:
         if probe not in _PROBED:
             _PROBED[probe] = storage.probe_conditional()
-        _OPENED[str(url)] = storage
-    storage.enforced = _PROBED[probe]
+        storage.enforced = _PROBED[probe]
     if not storage.enforced and not single_writer:
         raise StorageError(
-            str(url),
-            f"the server at {settings.where} ignores If-None-Match: * (conditional "
-            "create), so two writers could take the same record; use a server that enforces "
-            f"it, or accept one writer at a time with --single-writer ({SINGLE_WRITER_ENV}=1)",
+            str(storage.url),
+            f"the server at {storage.settings.where} ignores If-None-Match: * (conditional "
+            f"create), so {risk}; use a server that enforces it, or accept one writer at "
+            f"a time with --single-writer ({SINGLE_WRITER_ENV}=1)",
         )
-    return storage
 
 
 def storage_at(path: S3Path, depth: int) -> tuple[S3Storage, str]:

@@ -38,6 +38,7 @@ from sessionstore.storage.s3_tree_io import (
     S3Dest,
     Upload,
     fetch,
+    object_key,
     object_stat,
     put_later,
 )
@@ -194,9 +195,10 @@ class S3Tree:
         aborts a streamed upload.
         """
         rel = f"{d.rel}/{name}" if d.rel else name
+        key = object_key(self.dest, rel)
         self.before_change()
         self._wait(rel)
-        upload = Upload(self.dest, self.dest.key(rel))
+        upload = Upload(self.dest, key)
         try:
             fill(upload)
             if upload.writer is not None:
@@ -224,8 +226,9 @@ class S3Tree:
         The caller has asked `unconfirmed` first: every file of the record is in.
         """
         rel = f"{d.rel}/{name}" if d.rel else name
+        key = object_key(self.dest, rel)
         self.before_change()
-        upload = Upload(self.dest, self.dest.key(rel))
+        upload = Upload(self.dest, key)
         fill(upload)  # a marker is at most 64 MiB, read whole by the caller already
         try:
             created = self.dest.create(rel, upload.data())

@@ -3,8 +3,9 @@
 `S3Dest` is made once per `Mirror`: the URL, the settings, the obstore
 clients and the upload threads, reused by every pass (one connection pool).
 Opening it probes that the server refuses a second `If-None-Match: *`
-create: a record's marker is sealed only by that condition, so a server
-that ignores it (`rclone serve s3`) is refused.
+create, as a store's open does: a record's marker is sealed only by that
+condition, so a server that ignores it (`rclone serve s3`) is refused unless
+the user accepts one writer at a time (`--single-writer`).
 
 Uploads: a file up to `SINGLE_PUT_MAX` is collected in memory, then PUT on
 one of `UPLOADS` threads (obstore waits without the GIL), at most
@@ -20,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import stat
 import threading
 from collections.abc import Callable
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from sessionstore.errors import StorageError
 from sessionstore.storage.s3 import S3Storage
 from sessionstore.storage.s3_config import S3Settings, S3Url, client_error
+from sessionstore.storage.s3_open import check_conditional
 
 if TYPE_CHECKING:
     from obstore import WritableFile
@@ -53,31 +56,53 @@ def object_stat(size: int, e_tag: str | None) -> os.stat_result:
     return os.stat_result((_MODE, ino, 0, 1, 0, 0, size, 0, 0, 0, 0.0, 0.0, 0.0, 0, 0, 0))
 
 
+# What obstore refuses in a key (the ASCII controls; S3 itself would take them): checked
+# before anything is sent, so a dry run predicts the refusal as the real pass meets it.
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+def object_key(dest: S3Dest, rel: str) -> str:
+    """The bucket key of the destination path `rel`; `OSError` (one line) if it cannot be one."""
+    if _CONTROL.search(rel):
+        raise OSError(0, "a control character in the name cannot be part of an object key")
+    return dest.key(rel)
+
+
 class S3Dest(S3Storage):
     """`s3://BUCKET/PREFIX`, the mirror's destination: its clients, opened and probed once.
 
     An `S3Storage` of the prefix (its conditional create seals markers and
     takes the lease) with the upload threads. Raises `StorageError` (one line,
     no credential) when the bucket cannot be reached, the credentials are
-    refused, or the server ignores `If-None-Match`.
+    refused, or the server ignores `If-None-Match` and `single_writer` (None:
+    `$SESSIONSTORE_S3_SINGLE_WRITER`) does not accept one writer at a time
+    (the probe of the store, `s3_open.check_conditional`). `probe=False` (a dry
+    run) sends nothing here: no write at all, and no check of the server.
     """
 
-    def __init__(self, url: S3Url, settings: S3Settings | None = None) -> None:
+    def __init__(
+        self,
+        url: S3Url,
+        settings: S3Settings | None = None,
+        *,
+        single_writer: bool | None = None,
+        probe: bool = True,
+    ) -> None:
         if not url.prefix:
             raise StorageError(str(url), "a mirror destination needs a prefix: s3://BUCKET/PREFIX")
         super().__init__(url, settings)
         self.store = self._store  # one client per destination: each costs ~0.2 s to make
-        if not self.probe_conditional():
-            raise StorageError(
-                str(url),
-                f"the server at {self.settings.where} ignores If-None-Match: *; a sealed "
-                "record could be overwritten there, so it is not a mirror destination",
-            )
+        if probe:
+            self.check_server(single_writer)
         self.pool = ThreadPoolExecutor(UPLOADS, thread_name_prefix="s3-put")
         self.slots = threading.BoundedSemaphore(IN_FLIGHT)
 
     def __str__(self) -> str:
         return str(self.url)
+
+    def check_server(self, single_writer: bool | None = None) -> None:
+        """The probe of the server (`s3_open.check_conditional`), if `probe=False` skipped it."""
+        check_conditional(self, single_writer, "another writer could overwrite a sealed record")
 
     def key(self, rel: str) -> str:
         """The bucket key of a destination path ("" is the prefix itself)."""

@@ -25,10 +25,19 @@ def make_tree(
     error: ErrorSink,
     before_change: Callable[[], None],
     durable: bool,
+    dry_run: bool = False,
 ) -> DestTree:
-    """The tree of one pass: `remote`'s prefix when given, else the local directory."""
+    """The tree of one pass: `remote`'s prefix when given, else the local directory.
+
+    `dry_run`: a bucket's tree that reads and never writes (`s3_dry`); a local
+    dry run's tree is the mirror's own (`mirror.dry.DryTree`).
+    """
     if remote is None:
         return LocalTree(root, error, before_change, durable)
+    if dry_run:
+        from sessionstore.storage.s3_dry import S3DryTree
+
+        return S3DryTree(remote, root, error, before_change, durable)
     from sessionstore.storage.s3_tree import S3Tree
 
     return S3Tree(remote, root, error, before_change, durable)

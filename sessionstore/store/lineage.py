@@ -43,8 +43,8 @@ directory fd of `previous/`, opened without following a symlink: a planted
 Modules: the walk (what is selected) is `lineage_walk`, which sessions may
 be previous `lineage_checks`, what `inspect` shows `lineage_info`; this one
 copies. Lineage copies a tree by directory fd, a local mechanism beside the
-storage seam: an object store would list and `get` the selected objects and
-`put` them below a staging prefix.
+storage seam; in an `s3://` store `lineage_remote` selects the same keys from
+a listing and copies them on the server.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ from sessionstore._fs.atomic import DIR_MODE, FILE_MODE, build_dir, sweep_temps_
 from sessionstore._fs.tree import remove_tree_at
 from sessionstore.errors import CorruptFile, LineageWarning, SessionNotFound
 from sessionstore.format.names import PREVIOUS_DIR
+from sessionstore.storage.s3_path import S3Path
 from sessionstore.store.lineage_checks import chain_gaps, check_previous, check_usable, is_running
 from sessionstore.store.lineage_info import has_copy, lineage_info, pinned, valid_id
 from sessionstore.store.lineage_walk import (
@@ -354,6 +355,10 @@ def include_previous(store: Store, session: Session) -> list[Path]:
     pinned session is running again (`PreviousUnknown` if its status is
     unknown), `CorruptFile` if `previous` is a symlink or not a directory.
     """
+    if isinstance(session.path, S3Path):
+        from sessionstore.store import lineage_remote  # an s3:// store only
+
+        return lineage_remote.include_previous(store, session)
     previous_dir = session.path / PREVIOUS_DIR
     copies: list[Path] = []
     if os.path.lexists(previous_dir):

@@ -15,6 +15,7 @@ from sessionstore.format.names import (
     record_number,
     validate_id,
 )
+from sessionstore.storage.s3_path import S3Path
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -110,6 +111,10 @@ def lineage_info(session: Session) -> list[dict[str, Any]]:
     `previous/<id>` planted as a symlink shows `copied: false` with the
     `problem` naming it, and what it points to is never read.
     """
+    if isinstance(session.path, S3Path):
+        from sessionstore.store.lineage_remote import lineage_info as remote_info  # s3 only
+
+        return remote_info(session)
     info: list[dict[str, Any]] = []
     for session_id in pinned(session):
         copied, problem, copy_fd = _copy_state(session.path, session_id)

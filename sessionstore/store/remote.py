@@ -7,20 +7,21 @@ decides which of two writers racing for one id goes on (the other gets
 `SessionExists`, nothing of its own written), then the manifest, which makes
 the session visible, last. A `constraints.json` without a manifest is a
 create in progress, or one that crashed; older than the format's debris age
-(an hour, as for temp entries) it is removed and the id taken again.
+(an hour, as for temp entries) it is removed and the id taken again. The
+lineage copies of `previous` sessions (`store.lineage_remote`) are made in
+between, so a session is never seen with a partial `previous/`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sessionstore import _json as jsonio
-from sessionstore.errors import InvalidInput
 from sessionstore.format.names import CONSTRAINTS, MANIFEST
 from sessionstore.storage.local import LocalStorage
-from sessionstore.store.files import exists
 
 if TYPE_CHECKING:
     from sessionstore.storage.base import Storage
@@ -67,21 +68,28 @@ def create_session(
     from sessionstore.storage.s3 import S3Storage
 
     assert isinstance(storage, S3Storage)
-    if previous:
-        raise InvalidInput(
-            "--previous", "lineage copies are not supported on an s3:// store yet; not created"
-        )
-    if exists(storage, f"{session_id}/{MANIFEST}"):
+    # A HEAD, not `files.exists`: a refusal (bad credentials) must be an error, not "taken".
+    if storage.modified(f"{session_id}/{MANIFEST}") is not None:
         return False
     constraints_key = f"{session_id}/{CONSTRAINTS}"
     data = jsonio.dumps(constraints)
     if not storage.create(constraints_key, data):
         modified = storage.modified(constraints_key)
-        if exists(storage, f"{session_id}/{MANIFEST}") or modified is None:
+        if storage.modified(f"{session_id}/{MANIFEST}") is not None or modified is None:
             return False
         if time.time() - modified < DEBRIS_AGE:
             return False  # another writer is creating it now
         storage.remove_tree(session_id)  # a crashed create's debris
         if not storage.create(constraints_key, data):
             return False
+    if previous:
+        from sessionstore.store.lineage_remote import copy_previous  # on use, as locally
+
+        try:
+            copy_previous(storage, session_id, previous)
+        except BaseException:
+            # Nothing of a create that failed stays behind to hold the id for an hour.
+            with contextlib.suppress(Exception):
+                storage.remove_tree(session_id)
+            raise
     return storage.create(f"{session_id}/{MANIFEST}", jsonio.dumps(manifest))

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sessionstore.errors import AmbiguousTarget, InvalidId, InvalidInput, SessionNotFound
-from sessionstore.format.names import validate_id
+from sessionstore.format.names import MANIFEST, is_id, validate_id
 from sessionstore.storage.s3_path import S3Path, s3_root, split_session_url
 
 if TYPE_CHECKING:
@@ -80,10 +80,13 @@ def prefix_matches(prefix: str, root: Path) -> list[str]:
         validate_id(prefix)
     except InvalidId:
         return []
-    if isinstance(root, S3Path):
+    if isinstance(root, S3Path):  # the names listed, each with its manifest (not read)
+        from sessionstore.storage.s3 import S3Storage
         from sessionstore.store.session import Store
 
-        return sorted(s.id for s in Store(root).sessions() if s.id and s.id.startswith(prefix))
+        storage = Store(root).storage
+        assert isinstance(storage, S3Storage)
+        return [name for name in storage.prefixes_holding(prefix, MANIFEST) if is_id(name)]
     try:
         with os.scandir(root) as entries:
             names = [
@@ -129,7 +132,15 @@ def resolve_target(target: str, store: str | os.PathLike[str] | None = None) -> 
         # Path("") is the current directory: `rm "$ID"` with ID unset would remove it.
         raise InvalidInput("TARGET", "is empty; name a session id, a prefix of one, or a path")
     if s3_root(target) is not None:  # s3://BUCKET/PREFIX/ID: the session ID of that store
-        return Store(split_session_url(target)[0]).open(split_session_url(target)[1])
+        url, name = split_session_url(target)
+        named = Store(url)
+        try:
+            return named.open(name)
+        except SessionNotFound:
+            match = _unique_prefix(name, named.root)  # s3://BUCKET/PREFIX/<start of an id>
+            if match is None:
+                raise
+            return named.open(match)
     root = store_root(store)
     if _store_id(target, root):
         try:

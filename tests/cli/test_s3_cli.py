@@ -5,52 +5,21 @@ from __future__ import annotations
 
 import json
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from cli_runner import finish, popen, run
+from s3_proxy import counting_proxy
 from s3_servers import S3Server
+from s3_store import S3Store, s3_store
 
-from sessionstore import Session, Store
+from sessionstore import Session
 from sessionstore.storage.s3 import CLAIM
-
-
-@dataclass
-class S3Store:
-    server: S3Server
-    bucket: str
-    url: str
-    env: dict[str, str]
-
-    def cli(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        return run(*args, env=self.env, input=input)
-
-    def ok(self, *args: str) -> str:
-        done = self.cli(*args)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    def objects(self) -> list[str]:
-        return self.server.keys(self.bucket)
-
-    def store(self) -> Store:
-        """The store in this process (the AWS variables are this test's: monkeypatched)."""
-        return Store(self.url)
-
-    def put(self, key: str, data: bytes) -> None:
-        self.server.client().put_object(Bucket=self.bucket, Key=f"runs/{key}", Body=data)
 
 
 @pytest.fixture
 def s3(moto_s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Store:
-    bucket = moto_s3.new_bucket()
-    url = f"s3://{bucket}/runs"
-    env = moto_s3.env(SESSIONSTORE_HOME=url)
-    for name, value in env.items():
-        if name.startswith("AWS_"):
-            monkeypatch.setenv(name, value)
-    return S3Store(moto_s3, bucket, url, env)
+    return s3_store(moto_s3, monkeypatch)
 
 
 def test_new_writes_the_format_v1_layout_and_refuses_a_taken_id(s3: S3Store) -> None:
@@ -234,6 +203,10 @@ def test_a_server_ignoring_conditions_is_refused_unless_single_writer(
     assert rclone_s3.keys(url[5:].split("/")[0]) == []  # the probe cleaned up
     flagged = run("new", "--id", "abc", "--single-writer", env=env)
     assert flagged.returncode == 0, flagged.stderr
+    # A reader writes nothing, so it needs no probe and no flag.
+    read = run("inspect", "abc", "--json", env=env)
+    assert read.returncode == 0, read.stderr
+    assert json.loads(read.stdout)["id"] == "abc"
     single = {**env, "SESSIONSTORE_S3_SINGLE_WRITER": "1"}
     by_env = run("inspect", "abc", "--json", env=single)
     assert json.loads(by_env.stdout)["id"] == "abc"
@@ -259,3 +232,18 @@ def test_a_local_store_never_imports_obstore(tmp_path: Path) -> None:
         [__import__("sys").executable, "-c", code], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_a_reader_sends_no_probe_and_no_write(s3: S3Store) -> None:
+    s3.ok("new", "--id", "abc")
+    s3.ok("begin", "abc", "--trial")
+    s3.ok("complete", "abc", "--trial", "1", "--marker", "{}")
+    with counting_proxy(s3.server.endpoint) as proxy:
+        env = {**s3.env, "AWS_ENDPOINT_URL": proxy.endpoint}
+        for args in (["inspect", "--json"], ["inspect", "ab", "--json"], ["doctor", "abc"]):
+            assert run(*args, env=env).returncode == 0
+        read = proxy.snapshot()
+        assert set(read) <= {"GET", "HEAD", "LIST"}, read
+        assert run("begin", "abc", "--trial", env=env).returncode == 0
+        wrote = proxy.snapshot()
+    assert wrote["PUT"] >= 3  # the probe's two creates, then the claim

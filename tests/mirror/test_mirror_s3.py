@@ -212,14 +212,3 @@ def test_the_daemon_mirrors_into_the_bucket(moto_s3: S3Server, bucket: str, src:
         "trials/1/trial.json": b'{"n": 1}',
     }
     assert "p/daemon/.sessionstore-mirror.lock" not in moto_s3.keys(bucket)
-
-
-def test_a_dry_run_into_a_bucket_is_refused_and_writes_nothing(
-    moto_s3: S3Server, bucket: str, src: Path
-) -> None:
-    (src / "trials" / "1").mkdir(parents=True)
-    (src / "trials" / "1" / "log.txt").write_text("step 1\n")
-    done = mirror(moto_s3, src, f"s3://{bucket}/runs/abc", "--once", "--dry-run")
-    assert done.returncode == 1
-    assert done.stderr.count("\n") == 1 and "dry run into a bucket" in done.stderr
-    assert objects(moto_s3, bucket, "runs/abc") == {}

@@ -1,0 +1,62 @@
+"""One attempt of a conditional create (`PutObject` with `If-None-Match: *`), and what its
+failure means: taken, a concurrent create (409), or an answer lost (retry, then resolve).
+
+`S3Storage._create_once` retries these; kept apart so the storage module stays one read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import obstore
+from obstore import exceptions as oe
+
+from sessionstore.storage.s3_config import STATUS
+
+__all__ = ["Conflict", "Lost", "put_if_absent"]
+
+
+class Lost(Exception):
+    """A conditional write whose answer was lost: it may or may not have landed. `cause`:
+    the client's exception (`put_if_absent`) or the storage's one-line error."""
+
+    def __init__(self, cause: Any) -> None:
+        self.cause = cause
+
+
+class Conflict(Exception):
+    """409 ConditionalRequestConflict: a concurrent create of the key; try it again."""
+
+
+def put_if_absent(client: Any, key: str, data: bytes) -> None:
+    """PUT `data` at the bucket key `key` only if absent: `oe.AlreadyExistsError` if taken,
+    `Conflict` (409), `Lost` (no answer or a 5xx), else the client's own exception."""
+    try:
+        obstore.put(client, key, data, mode="create", use_multipart=False)
+    except oe.AlreadyExistsError as exc:
+        # obstore reports 409 ConditionalRequestConflict as "exists" too; it is not.
+        if _kind(exc) == "conflict":
+            raise Conflict from None
+        raise
+    except Exception as exc:
+        kind = _kind(exc)
+        if kind == "conflict":
+            raise Conflict from None
+        if kind == "lost":
+            raise Lost(exc) from None
+        raise
+
+
+def _kind(exc: Any) -> str:
+    """ "conflict" (409), "lost" (no answer, or a 5xx: the request may have landed: a
+    dropped connection, a timeout, a refused connection) or "error" (an answer that says
+    no: retrying would not help)."""
+    status = STATUS.search(str(exc))
+    code = int(status.group(1)) if status else None
+    if code == 409:
+        return "conflict"
+    if isinstance(exc, oe.PermissionDeniedError | oe.UnauthenticatedError | FileNotFoundError):
+        return "error"
+    # A refused connection never sent the request: still safe to call lost (a retry
+    # resolves it), and it is how an unreachable endpoint is retried a few times.
+    return "lost" if code is None or code >= 500 else "error"
