@@ -23,7 +23,7 @@ class Count:
     def __init__(self) -> None:
         self.size = 0
 
-    def write(self, data: bytes, /) -> None:
+    def write(self, data: bytes | memoryview, /) -> None:
         self.size += len(data)
 
 
