@@ -101,7 +101,9 @@ def inspect(
         )
     from sessionstore.inspect.summary import SessionView
 
-    view = SessionView.load(resolve_target(target, store_dir), objective_of(objective, higher))
+    view = SessionView.load(
+        resolve_target(target, store_dir), objective_of(objective, higher), write_index=True
+    )
     if listing.fmt == "json":
         emit_json(view.detail())
         return
@@ -156,7 +158,9 @@ def _views(
     # stream for a while, and it must not show as an empty running session.
     views: Iterable[SessionView] = (
         view
-        for view in each(store.storage, lambda s: SessionView.load(s, goal), chosen)
+        for view in each(
+            store.storage, lambda s: SessionView.load(s, goal, write_index=True), chosen
+        )
         if listing.wants(view.status) and _still_there(view.session)
     )
     if listing.sort == "best":
