@@ -37,15 +37,26 @@ def lookup(record: Mapping[str, Any], path: str | tuple[str, ...]) -> Any:
     """The value at a dotted key path in a JSON object, or None if any step is missing."""
     value: Any = record
     for key in path.split(".") if isinstance(path, str) else path:
-        # JSON objects are dicts; the exact check is much cheaper than an ABC check.
-        if not (type(value) is dict or isinstance(value, Mapping)) or key not in value:
+        # JSON objects are dicts: the exact check and one `get` are much cheaper than an
+        # ABC check and two lookups (this runs per trial and per path of every listing).
+        if type(value) is dict:
+            value = value.get(key, _MISSING)
+            if value is _MISSING:
+                return None
+        elif isinstance(value, Mapping) and key in value:
+            value = value[key]
+        else:
             return None
-        value = value[key]
     return value
+
+
+_MISSING = object()
 
 
 def as_number(value: Any) -> float | None:
     """`value` as a float if it is a finite JSON number (booleans are not numbers)."""
+    if type(value) is float:  # what JSON numbers mostly are: no conversion, no ABC check
+        return value if math.isfinite(value) else None
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     number = float(value)
@@ -190,8 +201,8 @@ def score_trials(
             checks = tuple(_check(data, limits)) if limits else ()
             meets = (
                 data.get("failed") is not True
-                and all(check.ok for check in checks)
-                and not _log_failed(verdicts.get(record.n))
+                and (not checks or all(check.ok for check in checks))
+                and (not verdicts or not _log_failed(verdicts.get(record.n)))
             )
             value = as_number(lookup(data, keys))
         scores.append(Score(record.n, value, meets, checks))
