@@ -295,8 +295,9 @@ def test_a_reader_without_write_permission_works_and_writes_nothing(
     (s.path / INDEX).write_bytes(b"stale garbage")  # so the reader wants to rewrite it
     expected = cli_runner.invoke("inspect", "s1", "--json", "--store", root).stdout
     (s.path / INDEX).write_bytes(b"stale garbage")
-    lock = ["chattr", "+i", s.path] if os.geteuid() == 0 else ["chmod", "0500", s.path]
-    unlock = ["chattr", "-i", s.path] if os.geteuid() == 0 else ["chmod", "0700", s.path]
+    where = str(s.path)
+    lock = ["chattr", "+i", where] if os.geteuid() == 0 else ["chmod", "0500", where]
+    unlock = ["chattr", "-i", where] if os.geteuid() == 0 else ["chmod", "0700", where]
     subprocess.run(lock, check=True, timeout=cli_runner.TIMEOUT)
     try:
         with pytest.raises(PermissionError):  # the directory really is unwritable
@@ -341,3 +342,23 @@ def test_concurrent_writers_leave_an_index_that_says_what_the_records_say(
     final = cli_runner.run("inspect", "s1", "--json", "--store", root)
     assert orjson.loads(final.stdout) == orjson.loads(orjson.dumps(truth))
     assert not [p for p in s.path.iterdir() if p.name.startswith(".sstmp-")]
+
+
+def test_a_mirror_never_writes_or_deletes_the_index(tmp_path: Path, settled: None) -> None:
+    """The index is a store-owned name: a workspace file of that name is skipped, and
+    `--delete` leaves the session's own index in place."""
+    root = tmp_path / "store"
+    s = _session(root)
+    _indexed(s)
+    index = (s.path / INDEX).read_bytes()
+    workspace = tmp_path / "ws"
+    (workspace / "trials" / "9").mkdir(parents=True)
+    (workspace / "trials" / "9" / "trial.json").write_bytes(orjson.dumps(metrics(9.0)))
+    (workspace / INDEX).write_bytes(orjson.dumps({"format": 1, "trials": {}}))
+    for _ in range(2):
+        proc = cli_runner.run("mirror", workspace, "s1", "--store", root, "--once", "--delete")
+        assert proc.returncode == 0, proc.stderr
+        (workspace / INDEX).unlink(missing_ok=True)
+    assert (s.path / INDEX).read_bytes() == index
+    assert _indexed(s) == _truth(s)
+    assert 9 in [t["n"] for t in _truth(s)["trials"]]
