@@ -100,7 +100,9 @@ def inspect(
         )
     from sessionstore.inspect.summary import SessionView
 
-    view = SessionView.load(resolve_target(target, store_dir), objective_of(objective, higher))
+    view = SessionView.load(
+        resolve_target(target, store_dir), objective_of(objective, higher), write_index=True
+    )
     if listing.fmt == "json":
         emit_json(view.detail())
         return
@@ -131,7 +133,11 @@ def _store_list(
         # Neither the records' modules nor rich for an empty list: start-up (issue 16).
         click.echo(no_sessions(root, listing.filtered))
         return
-    views = session_views(store, chosen, listing, goal()) if store is not None else iter(())
+    views = (
+        session_views(store, chosen, listing, goal(), write_index=True)
+        if store is not None
+        else iter(())
+    )
     if listing.fmt is not None:
         listing.emit((v.summary() for v in views), SUMMARY_COLUMNS)
         return

@@ -18,12 +18,18 @@ if TYPE_CHECKING:
 
 
 def session_views(
-    store: Store, chosen: list[Session], listing: Listing, goal: Objective
+    store: Store,
+    chosen: list[Session],
+    listing: Listing,
+    goal: Objective,
+    *,
+    write_index: bool = False,
 ) -> Iterator[SessionView]:
     """Each session's view in the listing's order, loaded only when it is next: labels and
     names are the manifest's (read by the store's listing), status and best need the records.
 
-    `chosen` are the store's sessions (newest first) that carry the listing's labels.
+    `chosen` are the store's sessions (newest first) that carry the listing's labels;
+    `write_index`: refresh each session's summary index (`inspect` only).
     """
     from sessionstore.inspect.summary import SessionView
     from sessionstore.store.remote import each
@@ -34,7 +40,9 @@ def session_views(
     # stream for a while, and it must not show as an empty running session.
     views: Iterable[SessionView] = (
         view
-        for view in each(store.storage, lambda s: SessionView.load(s, goal), chosen)
+        for view in each(
+            store.storage, lambda s: SessionView.load(s, goal, write_index=write_index), chosen
+        )
         if listing.wants(view.status) and _still_there(view.session)
     )
     if listing.sort == "best":

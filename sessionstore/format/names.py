@@ -14,6 +14,7 @@ __all__ = [
     "FORMAT_VERSION",
     "GENERATED_ID_RE",
     "ID_PATTERN",
+    "INDEX",
     "MANIFEST",
     "MARKERS",
     "MARKER_NAMES",
@@ -39,6 +40,10 @@ FORMAT_VERSION = 1
 MANIFEST = "session.json"
 CONSTRAINTS = "constraints.json"
 REPORT = "report.json"
+# The summary index at a session's top: a cache of its sealed markers that readers write
+# and never trust over the markers (docs/format.md, "Summary index"). Store-owned: a
+# mirror never writes or deletes it.
+INDEX = ".sessionstore-index.json"
 PREVIOUS_DIR = "previous"
 # The mirror daemon's lock at its destination's top (an flock held on it is a daemon
 # mirroring in) and the holder's pid beside it: the mirror takes them, the store asks.

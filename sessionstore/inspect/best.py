@@ -37,15 +37,26 @@ def lookup(record: Mapping[str, Any], path: str | tuple[str, ...]) -> Any:
     """The value at a dotted key path in a JSON object, or None if any step is missing."""
     value: Any = record
     for key in path.split(".") if isinstance(path, str) else path:
-        # JSON objects are dicts; the exact check is much cheaper than an ABC check.
-        if not (type(value) is dict or isinstance(value, Mapping)) or key not in value:
+        # JSON objects are dicts: the exact check and one `get` are much cheaper than an
+        # ABC check and two lookups (this runs per trial and per path of every listing).
+        if type(value) is dict:
+            value = value.get(key, _MISSING)
+            if value is _MISSING:
+                return None
+        elif isinstance(value, Mapping) and key in value:
+            value = value[key]
+        else:
             return None
-        value = value[key]
     return value
+
+
+_MISSING = object()
 
 
 def as_number(value: Any) -> float | None:
     """`value` as a float if it is a finite JSON number (booleans are not numbers)."""
+    if type(value) is float:  # what JSON numbers mostly are: no conversion, no ABC check
+        return value if math.isfinite(value) else None
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     number = float(value)
@@ -110,8 +121,9 @@ def check_constraints(record: Mapping[str, Any], constraints: Mapping[str, Any])
     return _check(record, _limits(constraints))
 
 
-# (key, is_min, path, the same path under benchmark.metrics, limit) of each simple constraint.
-_Limit = tuple[str, bool, str, str, float]
+# (key, is_min, path, the same path under benchmark.metrics, each also split into its
+# keys, limit) of each simple constraint: split once, not once per trial.
+_Limit = tuple[str, bool, str, str, tuple[str, ...], tuple[str, ...], float]
 
 
 def _limits(constraints: Mapping[str, Any]) -> list[_Limit]:
@@ -122,16 +134,18 @@ def _limits(constraints: Mapping[str, Any]) -> list[_Limit]:
         limit = as_number(raw_limit)
         if not sep or kind not in ("min", "max") or not path or limit is None:
             continue
-        limits.append((key, kind == "min", path, ".".join((*METRICS_PREFIX, path)), limit))
+        metrics_path = ".".join((*METRICS_PREFIX, path))
+        keys, metrics_keys = tuple(path.split(".")), tuple(metrics_path.split("."))
+        limits.append((key, kind == "min", path, metrics_path, keys, metrics_keys, limit))
     return limits
 
 
 def _check(record: Mapping[str, Any], limits: list[_Limit]) -> list[Check]:
     checks: list[Check] = []
-    for key, is_min, path, metrics_path, limit in limits:
-        found_path, value = path, as_number(lookup(record, path))
+    for key, is_min, path, metrics_path, keys, metrics_keys, limit in limits:
+        found_path, value = path, as_number(lookup(record, keys))
         if value is None:
-            found_path, value = metrics_path, as_number(lookup(record, metrics_path))
+            found_path, value = metrics_path, as_number(lookup(record, metrics_keys))
         if value is None:
             continue
         ok = value >= limit if is_min else value <= limit
@@ -176,18 +190,22 @@ def score_trials(
     """
     verdicts = verdicts or {}
     limits = _limits(constraints)
+    keys = tuple(objective.path.split("."))  # `Objective.value`, its path split once
     scores: list[Score] = []
     for record in trials:
         meets: bool | None = None
         checks: tuple[Check, ...] = ()
-        if record.state is RecordState.COMPLETED and record.data is not None:
-            checks = tuple(_check(record.data, limits)) if limits else ()
+        value = None
+        data = record.data
+        if record.state is RecordState.COMPLETED and data is not None:
+            checks = tuple(_check(data, limits)) if limits else ()
             meets = (
-                record.data.get("failed") is not True
-                and all(check.ok for check in checks)
-                and not _log_failed(verdicts.get(record.n))
+                data.get("failed") is not True
+                and (not checks or all(check.ok for check in checks))
+                and (not verdicts or not _log_failed(verdicts.get(record.n)))
             )
-        scores.append(Score(record.n, objective.value(record), meets, checks))
+            value = as_number(lookup(data, keys))
+        scores.append(Score(record.n, value, meets, checks))
     return scores
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from sessionstore._fs import read as fsread
 from sessionstore.errors import NoBestTrial
-from sessionstore.harness.verdict import Verdict, output_verdict
+from sessionstore.harness.verdict import Verdict, declares_output_contract, output_verdict
 from sessionstore.inspect.best import (
     Best,
     Objective,
@@ -25,6 +25,7 @@ from sessionstore.inspect.best import (
     score_trials,
 )
 from sessionstore.storage.s3_path import S3Path
+from sessionstore.store.index import SummaryIndex
 from sessionstore.store.lineage import lineage_info
 from sessionstore.store.remote import each
 from sessionstore.store.session import Record, RecordState, Session, Store
@@ -59,11 +60,19 @@ class SessionView:
     trial_verdicts: dict[int, Verdict] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, session: Session, objective: Objective | None = None) -> SessionView:
-        """Read a session's records once and derive status, progress and the best trial."""
+    def load(
+        cls, session: Session, objective: Objective | None = None, *, write_index: bool = False
+    ) -> SessionView:
+        """Read a session's records once and derive status, progress and the best trial.
+
+        Unchanged markers come from the session's summary index (`store.index`, never
+        trusted over the markers); `write_index` replaces an index out of date.
+        """
         objective = objective or Objective()
-        trials, trials_foreign = session.trials.scan()
-        service, service_foreign = session.service.scan()
+        index = SummaryIndex(session, write=write_index)
+        trials, trials_foreign = index.scan(session.trials)
+        service, service_foreign = index.scan(session.service)
+        index.save()
         report = session.report()
         constraints, constraints_error = read_constraints(session)
         trial_verdicts = _verdicts(trials)
@@ -209,12 +218,14 @@ def best_trial_number(session: Session, objective: Objective | None = None) -> i
 def _verdicts(records: list[Record]) -> dict[int, Verdict]:
     """The output-contract verdict of each record that declares one (a log-tail read each),
     below their collection's directory opened once (a record's own open then is one call)."""
-    fd = _collection_fd(records)
+    # Most records declare none: their paths (pathlib, per record) are never looked at.
+    declaring = [r for r in records if declares_output_contract(r)]
+    if not declaring:
+        return {}
+    fd = _collection_fd(declaring)
+    parent = declaring[0].path.parent
     try:
-        found = {
-            r.n: output_verdict(r, fd if r.path.parent == records[0].path.parent else None)
-            for r in records
-        }
+        found = {r.n: output_verdict(r, fd if r.path.parent == parent else None) for r in declaring}
     finally:
         if fd is not None:
             os.close(fd)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from sessionstore._fs.atomic import TEMP_PREFIX
 from sessionstore.errors import RedactionUnsafe
-from sessionstore.format.names import CONSTRAINTS, MANIFEST, REPORT
+from sessionstore.format.names import CONSTRAINTS, INDEX, MANIFEST, REPORT
 
 if TYPE_CHECKING:
     from sessionstore.redact.redactor import Redactor
@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 RESERVED_PREFIX = ".sessionstore-"
 # Set while a pass may have temps in flight; its presence makes the next pass sweep.
 DIRTY_NAME = RESERVED_PREFIX + "mirror-dirty"
-# Files at the top of a session that only the store writes.
-STORE_OWNED = frozenset([MANIFEST, CONSTRAINTS, REPORT])
+# Files at the top of a session that only the store writes (its readers, for the index).
+STORE_OWNED = frozenset([MANIFEST, CONSTRAINTS, REPORT, INDEX])
 
 Pair = tuple[os.DirEntry[str], str]  # (source entry, destination name)
 

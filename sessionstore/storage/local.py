@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -184,6 +185,58 @@ class LocalStorage(LocalDirs):
             if owned:
                 os.close(top)
         return answers
+
+    def stat_each(self, prefix: str, names: Sequence[str], leaf: str) -> list[list[int] | None]:
+        """The identity of `prefix/<name>/leaf` for each name: `[st_dev, st_ino, st_size,
+        st_mtime_ns, st_ctime_ns]` of a regular file, None for anything else or nothing.
+
+        Local only: what the summary index (`store.index`) checks a cached marker by,
+        one `fstatat` per name below `prefix` reached once. Nothing is opened or read;
+        the leaf is never followed (a symlink is no regular file). A record directory
+        swapped for a symlink between the listing and this stat is followed by it, but
+        a stat reveals no content: only an identity the index already holds can match.
+        """
+        parts = check_key(prefix, "storage prefix").split("/")
+        check_names([*names, leaf])
+        try:
+            top, owned = self._read_fd(parts)
+        except StorageError:
+            return [None] * len(names)
+        if top is None:
+            return [None] * len(names)
+        found: list[list[int] | None] = []
+        try:
+            for name in names:
+                try:
+                    st = os.stat(f"{name}/{leaf}", dir_fd=top, follow_symlinks=False)
+                except OSError:
+                    found.append(None)
+                    continue
+                found.append(
+                    [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+                    if stat.S_ISREG(st.st_mode)
+                    else None
+                )
+        finally:
+            if owned:
+                os.close(top)
+        return found
+
+    def put_cache(self, key: str, data: bytes) -> None:
+        """Replace `key` with `data` atomically (a reader sees the old or the new whole) but
+        not durably, and only below existing directories (a cache never re-creates a session
+        removed meanwhile). Local only: the summary index, which is safe to lose. Raises
+        `OSError` (`EACCES`, `EROFS`, `ENOSPC`, a directory at `key`) or `StorageError`,
+        with the temp removed.
+        """
+        parts = check_key(key).split("/")
+        with self._naming(key), self._parent(parts, make=False) as parent:
+            if parent is None:
+                return
+            with AtomicFile(
+                parts[-1], self.file_mode, durable=False, sync_dir=False, dir_fd=parent
+            ) as f:
+                f.write(data)
 
     def list(self, prefix: str) -> Iterator[Listed]:
         parts = check_prefix(prefix).split("/") if prefix else []

@@ -49,7 +49,8 @@ class Collection:
         # collection on every record; a stale hint only costs extra claim attempts.
         self._next: int | None = None
 
-    def _entries(self) -> tuple[list[int], list[str]]:
+    def listing(self) -> tuple[list[int], list[str]]:
+        """The record numbers, in numeric order, and the foreign names, sorted: one listing."""
         numbers: list[int] = []
         foreign: list[str] = []
         try:
@@ -71,16 +72,16 @@ class Collection:
 
     def numbers(self) -> list[int]:
         """Record numbers present, in numeric order (10 after 9)."""
-        return self._entries()[0]
+        return self.listing()[0]
 
     def foreign(self) -> list[str]:
         """Entry names that are not records (ignored by the engine, shown by `inspect`)."""
-        return self._entries()[1]
+        return self.listing()[1]
 
     def scan(self) -> tuple[list[Record], list[str]]:
         """Every record in numeric order with its derived state, and the foreign names,
         from one listing of the collection."""
-        numbers, foreign = self._entries()
+        numbers, foreign = self.listing()
         return read_records(numbers, self.path, self.marker, self.storage, self.key), foreign
 
     def records(self) -> list[Record]:

@@ -1,0 +1,171 @@
+"""The summary index: a session's sealed markers cached at its top, never trusted over them.
+
+Listing a store reads every marker of every session; the index (`INDEX`,
+`.sessionstore-index.json`, docs/format.md "Summary index") lets a reader
+skip the reads of the markers that have not changed. Per collection it maps
+each completed record's name to `[identity, marker object]`, the identity
+being the marker's `[st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns]`
+taken before it was read. A reader lists the collection as always (records
+added or removed show at once), stats every listed marker
+(`LocalStorage.stat_each`: one `fstatat` each, nothing opened) and takes the
+cached object only where the identity is the same; every other record (no
+entry, a marker changed, gone or not a regular file, an entry of the wrong
+shape) is read from its marker exactly as without an index.
+
+Why an unchanged identity means unchanged bytes: the kernel sets `st_ctime`
+on every change of a file's content, mode or name, and user space cannot set
+it (`touch` sets mtime, and changes ctime doing so); a new file under the
+same name has a new ctime too. The one gap is the clock's tick: a marker
+changed twice within one tick keeps its ctime, so a marker whose ctime is
+less than `SETTLE_NS` old when it is read is not cached (git's "racily
+clean" rule). Markers over `MAX_CACHED_BYTES` are not cached, so an index
+stays quick to load.
+
+Who writes it: a reader that asks to (`write=True`; `inspect` does), when the
+index was missing, unusable or out of date, atomically (a temp file renamed
+over it) but without fsync: a crash can lose or tear it, and a torn index is
+one more corrupt index, ignored and rebuilt. A write that fails (no write
+permission, a read-only filesystem, a full disk, a directory in its place)
+is skipped: the answer came from the markers anyway. Other readers (`view`,
+the library by default) use it and never write it. Local stores only: in an
+object store the reads are the round trips a listing would cost anyway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from sessionstore import _json as jsonio
+from sessionstore.errors import StorageError
+from sessionstore.format.names import INDEX
+from sessionstore.storage.local import LocalStorage
+from sessionstore.store.records import Record, RecordState, read_records
+
+if TYPE_CHECKING:
+    from sessionstore.store.collection import Collection
+    from sessionstore.store.session import Session
+
+__all__ = ["INDEX_FORMAT", "MAX_CACHED_BYTES", "SETTLE_NS", "SummaryIndex"]
+
+INDEX_FORMAT = 1
+# Markers bigger than this are read every time (the bench's markers are ~400 bytes).
+MAX_CACHED_BYTES = 64 * 1024
+# How old a marker's ctime must be when it is read for it to be cached: longer than any
+# filesystem's timestamp tick (ext4 and XFS: a jiffy; some: 1 s), with margin.
+SETTLE_NS = 2_000_000_000
+# Levels the index wraps a marker in (the object, the collection, the entry): a marker
+# deeper than a marker may be (docs/format.md, "Reading") makes the index unusable.
+_INDEX_DEPTH = 3
+
+
+class SummaryIndex:
+    """The summary index of one session, for one reading of its collections.
+
+    `scan` each collection (`trials`, `service`), then `save`: with `write`,
+    the index is replaced when what was read differs from it. Not thread-safe.
+    """
+
+    def __init__(self, session: Session, *, write: bool = False) -> None:
+        storage = session.storage
+        self._storage = storage if isinstance(storage, LocalStorage) else None
+        self._key = f"{session.key}/{INDEX}"
+        # Only into a session the library made: a raw workspace named by path is the
+        # user's directory, and its mtime is its date in the store listing.
+        self._write = write and session.manifest is not None
+        self._new: dict[str, dict[str, list[Any]]] = {}
+        self._now = time.time_ns()
+        self._old, self._dirty = self._load() if self._storage is not None else ({}, False)
+
+    def _load(self) -> tuple[dict[str, Any], bool]:
+        """The index's content, and whether what is at its name must be replaced anyway
+        (not a regular file, too large, not JSON, not an index of this format)."""
+        assert self._storage is not None
+        try:
+            data = self._storage.get(self._key, jsonio.MAX_MARKER_BYTES)
+        except StorageError:  # a symlink, a FIFO, a directory, too large: never read
+            return {}, True
+        if data is None:
+            return {}, False
+        try:
+            value = orjson.loads(data)
+            wrapped = value
+            for _ in range(jsonio.ENVELOPE_DEPTH + _INDEX_DEPTH):
+                wrapped = [wrapped]
+            orjson.dumps(wrapped)  # nested too deeply to write back: see docs/format.md
+        except (orjson.JSONDecodeError, TypeError):
+            return {}, True
+        if type(value) is not dict or value.get("format") != INDEX_FORMAT:
+            return {}, True
+        return value, False
+
+    def scan(self, collection: Collection) -> tuple[list[Record], list[str]]:
+        """`collection.scan()`: the records in numeric order, each as its marker says now,
+        and the foreign names; the markers unchanged since they were cached are not read."""
+        if self._storage is None:
+            return collection.scan()
+        numbers, foreign = collection.listing()
+        names = [str(n) for n in numbers]
+        idents = self._storage.stat_each(collection.key, names, collection.marker)
+        cached = self._old.get(collection.name)
+        if type(cached) is not dict:
+            self._dirty = self._dirty or cached is not None
+            cached = {}
+        kept: dict[str, list[Any]] = {}
+        records: list[Record | None] = []
+        unread: list[int] = []
+        path = collection.path
+        completed = RecordState.COMPLETED
+        below = Record.below
+        # zip without strict=True (equal by construction): its keyword parse is per record.
+        for i, (name, ident) in enumerate(zip(names, idents)):  # noqa: B905
+            entry = cached.get(name)
+            if (
+                ident is not None
+                and type(entry) is list
+                and len(entry) == 2
+                and entry[0] == ident
+                and type(entry[1]) is dict
+            ):
+                kept[name] = entry
+                records.append(below(numbers[i], path, completed, entry[1], None))
+            else:
+                records.append(None)
+                unread.append(i)
+        if len(kept) != len(cached):
+            self._dirty = True  # entries of records gone, changed or malformed
+        if unread:
+            read = read_records(
+                [numbers[i] for i in unread], path, collection.marker, self._storage, collection.key
+            )
+            settled = self._now - SETTLE_NS
+            for i, record in zip(unread, read):  # noqa: B905
+                records[i] = record
+                ident = idents[i]
+                if (
+                    record.state is completed
+                    and ident is not None
+                    and ident[2] <= MAX_CACHED_BYTES
+                    and ident[4] < settled
+                ):
+                    kept[names[i]] = [ident, record.data]
+                    self._dirty = True
+        self._new[collection.name] = kept
+        return [r for r in records if r is not None], foreign
+
+    def save(self) -> None:
+        """Replace the index with what the scans read, if asked to write and it differs.
+
+        Collections not scanned are left out of it (their entries are rebuilt on the
+        next reading). Never raises for the index's sake: see the module docstring.
+        """
+        if not (self._write and self._dirty and self._storage is not None):
+            return
+        body = orjson.dumps({"format": INDEX_FORMAT, **self._new})
+        # A cache that cannot be written (permissions, read-only, ENOSPC, a directory in
+        # its place, the session removed meanwhile) changes nothing the reader shows.
+        with contextlib.suppress(OSError, StorageError):
+            self._storage.put_cache(self._key, body)
