@@ -37,9 +37,8 @@ import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from sessionstore import _json as jsonio
+from sessionstore._orjson import orjson
 from sessionstore.errors import StorageError
 from sessionstore.format.names import INDEX
 from sessionstore.storage.local import LocalStorage
