@@ -23,7 +23,7 @@ from sessionstore.format.names import MARKERS
 from sessionstore.mirror import copy as rd
 from sessionstore.mirror.cache import Entry
 from sessionstore.mirror.report import PassReport
-from sessionstore.storage.local_tree import LocalDir, describe
+from sessionstore.storage.local_tree import LocalDir, LocalTree, describe
 from sessionstore.storage.tree import Sealed, Writer
 
 if TYPE_CHECKING:
@@ -51,6 +51,7 @@ class FileOps:
     cached: Callable[[str], Entry | None]
     dest_entry: Callable[[LocalDir, str, str], os.stat_result | None]  # tree.entry, bound once
     name: Callable[[str], str]  # source name -> destination name
+    late: int  # markers `settle_late` held back
 
     def unchanged(self, dest: LocalDir, e: os.DirEntry[str], dname: str, drel: str) -> bool:
         """The no-read fast path: two stats and a cache lookup.
@@ -149,7 +150,7 @@ class FileOps:
             existed = not dest.created and self.tree.lstat(dest, dname) is not None
             done = self.copy(fd, st, dest, dname, drel, existed, marker)
         except Sealed:
-            self.hold(drel, "sealed meanwhile in the destination; not overwritten")
+            self.hold(drel, SEALED_MEANWHILE)
             return 1
         except rd.Unstable as exc:
             return self.not_settled(drel, str(exc), marker)
@@ -201,10 +202,18 @@ class FileOps:
                 self.entries[drel] = [*rd.signature(st), *same]
                 self.report.unchanged += 1
                 return True
-        if marker and m.durable:
-            self.tree.flush()  # the record's files must be durable before its marker is
+        # A record's marker is published only once its files are durable: the tree's
+        # `commit_marker` sees to it. report.json waits for every marker of the pass.
+        seal = marker and getattr(dest, "record", None) is dest
+        if marker and not seal and m.durable:
+            self.tree.flush()
+            late = self.settle_late()
+            if late:
+                raise _HeldBack(_waiting(late))
         if marker and self.tree.unconfirmed(dest):
-            raise _HeldBack("waiting for files whose upload failed")
+            if m.remote is not None:
+                raise _HeldBack("waiting for files whose upload failed")
+            raise _HeldBack(_waiting(sum(1 for rel in self.tree.failed if _below(rel, dest.rel))))
 
         def fill(out: Writer) -> None:
             if data is not None:
@@ -216,7 +225,6 @@ class FileOps:
 
         # A record's marker seals it: create-if-absent, so a record another writer sealed
         # meanwhile is never overwritten (`Sealed`). report.json at a root is replaced.
-        seal = marker and getattr(dest, "record", None) is dest
         commit = self.tree.commit_marker if seal else self.tree.commit_file
         written = commit(dest, dname, mode, fill)
         if written is None:
@@ -287,6 +295,30 @@ class FileOps:
             self.entries[drel] = [*rd.signature(st), *same]
             self.report.unchanged += 1
 
+    def settle_late(self) -> int:
+        """Take back what the tree could not finish after `copy` counted it; how many so far.
+
+        After a `flush`. A commit that failed later (reported by the tree) is
+        neither copied nor this mirror's; a marker the tree declined to link is
+        held back: another writer sealed the record meanwhile, or a commit below
+        it failed.
+        """
+        tree = self.tree
+        failed = set(tree.failed)
+        if isinstance(tree, LocalTree):
+            while tree.declined:
+                rel, below = tree.declined.popitem()
+                self.hold(rel, _waiting(below) if below else SEALED_MEANWHILE)
+                failed.add(rel)
+                self.late += 1
+        if failed:
+            report = self.report
+            report.copied = [rel for rel in report.copied if rel not in failed]
+            report.new = [rel for rel in report.new if rel not in failed]
+            for rel in failed:
+                self.entries.pop(rel, None)
+        return len(tree.failed) + self.late
+
     def hook(self, drel: str) -> Callable[[], None] | None:
         on_chunk = self.m.on_chunk
         return functools.partial(on_chunk, drel) if on_chunk is not None else None
@@ -311,6 +343,17 @@ class FileOps:
 
     def skip(self, path: str, reason: str) -> None:
         self.report.skipped.append({"path": path, "reason": reason})
+
+
+SEALED_MEANWHILE = "sealed meanwhile in the destination; not overwritten"
+
+
+def _waiting(files: int) -> str:
+    return f"waiting for {files} {'file' if files == 1 else 'files'}"
+
+
+def _below(rel: str, top: str) -> bool:
+    return not top or rel.startswith(f"{top}/")
 
 
 class _HeldBack(Exception):
