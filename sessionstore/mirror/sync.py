@@ -213,7 +213,8 @@ class FileOps:
         if marker and self.tree.unconfirmed(dest):
             if m.remote is not None:
                 raise _HeldBack("waiting for files whose upload failed")
-            raise _HeldBack(_waiting(sum(1 for rel in self.tree.failed if _below(rel, dest.rel))))
+            assert isinstance(self.tree, LocalTree)
+            raise _HeldBack(_waiting(self.tree.blockers(dest)))
 
         def fill(out: Writer) -> None:
             if data is not None:
@@ -350,10 +351,6 @@ SEALED_MEANWHILE = "sealed meanwhile in the destination; not overwritten"
 
 def _waiting(files: int) -> str:
     return f"waiting for {files} {'file' if files == 1 else 'files'}"
-
-
-def _below(rel: str, top: str) -> bool:
-    return not top or rel.startswith(f"{top}/")
 
 
 class _HeldBack(Exception):

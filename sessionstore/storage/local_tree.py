@@ -252,16 +252,11 @@ class LocalTree(LocalSync):
         os.close(fd)
 
     def unconfirmed(self, d: LocalDir) -> bool:
-        """Whether a commit below `d` failed so far (without waiting for those pending).
+        """Whether a failure so far keeps a marker in `d` back (`blockers`); never waits.
 
-        A marker is linked only if none below it failed by the time of the link.
+        Commits still pending are checked again when the marker is linked.
         """
-        if not self.failed:
-            return False
-        if not d.rel:
-            return True
-        below = d.rel + "/"
-        return any(rel.startswith(below) for rel in self.failed)
+        return self.blockers(d) > 0
 
     def fchmod(self, d: LocalDir, fd: int, mode: int) -> None:
         if self.check(d):

@@ -36,13 +36,12 @@ here is used: every commit is whole when it returns.
 from __future__ import annotations
 
 import os
-from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from sessionstore._fs.atomic import fsync_dir, publish_once
-from sessionstore.storage.local_tree_dirs import _UNKNOWN, LocalDir, LocalDirs, describe
+from sessionstore._fs.pool import Pool
+from sessionstore.storage.local_tree_dirs import _OPEN, _UNKNOWN, LocalDir, LocalDirs, describe
 
 if TYPE_CHECKING:
     from sessionstore._fs.atomic import AtomicFile
@@ -58,31 +57,70 @@ _FILE, _MARKER, _DIR = range(3)
 
 
 class _Job:
-    """One thing on the pool: a temp file's fsync (a file or a marker), or a directory's."""
+    """One thing for the pool: a temp file's fsync (and a file's rename), or a directory's."""
 
-    __slots__ = ("d", "future", "kind", "name", "out")
+    __slots__ = ("close", "d", "error", "fd", "kind", "moved", "name", "out", "root")
 
     def __init__(
-        self, kind: int, d: LocalDir, name: str, out: AtomicFile | None, future: Future[None]
+        self, kind: int, d: LocalDir, name: str, out: AtomicFile | None, fd: int = -1
     ) -> None:
         self.kind = kind
         self.d = d
         self.name = name
         self.out = out
-        self.future = future
+        self.fd = fd  # a directory job's fd (an `O_PATH` one is reopened to be fsynced)
+        self.close = False  # ... which the job closes once fsynced
+        self.root: LocalDir | None = None  # a file job's: its chain is checked up to there
+        self.moved = False  # the file's directory was not in place: not renamed
+        self.error: Exception | None = None
 
     @property
     def rel(self) -> str:
         return f"{self.d.rel}/{self.name}" if self.d.rel else self.name
 
+    def work(self) -> None:
+        """In a pool thread: the fsync; for a file, then its rename if its directory is in place."""
+        out = self.out
+        if out is None:
+            try:
+                fsync_dir(".", dir_fd=self.fd)
+            finally:
+                if self.close:
+                    os.close(self.fd)
+            return
+        out.sync()
+        if self.root is not None:
+            if in_place(self.d, self.root):
+                out.commit()  # fsynced already: only the rename (the temp is removed on failure)
+            else:
+                self.moved = True
 
-def _sync_dir(fd: int, close: bool) -> None:
-    """fsync the directory open at `fd` (an `O_PATH` fd is reopened), closing `fd` if asked."""
-    try:
-        fsync_dir(".", dir_fd=fd)
-    finally:
-        if close:
-            os.close(fd)
+
+def in_place(d: LocalDir, root: LocalDir) -> bool:
+    """`LocalDirs.check` without its side effects, for a pool thread: `d`'s chain in place?
+
+    Reads only (the fds on the chain are held open by the pending commit, and
+    each directory's identity was taken by the `check` before its temp was
+    created); a directory found moved is left to `check`, in the caller's
+    thread, to report and mark.
+    """
+    node = d
+    while node.parent is not None:
+        if node.state != _OPEN or node.ident is None:
+            return False
+        parent_fd = node.parent.fd
+        if parent_fd is None:
+            return False
+        try:
+            here = os.stat(node.name, dir_fd=parent_fd, follow_symlinks=False)
+        except OSError:
+            return False
+        if (here.st_dev, here.st_ino) != node.ident:
+            return False
+        if node is root:
+            break
+        node = node.parent
+    return True
 
 
 class LocalSync(LocalDirs):
@@ -93,20 +131,28 @@ class LocalSync(LocalDirs):
         durable: bool,
     ) -> None:  # fmt: skip
         super().__init__(root, error, before_change, durable)
-        self.failed: set[str] = set()  # commits that never reached their name
-        self.declined: dict[str, int] = {}  # markers not linked -> failed commits below
-        self._pool: ThreadPoolExecutor | None = None
-        self._jobs: deque[_Job] = deque()
+        # Commits that never reached their name, and directories whose fsync failed.
+        self.failed: set[str] = set()
+        self.declined: dict[str, int] = {}  # markers not linked -> `blockers` (0: name taken)
+        self._lost: set[str] = set()  # the directories in `failed`
+        self._synced: set[str] = set()  # directories fsynced in this pass (and unchanged since)
+        self._pool: Pool[_Job] | None = None
         self._holds: dict[LocalDir, int] = {}  # directory -> pending commits at or below it
         self._orphans: set[LocalDir] = set()  # held directories nobody else will close
         self._links: list[_Job] = []  # markers fsynced, waiting for `flush`
 
     # -- handing work to the pool -------------------------------------------------------
 
-    def _submit(self, fn: Callable[..., None], *args: object) -> Future[None]:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="sessionstore-fsync")
-        return self._pool.submit(fn, *args)
+    def _submit(self, job: _Job) -> None:
+        pool = self._pool
+        if pool is None:
+            pool = self._pool = Pool(POOL_THREADS, "sessionstore-fsync")
+        pool.submit(job)
+
+    def _reap_next(self) -> None:
+        """Finish the next job the pool hands back (waiting for one)."""
+        assert self._pool is not None
+        self._reap(self._pool.next())
 
     def defer(self, d: LocalDir, name: str, out: AtomicFile, marker: bool) -> None:
         """Hand a written temp in `d` to the pool: fsync, then rename (or, for a marker, link).
@@ -114,9 +160,9 @@ class LocalSync(LocalDirs):
         Blocks while `MAX_PENDING` commits are in flight (or too much is held).
         `d` and its parents stay open until the temp is published or dropped.
         """
-        jobs = self._jobs
-        while len(jobs) >= MAX_PENDING:
-            self._reap(jobs.popleft())
+        pool = self._pool
+        while pool is not None and pool.pending >= MAX_PENDING:
+            self._reap_next()
         if len(self._orphans) + len(self._links) > MAX_HELD:
             self.flush()
         node: LocalDir | None = d
@@ -124,22 +170,31 @@ class LocalSync(LocalDirs):
         while node is not None and node is not self.root:
             holds[node] = holds.get(node, 0) + 1
             node = node.parent
-        jobs.append(_Job(_MARKER if marker else _FILE, d, name, out, self._submit(out.sync)))
-        while jobs and jobs[0].future.done():  # what is done already: rename it now
-            self._reap(jobs.popleft())
+        job = _Job(_MARKER if marker else _FILE, d, name, out)
+        if not marker:
+            job.root = self.root
+        self._submit(job)
+        pool = self._pool
+        assert pool is not None
+        while pool.ready():  # what is done already: rename it now
+            self._reap_next()
 
     # -- what comes back ------------------------------------------------------------------
 
     def _reap(self, job: _Job) -> None:
         """Finish one job in the caller's thread (waiting for it if needed)."""
-        failure = job.future.exception()
+        failure = job.error
         if failure is not None and not isinstance(failure, OSError):
             raise failure
         exc: OSError | None = failure
         out = job.out
         if job.kind == _DIR:
-            if exc is not None:
+            if exc is None:
+                self._synced.add(job.d.rel)
+            else:
                 self.error(job.d.shown, f"cannot fsync directory: {describe(exc)}")
+                self.failed.add(job.d.rel)
+                self._lost.add(job.d.rel)
             return
         assert out is not None
         if exc is not None:
@@ -148,16 +203,17 @@ class LocalSync(LocalDirs):
         elif job.kind == _MARKER:
             self._links.append(job)
             return  # still held, until `flush` links it
-        elif not self.check(job.d):
-            out.discard()  # its directory moved: reported by `check`
+        elif job.moved and not self.check(job.d):  # reports and marks the one that moved
+            out.discard()
             self.failed.add(job.rel)
         else:
             try:
-                out.commit()  # fsynced already: only the rename
+                if job.moved:  # in place after all (`in_place` saw it mid-change)
+                    out.commit()
             except OSError as failure:
                 self._fail(job, failure)
             else:
-                self._touch(job.d)
+                self._touch(job.d)  # renamed
         self._release(job.d)
 
     def _fail(self, job: _Job, exc: OSError) -> None:
@@ -178,11 +234,30 @@ class LocalSync(LocalDirs):
                     self._leave(node)
             node = node.parent
 
+    def blockers(self, d: LocalDir) -> int:
+        """Failures that keep a marker in `d` from being published.
+
+        A commit below `d` that failed, or a directory whose fsync failed below
+        `d`, at `d` or above it (whatever that directory holds may not survive a
+        crash, the record's own entry included).
+        """
+        if not self.failed:
+            return 0
+        top = d.rel
+        inside = f"{top}/" if top else ""
+        count = 0
+        for rel in self.failed:
+            if rel.startswith(inside) or (
+                rel in self._lost and (rel in ("", ".") or top.startswith(f"{rel}/"))
+            ):
+                count += 1
+        return count
+
     def _link(self, job: _Job) -> None:
         """Publish a fsynced marker (everything before it is durable), unless it must wait."""
         out, d = job.out, job.d
         assert out is not None and d.fd is not None
-        below = sum(1 for rel in self.failed if rel.startswith(f"{d.rel}/" if d.rel else ""))
+        below = self.blockers(d)
         try:
             if below or not self.check(d):
                 if below:
@@ -208,19 +283,37 @@ class LocalSync(LocalDirs):
         changed so far (on the pool), then links the waiting markers and fsyncs
         their directories.
         """
-        jobs = self._jobs
         while True:
-            while jobs:
-                self._reap(jobs.popleft())
+            while self._pool is not None and self._pool.pending:
+                self._reap_next()
             if self._unsynced:
                 for d in list(self._unsynced):
                     self._sync(d, close=False)
                 continue
             if not self._links:
                 return
+            # A marker's directories this pass did not change may hold the changes of
+            # a pass killed before its fsyncs: fsync them too, once per pass.
+            chain = self._not_synced(self._links)
+            if chain:
+                for d in chain:
+                    self._sync(d, close=False)
+                continue
             links, self._links = self._links, []
             for job in links:
                 self._link(job)
+
+    def _not_synced(self, links: list[_Job]) -> set[LocalDir]:
+        """The directories from the root down to each marker not fsynced in this pass."""
+        found: set[LocalDir] = set()
+        done = self._synced
+        for job in links:
+            node: LocalDir | None = job.d
+            while node is not None and node.rel != "." and node not in found:
+                if node.fd is not None and node.rel not in done and node.rel not in self._lost:
+                    found.add(node)
+                node = node.parent
+        return found
 
     def _sync(self, d: LocalDir, *, close: bool) -> None:
         """fsync `d` on the pool (its fd is then the job's to close, if `close`)."""
@@ -229,10 +322,12 @@ class LocalSync(LocalDirs):
         fd = d.fd
         if fd is None:
             return
+        job = _Job(_DIR, d, "", None, fd)
         if close:
             d.fd = None
             d.state = _UNKNOWN
-        self._jobs.append(_Job(_DIR, d, "", None, self._submit(_sync_dir, fd, close)))
+            job.close = True
+        self._submit(job)
 
     def _leave(self, d: LocalDir) -> None:
         """Nothing is pending in `d` any more: fsync it if it changed, and close it."""
@@ -272,7 +367,7 @@ class LocalSync(LocalDirs):
         finally:
             self._abandon()
             if self._pool is not None:
-                self._pool.shutdown(wait=True)
+                self._pool.close()
                 self._pool = None
             for d in [*self._orphans, self.root, *reversed(self._chain)]:
                 fd = d.fd
@@ -284,11 +379,10 @@ class LocalSync(LocalDirs):
 
     def _abandon(self) -> None:
         """After a failed `flush`: wait for what is on the pool and remove its temps."""
-        jobs, self._jobs = [*self._jobs, *self._links], deque()
-        self._links = []
+        jobs, self._links = self._links, []
+        pool = self._pool
+        while pool is not None and pool.pending:
+            jobs.append(pool.next())
         for job in jobs:
-            try:
-                job.future.exception()
-            finally:
-                if job.out is not None:
-                    job.out.discard()
+            if job.out is not None:
+                job.out.discard()
