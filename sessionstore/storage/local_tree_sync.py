@@ -248,7 +248,7 @@ class LocalSync(LocalDirs):
         count = 0
         for rel in self.failed:
             if rel.startswith(inside) or (
-                rel in self._lost and (rel in ("", ".") or top.startswith(f"{rel}/"))
+                rel in self._lost and (rel in ("", ".", top) or top.startswith(f"{rel}/"))
             ):
                 count += 1
         return count
