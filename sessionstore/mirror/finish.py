@@ -187,10 +187,7 @@ def finish_pass(run: Pass) -> None:
     m, cache = run.m, run.cache
     assert cache is not None
     report = run.report
-    # Every commit of the pass in place (local: renamed, markers linked, all durable;
-    # a bucket: uploads confirmed), and what failed on the way taken back.
-    run.tree.flush()
-    run.settle_late()
+    run.settle_late()  # every commit in place (and durable), what failed taken back
     if m.delete and run.listing_failed:
         report.delete_skipped = "the listing had errors; nothing was deleted"
     elif m.delete and not cache.trusted:

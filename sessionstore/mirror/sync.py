@@ -51,7 +51,7 @@ class FileOps:
     cached: Callable[[str], Entry | None]
     dest_entry: Callable[[LocalDir, str, str], os.stat_result | None]  # tree.entry, bound once
     name: Callable[[str], str]  # source name -> destination name
-    late: int  # markers `settle_late` held back
+    late = 0  # markers `settle_late` held back (read off the hot path: a class default)
 
     def unchanged(self, dest: LocalDir, e: os.DirEntry[str], dname: str, drel: str) -> bool:
         """The no-read fast path: two stats and a cache lookup.
@@ -202,19 +202,9 @@ class FileOps:
                 self.entries[drel] = [*rd.signature(st), *same]
                 self.report.unchanged += 1
                 return True
-        # A record's marker is published only once its files are durable: the tree's
-        # `commit_marker` sees to it. report.json waits for every marker of the pass.
         seal = marker and getattr(dest, "record", None) is dest
-        if marker and not seal and m.durable:
-            self.tree.flush()
-            late = self.settle_late()
-            if late:
-                raise _HeldBack(_waiting(late))
-        if marker and self.tree.unconfirmed(dest):
-            if m.remote is not None:
-                raise _HeldBack("waiting for files whose upload failed")
-            assert isinstance(self.tree, LocalTree)
-            raise _HeldBack(_waiting(self.tree.blockers(dest)))
+        if marker:
+            self.marker_ready(dest, seal)
 
         def fill(out: Writer) -> None:
             if data is not None:
@@ -235,6 +225,24 @@ class FileOps:
         if not existed:
             self.report.new.append(drel)
         return True
+
+    def marker_ready(self, dest: LocalDir, seal: bool) -> None:
+        """Raise `_HeldBack` unless a marker may be committed in `dest` now.
+
+        A record's marker is published only once its files are durable (the
+        tree's `commit_marker` sees to it); report.json (`seal` False) waits for
+        every marker of the pass to be in place.
+        """
+        tree = self.tree
+        if not seal and self.m.durable:
+            late = self.settle_late()
+            if late:
+                raise _HeldBack(_waiting(late))
+        if tree.unconfirmed(dest):
+            if self.m.remote is not None:
+                raise _HeldBack("waiting for files whose upload failed")
+            assert isinstance(tree, LocalTree)
+            raise _HeldBack(_waiting(tree.blockers(dest)))
 
     def compare(
         self,
@@ -297,14 +305,15 @@ class FileOps:
             self.report.unchanged += 1
 
     def settle_late(self) -> int:
-        """Take back what the tree could not finish after `copy` counted it; how many so far.
+        """Flush the tree, take back what it could not finish after `copy` counted it.
 
-        After a `flush`. A commit that failed later (reported by the tree) is
+        Returns how many so far. A commit that failed later (reported by the tree) is
         neither copied nor this mirror's; a marker the tree declined to link is
         held back: another writer sealed the record meanwhile, or a commit below
         it failed.
         """
         tree = self.tree
+        tree.flush()
         failed = set(tree.failed)
         if isinstance(tree, LocalTree):
             while tree.declined:

@@ -84,7 +84,6 @@ class Pass(FileOps):
         self.tops: list[str] = []  # dest rels of the subtrees walked ("" for a full pass)
         self.diverged: dict[str, list[str]] = {}  # sealed record -> files that differ
         self.listing_failed = False
-        self.late = 0  # markers the tree declined after they were counted (`settle_late`)
         self.dest_id = (-1, -1)  # the destination root's (dev, ino), once opened
         self.dirty = False  # the in-progress flag exists
         self.sweep = False  # ... and existed at the start: sweep temps on the way

@@ -44,14 +44,17 @@ _FD = re.compile(r"\d+<([^>]*)>")
 _NAME = re.compile(r'"([^"]*)"')
 
 
-def _strace(tmp_path: Path, *args: str | Path) -> tuple[list[tuple[int, str]], list[tuple]]:
+Change = tuple[int, str, str, str, str]  # (line index, call, directory, temp, name)
+
+
+def _strace(tmp_path: Path, *args: str | Path) -> tuple[list[tuple[int, str]], list[Change]]:
     """Run the CLI under strace -f -y: (finished fsyncs, renames and links), each with
     the index of its line, in the order the kernel reported them."""
     log = tmp_path / "strace.log"
     cmd = ["strace", "-f", "-y", "-qq", "-o", str(log), "-e", "trace=fsync,renameat,linkat"]
     subprocess.run([*cmd, *SS, *map(str, args)], check=True, capture_output=True, timeout=100)
     fsyncs: list[tuple[int, str]] = []  # (index of the line it returned on, path)
-    changes: list[tuple[int, str, str, str, str]] = []  # (index, call, dir, temp, name)
+    changes: list[Change] = []
     started: dict[str, str] = {}  # pid -> path of its unfinished fsync
     for i, line in enumerate(log.read_text().splitlines()):
         m = _LINE.match(line)
