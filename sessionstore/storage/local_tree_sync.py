@@ -3,15 +3,17 @@
 `LocalSync` sits between `LocalDirs` (directories and their checks) and
 `LocalTree` (reads and changes). In durable mode a commit's temp file is
 created and written by the caller's thread, as before, and its fsync goes to
-a pool of at most `POOL_THREADS` threads (fsync releases the GIL, and
-concurrent fsyncs share the filesystem's journal commits); at most
+a pool of at most `POOL_THREADS` threads (fsync releases the GIL; concurrent
+fsyncs share a journal commit, or overlap their cache flushes); at most
 `MAX_PENDING` commits are in flight, so memory and descriptors stay bounded
 whatever the tree's size. The order that makes a commit durable is kept,
 only the waits overlap:
 
-- a file is renamed into place by the caller's thread, after its fsync
-  returned and after its directory's chain passed `check` again; until then
-  only the temp name exists (swept by the next pass if this one dies);
+- a file is renamed into place by the pool thread that fsynced it, after
+  the fsync returned and after its directory's chain was found in place
+  again (`in_place`, read-only; one that moved is left to `check` in the
+  caller's thread); until then only the temp name exists (swept by the next
+  pass if this one dies);
 - a directory the walk leaves while commits below it are pending stays open
   until they are renamed; then it is fsynced (on the pool) and closed. So a
   directory is fsynced once when the walk is done with it, not once per
@@ -19,8 +21,11 @@ only the waits overlap:
 - a record's marker is written and fsynced like a file, but linked to its
   name only at the next `flush`: after every pending commit is renamed and
   every directory changed so far is fsynced (one round, on the pool), and
-  only if no commit below the record's directory failed; then the
-  directories of the markers are fsynced (a second round). `flush` runs when
+  only if no commit below the record's directory failed and no fsync of a
+  directory on its way failed (`blockers`); directories from the root down
+  to a marker that this pass did not change are fsynced first too (a killed
+  pass may have left their changes unsynced); then the directories of the
+  markers are fsynced (a second round). `flush` runs when
   the pass asks (before `report.json`, at its end) or when more than
   `MAX_HELD` directories and markers are waiting.
 
