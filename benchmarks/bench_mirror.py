@@ -7,6 +7,7 @@ ratio to rsync next to the goal from issue 4, and the peak RSS of each tool.
     python benchmarks/bench_mirror.py [--runs 5] [--durable-runs 3] [--dir /tmp/x]
     python benchmarks/bench_mirror.py --only-noop --against ../old-checkout  # before/after
     python benchmarks/bench_mirror.py --only-noop --files 200000  # at scale (issue 16)
+    python benchmarks/bench_mirror.py --only-durable --files 50000 --durable-runs 3
 
 Scenarios (each tool gets its own destination, prepared identically):
   no-op        nothing changed since the last pass
@@ -15,7 +16,8 @@ Scenarios (each tool gets its own destination, prepared identically):
                They are logs of in-flight trials (the last trial of each session has
                no marker yet): a completed record is sealed and never rewritten.
   copy         initial copy into an empty destination, `--no-fsync` vs `rsync -a`
-  durable      initial copy, default (fsync) vs `rsync -a --fsync`
+  durable      initial copy, default (fsync) vs `rsync -a --fsync`, fresh destinations;
+               then 1% changed, default (fsync) vs `rsync -a --fsync`
 """
 
 from __future__ import annotations
@@ -182,6 +184,44 @@ def changed_rows(
     return rows
 
 
+def durable_rows(
+    runs: int,
+    work: Path,
+    ss: list[str],
+    src: Path,
+    changed: Callable[[int], None],
+) -> list[tuple[str, list[float], list[float], str]]:
+    """Durable initial copy and durable 1% changed, against `rsync -a --fsync` (issue 16).
+
+    Initial copies go to fresh destinations each run (`initial_copies`); the 1%
+    changed runs reuse the last run's destinations, each tool its own, both
+    seeing the same changes, the tool going first alternating.
+    """
+    print("running: durable initial copy ...", file=sys.stderr)
+    work.mkdir()
+    a, b = initial_copies(
+        runs,
+        work,
+        (
+            lambda d: [*ss, "mirror", str(src), str(d), "--once"],
+            lambda d: ["rsync", "-a", "--fsync", f"{src}/", f"{d}/"],
+        ),
+    )
+    rows = [("initial copy, durable (vs rsync -a --fsync)", a, b, "<= 1.0x")]
+    print("running: durable 1% changed ...", file=sys.stderr)
+    m = [*ss, "mirror", str(src), str(work / f"copy-0-{runs}"), "--once"]
+    r = ["rsync", "-a", "--fsync", f"{src}/", f"{work / f'copy-1-{runs}'}/"]
+    a, b = [], []
+    for i in range(runs):
+        changed(200 + i)
+        first, second = (m, r) if i % 2 == 0 else (r, m)
+        t1, t2 = timed(first), timed(second)
+        a.append(t1 if first is m else t2)
+        b.append(t2 if first is m else t1)
+    rows.append(("1% changed, durable (vs rsync -a --fsync)", a, b, "<= 0.8x"))
+    return rows
+
+
 def against(
     runs: int, checkout: Path, work: Path, src: Path
 ) -> tuple[str, list[float], list[float], str]:
@@ -220,6 +260,11 @@ def main() -> None:
         "--only-noop", action="store_true", help="only the no-op scenario (after one copy)"
     )
     parser.add_argument(
+        "--only-durable",
+        action="store_true",
+        help="only the durable scenarios (initial copy and 1%% changed vs rsync -a --fsync)",
+    )
+    parser.add_argument(
         "--against",
         type=Path,
         default=None,
@@ -255,7 +300,7 @@ def main() -> None:
         if args.only_noop:  # one copy each, then only what the no-op goal needs
             timed([*m, "--no-fsync"])
             timed(r)
-        else:
+        elif not args.only_durable:
             print("running: initial copy --no-fsync ...", file=sys.stderr)
             a, b = initial_copies(
                 args.runs,
@@ -266,24 +311,16 @@ def main() -> None:
                 ),
             )
             rows.append(("initial copy (--no-fsync vs rsync -a)", a, b, "<= 1.5x"))
-        print("running: no-op ...", file=sys.stderr)
-        a, b = interleaved(args.runs, m, r)
-        rows.append(("no-op pass", a, b, "<= 1.0x"))
+        if not args.only_durable:
+            print("running: no-op ...", file=sys.stderr)
+            a, b = interleaved(args.runs, m, r)
+            rows.append(("no-op pass", a, b, "<= 1.0x"))
         if args.against is not None:
             rows.append(against(args.runs, args.against, work, src))
-        if not args.only_noop:
+        if not (args.only_noop or args.only_durable):
             rows += changed_rows(args.runs, m, r, changed)
         if not (args.skip_durable or args.only_noop):
-            print("running: durable initial copy ...", file=sys.stderr)
-            a, b = initial_copies(
-                args.durable_runs,
-                work,
-                (
-                    lambda d: [*ss, "mirror", str(src), str(d), "--once"],
-                    lambda d: ["rsync", "-a", "--fsync", f"{src}/", f"{d}/"],
-                ),
-            )
-            rows.append(("initial copy, durable (vs rsync -a --fsync)", a, b, "report"))
+            rows += durable_rows(args.durable_runs, work / "durable", ss, src, changed)
 
         print(f"{'scenario':46} {'sessionstore':>18} {'rsync':>18} {'ratio':>7}  goal")
         for name, a, b, goal in rows:

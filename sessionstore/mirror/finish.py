@@ -182,25 +182,12 @@ def _remove_if_ours(run: Pass, level: _Level, name: str, key: str, entry: Entry)
     return removed
 
 
-def _drop_failed(run: Pass) -> None:
-    """Uploads that failed after their commit returned (reported): neither copied nor ours.
-
-    Waits for the uploads still pending (a local tree has none).
-    """
-    if not run.tree.unconfirmed(run.tree.root):
-        return
-    failed = {item["path"] for item in run.report.errors}
-    run.report.copied = [rel for rel in run.report.copied if rel not in failed]
-    for rel in failed:
-        run.entries.pop(rel, None)
-
-
 def finish_pass(run: Pass) -> None:
     """--delete, divergence by removal, the new cache, and clearing the in-progress flag."""
     m, cache = run.m, run.cache
     assert cache is not None
     report = run.report
-    _drop_failed(run)
+    run.settle_late()  # every commit in place (and durable), what failed taken back
     if m.delete and run.listing_failed:
         report.delete_skipped = "the listing had errors; nothing was deleted"
     elif m.delete and not cache.trusted:

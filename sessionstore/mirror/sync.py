@@ -22,7 +22,7 @@ from sessionstore.format.names import MARKERS
 from sessionstore.mirror import copy as rd
 from sessionstore.mirror.cache import Entry
 from sessionstore.mirror.report import PassReport
-from sessionstore.storage.local_tree import LocalDir, describe
+from sessionstore.storage.local_tree import LocalDir, LocalTree, describe
 from sessionstore.storage.tree import Sealed, Writer
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ class FileOps:
     cached: Callable[[str], Entry | None]
     dest_entry: Callable[[LocalDir, str, str], os.stat_result | None]  # tree.entry, bound once
     name: Callable[[str], str]  # source name -> destination name
+    late = 0  # markers `settle_late` held back (read off the hot path: a class default)
 
     def unchanged(self, dest: LocalDir, e: os.DirEntry[str], dname: str, drel: str) -> bool:
         """The no-read fast path: two stats and a cache lookup.
@@ -148,7 +149,7 @@ class FileOps:
             existed = not dest.created and self.tree.lstat(dest, dname) is not None
             done = self.copy(fd, st, dest, dname, drel, existed, marker)
         except Sealed:
-            self.hold(drel, "sealed meanwhile in the destination; not overwritten")
+            self.hold(drel, SEALED_MEANWHILE)
             return 1
         except rd.Unstable as exc:
             return self.not_settled(drel, str(exc), marker)
@@ -200,10 +201,9 @@ class FileOps:
                 self.entries[drel] = [*rd.signature(st), *same]
                 self.report.unchanged += 1
                 return True
-        if marker and m.durable:
-            self.tree.flush()  # the record's files must be durable before its marker is
-        if marker and self.tree.unconfirmed(dest):
-            raise _HeldBack("waiting for files whose upload failed")
+        seal = marker and getattr(dest, "record", None) is dest
+        if marker:
+            self.marker_ready(dest, seal)
 
         def fill(out: Writer) -> None:
             if data is not None:
@@ -215,7 +215,6 @@ class FileOps:
 
         # A record's marker seals it: create-if-absent, so a record another writer sealed
         # meanwhile is never overwritten (`Sealed`). report.json at a root is replaced.
-        seal = marker and getattr(dest, "record", None) is dest
         commit = self.tree.commit_marker if seal else self.tree.commit_file
         written = commit(dest, dname, mode, fill)
         if written is None:
@@ -225,6 +224,24 @@ class FileOps:
         if not existed:
             self.report.new.append(drel)
         return True
+
+    def marker_ready(self, dest: LocalDir, seal: bool) -> None:
+        """Raise `_HeldBack` unless a marker may be committed in `dest` now.
+
+        A record's marker is published only once its files are durable (the
+        tree's `commit_marker` sees to it); report.json (`seal` False) waits for
+        every marker of the pass to be in place.
+        """
+        tree = self.tree
+        if not seal and self.m.durable:
+            late = self.settle_late()
+            if late:
+                raise _HeldBack(_waiting(late))
+        if tree.unconfirmed(dest):
+            if self.m.remote is not None:
+                raise _HeldBack("waiting for files whose upload failed")
+            assert isinstance(tree, LocalTree)
+            raise _HeldBack(_waiting(tree.blockers(dest)))
 
     def compare(
         self,
@@ -286,6 +303,31 @@ class FileOps:
             self.entries[drel] = [*rd.signature(st), *same]
             self.report.unchanged += 1
 
+    def settle_late(self) -> int:
+        """Flush the tree, take back what it could not finish after `copy` counted it.
+
+        Returns how many so far. A commit that failed later (reported by the tree) is
+        neither copied nor this mirror's; a marker the tree declined to link is
+        held back: another writer sealed the record meanwhile, or a commit below
+        it failed.
+        """
+        tree = self.tree
+        tree.flush()
+        failed = set(tree.failed)
+        if isinstance(tree, LocalTree):
+            while tree.declined:
+                rel, below = tree.declined.popitem()
+                self.hold(rel, _waiting(below) if below else SEALED_MEANWHILE)
+                failed.add(rel)
+                self.late += 1
+        if failed:
+            report = self.report
+            report.copied = [rel for rel in report.copied if rel not in failed]
+            report.new = [rel for rel in report.new if rel not in failed]
+            for rel in failed:
+                self.entries.pop(rel, None)
+        return len(tree.failed) + self.late
+
     def hook(self, drel: str) -> Callable[[], None] | None:
         on_chunk = self.m.on_chunk
         return functools.partial(on_chunk, drel) if on_chunk is not None else None
@@ -310,6 +352,13 @@ class FileOps:
 
     def skip(self, path: str, reason: str) -> None:
         self.report.skipped.append({"path": path, "reason": reason})
+
+
+SEALED_MEANWHILE = "sealed meanwhile in the destination; not overwritten"
+
+
+def _waiting(files: int) -> str:
+    return f"waiting for {files} {'file' if files == 1 else 'files'}"
 
 
 class _HeldBack(Exception):

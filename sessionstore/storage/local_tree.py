@@ -22,13 +22,12 @@ from sessionstore.storage.local_tree_dirs import (
     _OPEN,
     _OPEN_PATH,
     _OPEN_READ,
-    _UNKNOWN,
     OPEN_DIR,
     UNKNOWN,
     LocalDir,
-    LocalDirs,
     describe,
 )
+from sessionstore.storage.local_tree_sync import LocalSync
 from sessionstore.storage.tree import Sealed, Writer
 
 if TYPE_CHECKING:
@@ -37,8 +36,9 @@ if TYPE_CHECKING:
 __all__ = ["OPEN_DIR", "UNKNOWN", "LocalDir", "LocalTree", "describe"]
 
 
-class LocalTree(LocalDirs):
-    """The destination of one pass: `LocalDirs`' directories, and every read and change."""
+class LocalTree(LocalSync):
+    """The destination of one pass: `LocalDirs`' directories, `LocalSync`'s fsyncs, and
+    every read and change."""
 
     def lstat(self, d: LocalDir, name: str) -> os.stat_result | None:
         """lstat of an entry (None if it, or its directory, is missing or unusable).
@@ -166,14 +166,17 @@ class LocalTree(LocalDirs):
         None, with nothing left behind, when `d` cannot be created or fails its
         check: the chain is checked before the temp is created and again just
         before the rename. Errors of `fill` propagate (the temp is removed).
+        Durable: the fsync and the rename happen later (`LocalSync.defer`); a
+        failure then is reported for this file and its path put in `failed`.
         """
-        fd = self.ensure(d)
-        if fd is None or not self.check(d):
+        out = self._start(d, name, mode, fill)
+        if out is None:
             return None
-        self.before_change()
-        with AtomicFile(name, mode, durable=self.durable, sync_dir=False, dir_fd=fd) as out:
-            fill(out)
-            written = out.stat()
+        written = out.stat()
+        if self.durable:
+            self.defer(d, name, out, marker=False)
+            return written
+        with out:
             if not self.check(d):
                 out.discard()
                 return None
@@ -187,17 +190,23 @@ class LocalTree(LocalDirs):
 
         The temp is linked to `name` (link(2) fails where a name exists) instead of
         renamed over it, so a record sealed by another writer meanwhile is never
-        overwritten: `Sealed` is raised and nothing is left behind.
+        overwritten: `Sealed` is raised and nothing is left behind. Durable: the
+        link waits for the next `flush` (after everything committed before it is
+        durable); a record sealed by then, or with a commit below it that failed,
+        is left without it, its path in `declined`.
         """
-        fd = self.ensure(d)
-        if fd is None or not self.check(d):
+        if self.durable and self.lstat(d, name) is not None:
+            raise Sealed(name)
+        out = self._start(d, name, mode, fill)
+        if out is None:
             return None
-        self.before_change()
-        with AtomicFile(name, mode, durable=self.durable, sync_dir=False, dir_fd=fd) as out:
-            fill(out)
-            written = out.stat()
-            if self.durable:
-                out.sync()
+        written = out.stat()
+        if self.durable:
+            self.defer(d, name, out, marker=True)
+            return written
+        fd = d.fd
+        assert fd is not None
+        with out:
             if not self.check(d):
                 out.discard()
                 return None
@@ -209,6 +218,22 @@ class LocalTree(LocalDirs):
                 raise Sealed(name)
         self._touch(d)
         return written
+
+    def _start(
+        self, d: LocalDir, name: str, mode: int, fill: Callable[[Writer], None]
+    ) -> AtomicFile | None:
+        """A temp for `name` in `d`, filled; None (nothing created) if `d` is unusable."""
+        fd = self.ensure(d)
+        if fd is None or not self.check(d):
+            return None
+        self.before_change()
+        out = AtomicFile(name, mode, durable=self.durable, sync_dir=False, dir_fd=fd)
+        try:
+            fill(out)
+        except BaseException:
+            out.discard()
+            raise
+        return out
 
     def reach(self, d: LocalDir, *, quiet: bool = False) -> bool:
         """Whether `d` can be used (opened); a bad one is reported once unless `quiet`."""
@@ -227,8 +252,11 @@ class LocalTree(LocalDirs):
         os.close(fd)
 
     def unconfirmed(self, d: LocalDir) -> bool:
-        """Never: a local commit is whole when it returns."""
-        return False
+        """Whether a failure so far keeps a marker in `d` back (`blockers`); never waits.
+
+        Commits still pending are checked again when the marker is linked.
+        """
+        return self.blockers(d) > 0
 
     def fchmod(self, d: LocalDir, fd: int, mode: int) -> None:
         if self.check(d):
@@ -272,47 +300,6 @@ class LocalTree(LocalDirs):
                 self._touch(d)
         except OSError as exc:
             self.error(d.shown, f"cannot sweep temp files: {describe(exc)}")
-
-    # -- fsync and closing ------------------------------------------------------------
-
-    def _sync(self, d: LocalDir) -> None:
-        self._unsynced.discard(d)
-        d.touched = False
-        if d.fd is None:
-            return
-        try:
-            fsync_dir(".", dir_fd=d.fd)
-        except OSError as exc:
-            self.error(d.shown, f"cannot fsync directory: {describe(exc)}")
-
-    def flush(self) -> None:
-        """fsync every directory changed so far (before a marker's rename)."""
-        for d in list(self._unsynced):
-            self._sync(d)
-
-    def close(self, d: LocalDir) -> None:
-        """The walk left `d`: fsync it if it changed, close its fd (the root stays open)."""
-        if d.touched:
-            self._sync(d)
-        fd = d.fd
-        if fd is not None and d is not self.root:  # inline: once per directory of a pass
-            d.fd = None
-            d.state = _UNKNOWN
-            os.close(fd)
-
-    @staticmethod
-    def _close(d: LocalDir) -> None:
-        fd = d.fd
-        if fd is not None:
-            d.fd = None
-            d.state = _UNKNOWN
-            os.close(fd)
-
-    def close_all(self) -> None:
-        """End of pass: fsync what is left, close the root and its ancestors."""
-        self.flush()
-        for d in [self.root, *reversed(self._chain)]:
-            self._close(d)
 
 
 if TYPE_CHECKING:  # LocalTree is a Tree: checked by mypy, costs nothing at run time

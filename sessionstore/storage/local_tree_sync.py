@@ -1,0 +1,393 @@
+"""Durable commits of a local tree, overlapped: the fsyncs of a pass on a bounded pool.
+
+`LocalSync` sits between `LocalDirs` (directories and their checks) and
+`LocalTree` (reads and changes). In durable mode a commit's temp file is
+created and written by the caller's thread, as before, and its fsync goes to
+a pool of at most `POOL_THREADS` threads (fsync releases the GIL; concurrent
+fsyncs share a journal commit, or overlap their cache flushes); at most
+`MAX_PENDING` commits are in flight, so memory and descriptors stay bounded
+whatever the tree's size. The order that makes a commit durable is kept,
+only the waits overlap:
+
+- a file is renamed into place by the pool thread that fsynced it, after
+  the fsync returned and after its directory's chain was found in place
+  again (`in_place`, read-only; one that moved is left to `check` in the
+  caller's thread); until then only the temp name exists (swept by the next
+  pass if this one dies);
+- a directory the walk leaves while commits below it are pending stays open
+  until they are renamed; then it is fsynced (on the pool) and closed. So a
+  directory is fsynced once when the walk is done with it, not once per
+  record;
+- a record's marker is written and fsynced like a file, but linked to its
+  name only at the next `flush`: after every pending commit is renamed and
+  every directory changed so far is fsynced (one round, on the pool), and
+  only if no commit below the record's directory failed and no fsync of a
+  directory on its way failed (`blockers`); directories from the root down
+  to a marker that this pass did not change are fsynced first too (a killed
+  pass may have left their changes unsynced); then the directories of the
+  markers are fsynced (a second round). `flush` runs when
+  the pass asks (before `report.json`, at its end) or when more than
+  `MAX_HELD` directories and markers are waiting.
+
+A commit that fails after the caller's thread let it go (fsync, rename, a
+directory moved meanwhile) is reported through the error sink for that file
+(the directory's own problem is reported by `check`), its temp is removed,
+and its path is in `failed`; a marker not linked is in `declined` with the
+number of failed commits below it (0: another writer took the name). The
+pass reads both after `flush` (mirror/finish.py). Without `durable` nothing
+here is used: every commit is whole when it returns.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sessionstore._fs.atomic import fsync_dir, publish_once
+from sessionstore._fs.pool import Pool
+from sessionstore.storage.local_tree_dirs import _OPEN, _UNKNOWN, LocalDir, LocalDirs, describe
+
+if TYPE_CHECKING:
+    from sessionstore._fs.atomic import AtomicFile
+
+# Threads that wait in fsync. Measured on ext4 (docs/benchmarks.md): 16 concurrent
+# fsyncs of small new files take ~0.3 ms each against ~1 ms one at a time; more
+# threads stop paying on a 2-core machine.
+POOL_THREADS = 16
+MAX_PENDING = 64  # commits in flight: each holds an open temp file
+MAX_HELD = 256  # directories kept open past the walk, plus markers waiting for their link
+
+_FILE, _MARKER, _DIR = range(3)
+
+
+class _Job:
+    """One thing for the pool: a temp file's fsync (and a file's rename), or a directory's."""
+
+    __slots__ = ("close", "d", "error", "fd", "kind", "moved", "name", "out", "root")
+
+    def __init__(
+        self, kind: int, d: LocalDir, name: str, out: AtomicFile | None, fd: int = -1
+    ) -> None:
+        self.kind = kind
+        self.d = d
+        self.name = name
+        self.out = out
+        self.fd = fd  # a directory job's fd (an `O_PATH` one is reopened to be fsynced)
+        self.close = False  # ... which the job closes once fsynced
+        self.root: LocalDir | None = None  # a file job's: its chain is checked up to there
+        self.moved = False  # the file's directory was not in place: not renamed
+        self.error: Exception | None = None
+
+    @property
+    def rel(self) -> str:
+        return f"{self.d.rel}/{self.name}" if self.d.rel else self.name
+
+    def work(self) -> None:
+        """In a pool thread: the fsync; for a file, then its rename if its directory is in place."""
+        out = self.out
+        if out is None:
+            try:
+                fsync_dir(".", dir_fd=self.fd)
+            finally:
+                if self.close:
+                    os.close(self.fd)
+            return
+        out.sync()
+        if self.root is not None:
+            if in_place(self.d, self.root):
+                out.commit()  # fsynced already: only the rename (the temp is removed on failure)
+            else:
+                self.moved = True
+
+
+def in_place(d: LocalDir, root: LocalDir) -> bool:
+    """`LocalDirs.check` without its side effects, for a pool thread: `d`'s chain in place?
+
+    Reads only (the fds on the chain are held open by the pending commit, and
+    each directory's identity was taken by the `check` before its temp was
+    created); a directory found moved is left to `check`, in the caller's
+    thread, to report and mark.
+    """
+    node = d
+    while node.parent is not None:
+        if node.state != _OPEN or node.ident is None:
+            return False
+        parent_fd = node.parent.fd
+        if parent_fd is None:
+            return False
+        try:
+            here = os.stat(node.name, dir_fd=parent_fd, follow_symlinks=False)
+        except OSError:
+            return False
+        if (here.st_dev, here.st_ino) != node.ident:
+            return False
+        if node is root:
+            break
+        node = node.parent
+    return True
+
+
+class LocalSync(LocalDirs):
+    """`LocalDirs` plus the pass's fsyncs: pending commits, held directories, closing."""
+
+    def __init__(
+        self, root: LocalDir, error: Callable[[str, str], None], before_change: Callable[[], None],
+        durable: bool,
+    ) -> None:  # fmt: skip
+        super().__init__(root, error, before_change, durable)
+        # Commits that never reached their name, and directories whose fsync failed.
+        self.failed: set[str] = set()
+        self.declined: dict[str, int] = {}  # markers not linked -> `blockers` (0: name taken)
+        self._lost: set[str] = set()  # the directories in `failed`
+        self._synced: set[str] = set()  # directories fsynced in this pass (and unchanged since)
+        self._pool: Pool[_Job] | None = None
+        self._holds: dict[LocalDir, int] = {}  # directory -> pending commits at or below it
+        self._orphans: set[LocalDir] = set()  # held directories nobody else will close
+        self._links: list[_Job] = []  # markers fsynced, waiting for `flush`
+
+    # -- handing work to the pool -------------------------------------------------------
+
+    def _submit(self, job: _Job) -> None:
+        pool = self._pool
+        if pool is None:
+            pool = self._pool = Pool(POOL_THREADS, "sessionstore-fsync")
+        pool.submit(job)
+
+    def _reap_next(self) -> None:
+        """Finish the next job the pool hands back (waiting for one)."""
+        assert self._pool is not None
+        self._reap(self._pool.next())
+
+    def defer(self, d: LocalDir, name: str, out: AtomicFile, marker: bool) -> None:
+        """Hand a written temp in `d` to the pool: fsync, then rename (or, for a marker, link).
+
+        Blocks while `MAX_PENDING` commits are in flight (or too much is held).
+        `d` and its parents stay open until the temp is published or dropped.
+        """
+        pool = self._pool
+        while pool is not None and pool.pending >= MAX_PENDING:
+            self._reap_next()
+        if len(self._orphans) + len(self._links) > MAX_HELD:
+            self.flush()
+        node: LocalDir | None = d
+        holds = self._holds
+        while node is not None and node is not self.root:
+            holds[node] = holds.get(node, 0) + 1
+            node = node.parent
+        job = _Job(_MARKER if marker else _FILE, d, name, out)
+        if not marker:
+            job.root = self.root
+        self._submit(job)
+        pool = self._pool
+        assert pool is not None
+        while pool.ready():  # what is done already: rename it now
+            self._reap_next()
+
+    # -- what comes back ------------------------------------------------------------------
+
+    def _reap(self, job: _Job) -> None:
+        """Finish one job in the caller's thread (waiting for it if needed)."""
+        failure = job.error
+        if failure is not None and not isinstance(failure, OSError):
+            raise failure
+        exc: OSError | None = failure
+        out = job.out
+        if job.kind == _DIR:
+            if exc is None:
+                self._synced.add(job.d.rel)
+            else:
+                self.error(job.d.shown, f"cannot fsync directory: {describe(exc)}")
+                self.failed.add(job.d.rel)
+                self._lost.add(job.d.rel)
+            return
+        assert out is not None
+        if exc is not None:
+            out.discard()
+            self._fail(job, exc)
+        elif job.kind == _MARKER:
+            self._links.append(job)
+            return  # still held, until `flush` links it
+        elif job.moved and not self.check(job.d):  # reports and marks the one that moved
+            out.discard()
+            self.failed.add(job.rel)
+        else:
+            try:
+                if job.moved:  # in place after all (`in_place` saw it mid-change)
+                    out.commit()
+            except OSError as failure:
+                self._fail(job, failure)
+            else:
+                self._touch(job.d)  # renamed
+        self._release(job.d)
+
+    def _fail(self, job: _Job, exc: OSError) -> None:
+        self.failed.add(job.rel)
+        self.error(job.rel, describe(exc))
+
+    def _release(self, d: LocalDir) -> None:
+        node: LocalDir | None = d
+        holds = self._holds
+        while node is not None and node is not self.root:
+            left = holds[node] - 1
+            if left:
+                holds[node] = left
+            else:
+                del holds[node]
+                if node in self._orphans:
+                    self._orphans.discard(node)
+                    self._leave(node)
+            node = node.parent
+
+    def blockers(self, d: LocalDir) -> int:
+        """Failures that keep a marker in `d` from being published.
+
+        A commit below `d` that failed, or a directory whose fsync failed below
+        `d`, at `d` or above it (whatever that directory holds may not survive a
+        crash, the record's own entry included).
+        """
+        if not self.failed:
+            return 0
+        top = d.rel
+        inside = f"{top}/" if top else ""
+        count = 0
+        for rel in self.failed:
+            if rel.startswith(inside) or (
+                rel in self._lost and (rel in ("", ".", top) or top.startswith(f"{rel}/"))
+            ):
+                count += 1
+        return count
+
+    def _link(self, job: _Job) -> None:
+        """Publish a fsynced marker (everything before it is durable), unless it must wait."""
+        out, d = job.out, job.d
+        assert out is not None and d.fd is not None
+        below = self.blockers(d)
+        try:
+            if below or not self.check(d):
+                if below:
+                    self.declined[job.rel] = below
+                else:
+                    self.failed.add(job.rel)  # its directory moved: reported by `check`
+            elif publish_once(os.path.basename(out.temp), job.name, d.fd):
+                self._touch(d)
+            else:
+                self.declined[job.rel] = 0  # sealed by another writer meanwhile
+        except OSError as exc:
+            self._fail(job, exc)
+        finally:
+            out.discard()  # the temp's name (the marker keeps the inode)
+            self._release(d)
+
+    # -- fsync and closing ------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Make everything committed so far durable, and link the markers waiting for it.
+
+        Waits for every pending commit and renames it, fsyncs every directory
+        changed so far (on the pool), then links the waiting markers and fsyncs
+        their directories.
+        """
+        while True:
+            while self._pool is not None and self._pool.pending:
+                self._reap_next()
+            if self._unsynced:
+                for d in list(self._unsynced):
+                    self._sync(d, close=False)
+                continue
+            if not self._links:
+                return
+            # A marker's directories this pass did not change may hold the changes of
+            # a pass killed before its fsyncs: fsync them too, once per pass.
+            chain = self._not_synced(self._links)
+            if chain:
+                for d in chain:
+                    self._sync(d, close=False)
+                continue
+            links, self._links = self._links, []
+            for job in links:
+                self._link(job)
+
+    def _not_synced(self, links: list[_Job]) -> set[LocalDir]:
+        """The directories from the root down to each marker not fsynced in this pass."""
+        found: set[LocalDir] = set()
+        done = self._synced
+        for job in links:
+            node: LocalDir | None = job.d
+            while node is not None and node.rel != "." and node not in found:
+                if node.fd is not None and node.rel not in done and node.rel not in self._lost:
+                    found.add(node)
+                node = node.parent
+        return found
+
+    def _sync(self, d: LocalDir, *, close: bool) -> None:
+        """fsync `d` on the pool (its fd is then the job's to close, if `close`)."""
+        self._unsynced.discard(d)
+        d.touched = False
+        fd = d.fd
+        if fd is None:
+            return
+        job = _Job(_DIR, d, "", None, fd)
+        if close:
+            d.fd = None
+            d.state = _UNKNOWN
+            job.close = True
+        self._submit(job)
+
+    def _leave(self, d: LocalDir) -> None:
+        """Nothing is pending in `d` any more: fsync it if it changed, and close it."""
+        if d is self.root:
+            if d.touched:
+                self._sync(d, close=False)
+            return
+        fd = d.fd
+        if d.touched and fd is not None:
+            self._sync(d, close=True)
+        elif fd is not None:
+            d.fd = None
+            d.state = _UNKNOWN
+            os.close(fd)
+
+    def close(self, d: LocalDir) -> None:
+        """The walk left `d`: fsync it if it changed, close its fd (the root stays open).
+
+        Kept open while commits below it are pending.
+        """
+        if self._holds and d in self._holds:
+            self._orphans.add(d)
+            return
+        if d.touched:
+            self._leave(d)
+            return
+        fd = d.fd
+        if fd is not None and d is not self.root:  # inline: once per directory of a pass
+            d.fd = None
+            d.state = _UNKNOWN
+            os.close(fd)
+
+    def close_all(self) -> None:
+        """End of pass: flush what is left, stop the pool, close the root and its ancestors."""
+        try:
+            self.flush()
+        finally:
+            self._abandon()
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
+            for d in [*self._orphans, self.root, *reversed(self._chain)]:
+                fd = d.fd
+                if fd is not None:
+                    d.fd = None
+                    d.state = _UNKNOWN
+                    os.close(fd)
+            self._orphans.clear()
+
+    def _abandon(self) -> None:
+        """After a failed `flush`: wait for what is on the pool and remove its temps."""
+        jobs, self._links = self._links, []
+        pool = self._pool
+        while pool is not None and pool.pending:
+            jobs.append(pool.next())
+        for job in jobs:
+            if job.out is not None:
+                job.out.discard()

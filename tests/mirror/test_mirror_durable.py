@@ -1,0 +1,270 @@
+"""Durable passes (issue 16): fsyncs on a bounded pool, markers linked after their directories.
+
+The order is checked in the system calls of the real CLI (strace, another
+process); faults are a full tmpfs (in a private mount namespace) and fsyncs
+that fail in a pool thread.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from mirror_helpers import converge, settle, temps, tree, write
+
+from sessionstore.mirror.mirror import Mirror
+from sessionstore.storage import local_tree_sync
+
+pytestmark = pytest.mark.timeout(120)
+
+SS = [sys.executable, "-m", "sessionstore"]
+
+
+def _records(src: Path, count: int) -> None:
+    for n in range(1, count + 1):
+        rec = src / "trials" / str(n)
+        write(rec / "log.txt", b"log %d\n" % n * 50)
+        write(rec / "patches" / "a.diff", b"+%d\n" % n)
+        write(rec / "trial.json", b'{"trial": %d}' % n)
+    write(src / "notes.md", b"notes")
+    settle()
+
+
+# -- the order, in the system calls -------------------------------------------------------
+
+_LINE = re.compile(r"^(\d+)\s+(<\.\.\. )?(\w+)(.*)$")
+_FD = re.compile(r"\d+<([^>]*)>")
+_NAME = re.compile(r'"([^"]*)"')
+
+
+Change = tuple[int, str, str, str, str]  # (line index, call, directory, temp, name)
+
+
+def _strace(tmp_path: Path, *args: str | Path) -> tuple[list[tuple[int, str]], list[Change]]:
+    """Run the CLI under strace -f -y: (finished fsyncs, renames and links), each with
+    the index of its line, in the order the kernel reported them."""
+    log = tmp_path / "strace.log"
+    cmd = ["strace", "-f", "-y", "-qq", "-o", str(log), "-e", "trace=fsync,renameat,linkat"]
+    subprocess.run([*cmd, *SS, *map(str, args)], check=True, capture_output=True, timeout=100)
+    fsyncs: list[tuple[int, str]] = []  # (index of the line it returned on, path)
+    changes: list[Change] = []
+    started: dict[str, str] = {}  # pid -> path of its unfinished fsync
+    for i, line in enumerate(log.read_text().splitlines()):
+        m = _LINE.match(line)
+        if m is None:
+            continue
+        pid, resumed, call, rest = m.groups()
+        if call == "fsync":
+            if resumed:
+                fsyncs.append((i, started.pop(pid)))
+            elif "<unfinished" in rest:
+                started[pid] = _FD.findall(rest)[0]
+            else:
+                fsyncs.append((i, _FD.findall(rest)[0]))
+        elif call in ("renameat", "linkat") and not resumed:
+            fds, names = _FD.findall(rest), _NAME.findall(rest)
+            changes.append((i, call, fds[0], names[0], names[1]))
+    return fsyncs, changes
+
+
+def test_the_syscall_order_is_fsync_rename_directories_then_marker(tmp_path: Path) -> None:
+    """Each file is fsynced (returned) before its rename; a marker is linked only after
+    every directory from the root down to its record was fsynced after its last change;
+    after the link its directory is fsynced again."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _records(src, 3)
+    fsyncs, changes = _strace(tmp_path, "mirror", src, dst, "--once")
+    ours = [c for c in changes if c[2].startswith(str(dst))]
+    for i, _call, directory, temp, name in ours:
+        assert any(j < i and p == f"{directory}/{temp}" for j, p in fsyncs), name
+    links = [(i, directory, name) for i, call, directory, _t, name in ours if call == "linkat"]
+    assert sorted(name for *_x, name in links) == ["trial.json"] * 3
+    for i, record, _name in links:
+        for directory in (str(dst), str(dst / "trials"), record, f"{record}/patches"):
+            last = max([j for j, _c, d, _t, _n in ours if d == directory and j < i] + [-1])
+            assert any(last < j < i and p == directory for j, p in fsyncs), (record, directory)
+        assert any(j > i and p == record for j, p in fsyncs), f"{record}: no fsync after"
+    assert tree(dst) == tree(src)
+
+
+# -- faults -------------------------------------------------------------------------------
+
+
+def test_a_failing_fsync_in_a_pool_thread_is_reported_for_that_file_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one file whose fsync fails (in a pool thread) is an error for its path; it is
+    not under its name, its record's marker is held back, every other record is sealed."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _records(src, 6)
+    write(src / "trials" / "4" / "log.txt", b"x" * 12345)  # the size that fails
+    settle()
+    real, threads = os.fsync, set()
+
+    def fsync_(fd: int) -> None:
+        if os.fstat(fd).st_size == 12345:
+            threads.add(threading.current_thread().name)
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync_)
+    report = Mirror(src, dst).run_once()
+    monkeypatch.undo()
+    assert threads and all(t.startswith("sessionstore-fsync") for t in threads)
+    assert report.errors == [{"path": "trials/4/log.txt", "error": "Input/output error (EIO)"}]
+    assert report.held_back == [{"path": "trials/4/trial.json", "reason": "waiting for 1 file"}]
+    assert "trials/4/log.txt" not in report.copied and "trials/4/trial.json" not in report.copied
+    assert not (dst / "trials" / "4" / "log.txt").exists()
+    assert not (dst / "trials" / "4" / "trial.json").exists()
+    for n in (1, 2, 3, 5, 6):
+        assert (dst / "trials" / str(n) / "trial.json").read_bytes() == b'{"trial": %d}' % n
+    assert temps(dst) == []
+    assert converge(src, dst, durable=True).ok and tree(dst) == tree(src)
+
+
+def test_a_failing_directory_fsync_holds_back_the_markers_below_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _records(src, 2)
+    real = os.fsync
+    bad = str(dst / "trials" / "2")
+
+    def fsync_(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}") == bad:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync_)
+    report = Mirror(src, dst).run_once()
+    monkeypatch.undo()
+    assert {"path": "trials/2", "error": "cannot fsync directory: Input/output error (EIO)"} in (
+        report.errors
+    )
+    assert [h["path"] for h in report.held_back] == ["trials/2/trial.json"]
+    assert not (dst / "trials" / "2" / "trial.json").exists()
+    assert (dst / "trials" / "1" / "trial.json").exists() and temps(dst) == []
+    assert converge(src, dst, durable=True).ok and tree(dst) == tree(src)
+
+
+_IN_NAMESPACE = r"""
+import json, os, subprocess, sys
+mnt, src = sys.argv[1], sys.argv[2]
+def state():
+    found = {}
+    for d, _dirs, files in os.walk(mnt):
+        for n in files:
+            p = os.path.join(d, n)
+            found[os.path.relpath(p, mnt)] = open(p, "rb").read().hex()
+    return found
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", mnt], check=True)
+first = subprocess.run(sys.argv[3:] + ["mirror", src, mnt, "--once"], capture_output=True)
+full = state()
+subprocess.run(["mount", "-o", "remount,size=16m", mnt], check=True)
+second = subprocess.run(sys.argv[3:] + ["mirror", src, mnt, "--once"], capture_output=True)
+print(json.dumps({"first": [first.returncode, first.stderr.decode()], "full": full,
+                  "second": [second.returncode, second.stderr.decode()], "after": state()}))
+"""
+
+
+def test_a_full_disk_fails_files_one_by_one_and_leaves_nothing_torn(tmp_path: Path) -> None:
+    """A 96 KiB tmpfs (in a private mount namespace: `unshare -rm`, gone with it): the
+    pass reports ENOSPC per file, every name in the destination holds its whole source,
+    no marker precedes its files, no temp is left; with room, the next pass converges."""
+    src, mnt = tmp_path / "src", tmp_path / "mnt"
+    mnt.mkdir()
+    for n in range(1, 9):
+        rec = src / "trials" / str(n)
+        write(rec / "log.txt", os.urandom(8 * 1024))
+        write(rec / "out.bin", os.urandom(12 * 1024))
+        write(rec / "trial.json", b'{"trial": %d}' % n)
+    settle()
+    out = subprocess.run(
+        ["unshare", "-rm", sys.executable, "-c", _IN_NAMESPACE, str(mnt), str(src), *SS],
+        capture_output=True,
+        text=True,
+        timeout=100,
+        check=True,
+    )
+    result = json.loads(out.stdout)
+    code, err = result["first"]
+    assert code == 1 and "No space left on device (ENOSPC)" in err, err
+    source = {rel: data.hex() for rel, data in tree(src).items()}
+    full = {k: v for k, v in result["full"].items() if not k.startswith(".sessionstore-")}
+    assert not [k for k in full if ".sstmp-" in k], "temps left behind"
+    assert full and len(full) < len(source)
+    for rel, data in full.items():
+        assert data == source[rel], f"{rel} is torn"
+        if rel.endswith("trial.json"):
+            record = rel.rpartition("/")[0]
+            assert all(k in full for k in source if k.startswith(f"{record}/")), rel
+    assert result["second"][0] == 0, result["second"][1]
+    after = {k: v for k, v in result["after"].items() if not k.startswith(".sessionstore-")}
+    assert after == source
+
+
+# -- the pool -----------------------------------------------------------------------------
+
+
+def test_the_pool_is_bounded_and_gone_after_the_pass(tmp_path: Path) -> None:
+    """400 files: never more than POOL_THREADS fsync threads, open descriptors bounded
+    by the pending commits and held directories, nothing left open or running after."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    for n in range(400):
+        write(src / f"d{n % 40}" / f"f{n}.txt", b"%d" % n)
+    settle()
+    before_fds = len(os.listdir("/proc/self/fd"))
+    seen = {"threads": 0, "fds": 0}
+
+    def sample(_rel: str) -> None:
+        pool = [t for t in threading.enumerate() if t.name.startswith("sessionstore-fsync")]
+        seen["threads"] = max(seen["threads"], len(pool))
+        seen["fds"] = max(seen["fds"], len(os.listdir("/proc/self/fd")))
+
+    report = Mirror(src, dst, _on_chunk=sample).run_once()
+    assert report.ok and len(report.copied) == 400
+    assert 1 <= seen["threads"] <= local_tree_sync.POOL_THREADS
+    limit = local_tree_sync.MAX_PENDING + local_tree_sync.MAX_HELD + 32
+    assert seen["fds"] - before_fds <= limit
+    assert not [t for t in threading.enumerate() if t.name.startswith("sessionstore-fsync")]
+    assert len(os.listdir("/proc/self/fd")) == before_fds
+    assert tree(dst) == tree(src)
+
+
+def test_a_record_sealed_before_its_deferred_link_keeps_the_other_writers_marker(
+    tmp_path: Path,
+) -> None:
+    """Markers are linked at the end of the pass; another process seals trials/1 in the
+    destination after the walk committed ours (while report.json, read last, is read):
+    theirs stays, ours is held back, and report.json waits for it."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _records(src, 2)
+    write(src / "report.json", b'{"report": 1}')
+    settle()
+    theirs = dst / "trials" / "1" / "trial.json"
+    code = "import sys, pathlib; pathlib.Path(sys.argv[1]).write_bytes(b'{\"theirs\": 1}')"
+
+    def other_writer(rel: str) -> None:
+        if rel == "report.json" and not theirs.exists():
+            subprocess.run([sys.executable, "-c", code, str(theirs)], check=True)
+
+    report = Mirror(src, dst, _on_chunk=other_writer).run_once()
+    assert theirs.read_bytes() == b'{"theirs": 1}'
+    assert report.held_back == [
+        {"path": "trials/1/trial.json", "reason": local_hold()},
+        {"path": "report.json", "reason": "waiting for 1 file"},
+    ]
+    assert report.ok and "trials/1/trial.json" not in report.copied
+    assert (dst / "trials" / "2" / "trial.json").exists() and temps(dst) == []
+    assert not (dst / "report.json").exists()
+
+
+def local_hold() -> str:
+    return "sealed meanwhile in the destination; not overwritten"
