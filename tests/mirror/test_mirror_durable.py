@@ -167,7 +167,8 @@ def state():
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", mnt], check=True)
 first = subprocess.run(sys.argv[3:] + ["mirror", src, mnt, "--once"], capture_output=True)
 full = state()
-subprocess.run(["mount", "-o", "remount,size=16m", mnt], check=True)
+# The type and source given: a user namespace's mount cannot look them up (no mtab entry).
+subprocess.run(["mount", "-t", "tmpfs", "-o", "remount,size=16m", "tmpfs", mnt], check=True)
 second = subprocess.run(sys.argv[3:] + ["mirror", src, mnt, "--once"], capture_output=True)
 print(json.dumps({"first": [first.returncode, first.stderr.decode()], "full": full,
                   "second": [second.returncode, second.stderr.decode()], "after": state()}))
