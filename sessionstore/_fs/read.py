@@ -28,6 +28,8 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from sessionstore.errors import InvalidInput
+
 __all__ = [
     "WrongKind",
     "open_dir",
@@ -36,6 +38,7 @@ __all__ = [
     "open_under",
     "problem",
     "read_capped",
+    "read_named",
     "read_pid",
 ]
 
@@ -193,6 +196,30 @@ def read_capped(fd: int, limit: int) -> bytes | None:
         if total > limit:
             return None
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def read_named(path: str, limit: int) -> bytes | None:
+    """The bytes of a file the user named (a symlink followed: their own path), or None
+    past `limit`; `InvalidInput` naming `path` and why it was not read.
+
+    A regular file only: a FIFO is refused at once (opened without blocking,
+    checked by fstat), never waited on, and a device (`/dev/zero`) never read
+    without end. `--exclude-from`, `--secrets-file` and `@FILE` values read so.
+    """
+    try:
+        fd = os.open(path, FILE_FLAGS & ~os.O_NOFOLLOW)
+    except OSError as exc:
+        raise InvalidInput(path, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            raise InvalidInput(path, f"is {kind}; not read")
+        return read_capped(fd, limit)
+    except OSError as exc:
+        raise InvalidInput(path, f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
 
 
 def read_pid(name: str, dir_fd: int) -> int | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -261,7 +260,7 @@ def read_json_value(value: str, option: str) -> object:
         raise InvalidInput(option, "@ names no file: give @FILE, or @- for standard input")
     elif value.startswith("@"):
         source = value[1:]
-        data = _read_named(source)
+        data = fsread.read_named(source, MAX_MARKER_BYTES)
     if data is None:
         raise InvalidInput(source, f"is larger than {MAX_MARKER_BYTES} bytes; not read")
     try:
@@ -292,27 +291,6 @@ def secrets_file_input(paths: tuple[Path, ...]) -> list[tuple[str, bytes | None]
             )
         named.append(("stdin", data))
     return named
-
-
-def _read_named(path: str) -> bytes | None:
-    """The bytes of the file `path` (None past the marker limit): a regular file only.
-
-    The user's own path, so a symlink is followed; but a FIFO or a device is
-    refused at once (opened without blocking, checked by fstat), never waited
-    on or read without end (`@/dev/zero`).
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise InvalidInput(path, f"cannot read: {exc.strerror or exc}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InvalidInput(path, "is not a regular file; not read")
-        return fsread.read_capped(fd, MAX_MARKER_BYTES)
-    except OSError as exc:
-        raise InvalidInput(path, f"cannot read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
 
 
 def read_json_object(value: str, option: str) -> dict[str, Any]:

@@ -28,7 +28,6 @@ never pays for it).
 from __future__ import annotations
 
 import os
-import stat
 import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -128,7 +127,7 @@ def read_exclude_file(path: str | os.PathLike[str]) -> list[str]:
         where = "- (standard input)"
         data = fsread.read_capped(sys.stdin.fileno(), MAX_PATTERN_FILE)
     else:
-        data = _read_regular(where)
+        data = fsread.read_named(where, MAX_PATTERN_FILE)
     if data is None:
         raise InvalidInput(where, f"is larger than {MAX_PATTERN_FILE} bytes; not a pattern file")
     try:
@@ -140,21 +139,3 @@ def read_exclude_file(path: str | os.PathLike[str]) -> list[str]:
     for n, line in enumerate(lines, 1):
         check_pattern(line, f"{where}:{n}")
     return lines
-
-
-def _read_regular(path: str) -> bytes | None:
-    flags = fsread.FILE_FLAGS & ~os.O_NOFOLLOW  # the user's own path: a symlink is followed
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        raise InvalidInput(path, f"cannot read: {exc.strerror or exc}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-            raise InvalidInput(path, f"is {kind}; not read")
-        return fsread.read_capped(fd, MAX_PATTERN_FILE)
-    except OSError as exc:
-        raise InvalidInput(path, f"cannot read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)

@@ -33,37 +33,29 @@ import codecs
 import io
 import os
 import re
-import stat
 from bisect import bisect_right
 
 from dotenv.parser import Binding, parse_stream
 
+from sessionstore._fs.read import read_named
 from sessionstore.errors import InvalidInput
 from sessionstore.redact.variants import MIN_NEEDLE_LEN, significant_len
+
+# A secrets file is a few lines; anything this large is almost certainly not one.
+SECRETS_FILE_MAX = 16 * 1024 * 1024
 
 
 def read_secrets_file(path: str | os.PathLike[str]) -> bytes:
     """The bytes of the secrets file the user named (followed); `InvalidInput` naming it.
 
-    A regular file only, so a FIFO is never waited on and a device
-    (`/dev/zero`) never read without end.
+    Read as every file a user names is (`_fs.read.read_named`): a regular
+    file only, so a FIFO is never waited on and a device never read without end.
     """
     where = os.fspath(path)
-    try:
-        fd = os.open(where, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise InvalidInput(where, f"cannot read secrets file: {exc.strerror}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InvalidInput(where, "cannot read secrets file: it is not a regular file")
-        chunks: list[bytes] = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    except OSError as exc:
-        raise InvalidInput(where, f"cannot read secrets file: {exc.strerror}") from None
-    finally:
-        os.close(fd)
+    data = read_named(where, SECRETS_FILE_MAX)
+    if data is None:
+        raise InvalidInput(where, f"is larger than {SECRETS_FILE_MAX} bytes; not a secrets file")
+    return data
 
 
 __all__ = ["MAX_BLANK_RUN", "file_secrets"]

@@ -121,7 +121,7 @@ def test_a_fifo_as_secrets_file_is_refused_not_waited_on(tmp_path: Path) -> None
     os.mkfifo(fifo)
     done = run("scan", tmp_path, "--secrets-file", fifo, timeout=60)
     assert done.returncode == 1
-    assert done.stderr == f"Error: {fifo}: cannot read secrets file: it is not a regular file\n"
+    assert done.stderr == f"Error: {fifo}: is not a regular file; not read\n"
 
 
 def test_a_session_named_by_id(tmp_path: Path) -> None:
@@ -164,7 +164,7 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
         (["scan", tmp_path / "missing", "--patterns"], 1, "no such file or directory"),
         (["scan", tmp_path, "--secret-env", "FAKE_UNSET_TOKEN"], 1, "FAKE_UNSET_TOKEN: is not set"),
         (["scan", tmp_path, "--secret-env", "FAKE_SHORT_TOKEN"], 1, "shorter than 8 bytes"),
-        (["scan", tmp_path, "--secrets-file", tmp_path / "no.env"], 1, "cannot read secrets file"),
+        (["scan", tmp_path, "--secrets-file", tmp_path / "no.env"], 1, "cannot read"),
         # Never waited on, never read without end: not a regular file.
         (["scan", tmp_path, "--secrets-file", tmp_path / "fifo"], 1, "not a regular file"),
         (["scan", tmp_path, "--secrets-file", "/dev/zero"], 1, "not a regular file"),

@@ -101,7 +101,7 @@ def test_a_fifo_as_secrets_file_is_refused_not_waited_on(src: Path, tmp_path: Pa
     os.mkfifo(fifo)
     proc = run("mirror", src, tmp_path / "dst", "--once", "--secrets-file", fifo, timeout=60)
     assert proc.returncode == 1
-    assert proc.stderr == f"Error: {fifo}: cannot read secrets file: it is not a regular file\n"
+    assert proc.stderr == f"Error: {fifo}: is not a regular file; not read\n"
     assert not (tmp_path / "dst").exists()
 
 

@@ -440,7 +440,7 @@ def test_secrets_file_dotenv_forms(tmp_path: Path) -> None:
 
 
 def test_unreadable_secrets_file(tmp_path: Path) -> None:
-    with pytest.raises(InvalidInput, match="cannot read secrets file"):
+    with pytest.raises(InvalidInput, match="cannot read"):
         Redactor().add_file(tmp_path / "missing.txt")
 
 
