@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import random
 import tracemalloc
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -36,6 +37,21 @@ def clean_chunk(seed: int) -> bytes:
     # Lowercase letters only: no needle (every one holds a '-' or a digit) can occur.
     rng = random.Random(seed)
     return bytes(rng.choices(b"abcdefghijklmnopqrstuvwxyz \n", k=CHUNK))
+
+
+def _peak_growth(feed: Callable[[bytes], object], chunks: list[bytes]) -> list[int]:
+    """`feed` each chunk; the peak memory each call allocated beyond what was held before."""
+    growth: list[int] = []
+    tracemalloc.start()
+    try:
+        for chunk in chunks:
+            before = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            feed(chunk)
+            growth.append(tracemalloc.get_traced_memory()[1] - before)
+    finally:
+        tracemalloc.stop()
+    return growth
 
 
 def test_the_fixture_selects_the_engine(engine: str) -> None:  # noqa: F811
@@ -65,16 +81,7 @@ def test_a_chunk_with_a_secret_is_copied_once() -> None:
     ]
     s = r.stream()
     outputs: list[bytes] = []
-    growth: list[int] = []
-    tracemalloc.start()
-    try:
-        for chunk in chunks:
-            before = tracemalloc.get_traced_memory()[0]
-            tracemalloc.reset_peak()
-            outputs.append(s.feed(chunk))
-            growth.append(tracemalloc.get_traced_memory()[1] - before)
-    finally:
-        tracemalloc.stop()
+    growth = _peak_growth(lambda chunk: outputs.append(s.feed(chunk)), chunks)
     outputs.append(s.finish())
     assert b"".join(outputs) == r.redact(b"".join(chunks))
     assert b"".join(outputs).count(b"REDACTED") == 4 and SECRET not in b"".join(outputs)
@@ -171,16 +178,7 @@ def test_parts_of_a_chunk_with_a_secret_are_views_of_it_no_copy() -> None:
     ]
     s = r.stream()
     parts: list[bytes | memoryview] = []
-    growth: list[int] = []
-    tracemalloc.start()
-    try:
-        for chunk in chunks:
-            before = tracemalloc.get_traced_memory()[0]
-            tracemalloc.reset_peak()
-            parts.extend(s.feed_parts(chunk))
-            growth.append(tracemalloc.get_traced_memory()[1] - before)
-    finally:
-        tracemalloc.stop()
+    growth = _peak_growth(lambda chunk: parts.extend(s.feed_parts(chunk)), chunks)
     parts.extend(s.finish_parts())
     assert b"".join(parts) == r.redact(b"".join(chunks))
     assert max(growth) < CHUNK // 4  # no chunk-sized allocation: nothing was joined
