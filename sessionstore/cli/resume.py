@@ -8,15 +8,24 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sessionstore._display import escape
-from sessionstore.cli.common import command, emit_json, library_errors, target_options
+from sessionstore.cli.common import (
+    command,
+    emit_json,
+    library_errors,
+    objective_of,
+    objective_options,
+    target_options,
+)
 from sessionstore.cli.listing import Listing, listing_options
 from sessionstore.store.target import resolve_target
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
 
+    from sessionstore.inspect.best import Objective
     from sessionstore.store.lifecycle import Writer
     from sessionstore.store.lifecycle_resume import CollectionPlan, ResumePlan
+    from sessionstore.store.session import Session
 
 
 def _numbers(numbers: list[int]) -> str:
@@ -87,15 +96,49 @@ def rows(plan: ResumePlan) -> Iterator[dict[str, Any]]:
             }
 
 
+def sorted_rows(
+    found: Iterable[dict[str, Any]], sort: str | None, session: Session, goal: Objective
+) -> Iterable[dict[str, Any]]:
+    """The rows in `--sort`'s order: as begun (not given), newest first (`created`), by
+    collection and number (`name`: a record's number is its name), or `best`: the
+    completed trials by the objective (those meeting the constraints first), then every
+    other row as begun."""
+    if sort is None:
+        return found
+    found = list(found)
+    if sort == "created":
+        return sorted(found, key=lambda row: row["n"], reverse=True)
+    if sort == "name":
+        return sorted(found, key=lambda row: (row["collection"], row["n"]))
+    from sessionstore.inspect.summary import SessionView
+
+    scores = {s.n: s for s in SessionView.load(session, goal).scores if s.value is not None}
+
+    def rank(row: dict[str, Any]) -> tuple[int, float]:
+        score = scores.get(row["n"]) if row["collection"] == "trials" else None
+        if score is None or score.value is None:
+            return (2, 0.0)
+        value = -score.value if goal.direction == "higher" else score.value
+        return (0 if score.meets_constraints else 1, value)
+
+    return sorted(found, key=rank)  # stable: the rest stay as begun
+
+
 @command()
 @target_options()
 @listing_options(
     statuses=RECORD_STATUSES,
     status_help="With --nl or --csv: only records of this status (repeatable).",
     json_help="Print the plan as one JSON object.",
+    sorts=("created", "name", "best"),
+    sort_help="With --nl or --csv: the rows' order (default: as begun)",
+    sort_default=False,
 )
+@objective_options
 @library_errors
-def resume(target: str, store_dir: Path | None, listing: Listing) -> None:
+def resume(
+    target: str, store_dir: Path | None, listing: Listing, objective: str | None, higher: bool
+) -> None:
     """Show what a harness restarting session TARGET after a crash keeps and redoes.
 
     Completed records are kept (they are immutable); in-flight records (no
@@ -107,28 +150,32 @@ def resume(target: str, store_dir: Path | None, listing: Listing) -> None:
 
     --json prints the whole plan as one object; --nl and --csv one row per
     record (collection, n, status, action keep or redo, path, files,
-    error), which --status and --limit choose. The rows are one session's
-    records, in the order they were begun: there is no --label (records
-    carry none) or --sort (their number is their order and their name).
+    error), which --status and --limit choose, in the order they were begun
+    unless --sort says otherwise (`best`: the completed trials by
+    --objective, those meeting the constraints first). There is no --label:
+    the rows are one session's records, which carry no labels.
 
     \b
     Examples:
       sessionstore resume 1a2b3c4d
       sessionstore resume 1a2b --json | jq '.trials.redo[].n'
       sessionstore resume 1a2b --nl --status torn --status in_flight
+      sessionstore resume 1a2b --csv --sort best --objective metrics.loss --lower
     """
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
     from sessionstore.store.lifecycle_resume import resume_plan
 
-    if listing.filtered and listing.fmt not in ("nl", "csv"):
-        raise click.UsageError("--status and --limit choose the rows of --nl or --csv")
-    plan = resume_plan(resolve_target(target, store_dir))
+    if (listing.filtered or listing.sort is not None) and listing.fmt not in ("nl", "csv"):
+        raise click.UsageError("--status, --limit and --sort choose the rows of --nl or --csv")
+    session = resolve_target(target, store_dir)
+    plan = resume_plan(session)
     if listing.fmt == "json":
         emit_json(plan.to_dict())
         return
     if listing.fmt is not None:
         chosen = (row for row in rows(plan) if listing.wants(row["status"]))
-        listing.emit(listing.take(chosen), RECORD_COLUMNS)
+        ordered = sorted_rows(chosen, listing.sort, session, objective_of(objective, higher))
+        listing.emit(listing.take(ordered), RECORD_COLUMNS)
         return
     for line in render(plan):
         click.echo(escape(line))

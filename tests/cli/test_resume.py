@@ -89,3 +89,31 @@ def test_control_characters_are_escaped_for_a_person(tmp_path: Path) -> None:
 def test_resume_of_no_session(tmp_path: Path) -> None:
     result = ss(tmp_path, "resume", "nope")
     assert result.returncode == 1 and "no session 'nope'" in result.stderr
+
+
+def test_rows_sorted_best_created_and_name(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="srt", pid=None)
+    for loss in (0.5, 0.2, None, 0.9):  # trial 3 has no loss; trial 5 stays in flight
+        session.trials.begin().complete({"failed": False, "loss": loss})
+    session.trials.begin()
+    session.service.begin().complete({"ok": True})
+
+    def order(*args: str) -> list[tuple[str, int]]:
+        result = ss(tmp_path, "resume", "srt", "--nl", *args)
+        assert result.returncode == 0, result.stderr
+        return [(r["collection"], r["n"]) for r in map(orjson.loads, result.stdout.splitlines())]
+
+    begun = [("trials", n) for n in range(1, 6)] + [("service", 1)]
+    assert order() == begun
+    best = order("--sort", "best", "--objective", "loss", "--lower")
+    assert best == [("trials", 2), ("trials", 1), ("trials", 4), ("trials", 3), ("trials", 5),
+                    ("service", 1)]  # fmt: skip
+    higher = order("--sort", "best", "--objective", "loss", "--higher")
+    assert higher[:3] == [("trials", 4), ("trials", 1), ("trials", 2)]
+    assert order("--sort", "created")[:2] == [("trials", 5), ("trials", 4)]
+    assert order("--sort", "name") == sorted(begun)
+    assert order("--sort", "best", "--limit", "1", "--objective", "loss", "--lower") == [
+        ("trials", 2)
+    ]
+    plain = ss(tmp_path, "resume", "srt", "--sort", "best")
+    assert plain.returncode == 2 and "--sort choose the rows of --nl or --csv" in plain.stderr
