@@ -130,6 +130,7 @@ def sorted_rows(
     statuses=RECORD_STATUSES,
     status_help="With --nl or --csv: only records of this status (repeatable).",
     json_help="Print the plan as one JSON object.",
+    labels=True,
     sorts=("created", "name", "best"),
     sort_help="With --nl or --csv: the rows' order (default: as begun)",
     sort_default=False,
@@ -152,8 +153,9 @@ def resume(
     record (collection, n, status, action keep or redo, path, files,
     error), which --status and --limit choose, in the order they were begun
     unless --sort says otherwise (`best`: the completed trials by
-    --objective, those meeting the constraints first). There is no --label:
-    the rows are one session's records, which carry no labels.
+    --objective, those meeting the constraints first). The rows are one
+    session's records, which carry no labels of their own: --label K=V keeps
+    them only if the session carries every label given (else there are none).
 
     \b
     Examples:
@@ -166,14 +168,18 @@ def resume(
     from sessionstore.store.lifecycle_resume import resume_plan
 
     if (listing.filtered or listing.sort is not None) and listing.fmt not in ("nl", "csv"):
-        raise click.UsageError("--status, --limit and --sort choose the rows of --nl or --csv")
+        raise click.UsageError(
+            "--status, --label, --limit and --sort choose the rows of --nl or --csv"
+        )
     session = resolve_target(target, store_dir)
     plan = resume_plan(session)
     if listing.fmt == "json":
         emit_json(plan.to_dict())
         return
     if listing.fmt is not None:
-        chosen = (row for row in rows(plan) if listing.wants(row["status"]))
+        # Labels are the session's: its rows are all there, or none.
+        labelled = listing.labelled(session.manifest)
+        chosen = (row for row in rows(plan) if labelled and listing.wants(row["status"]))
         ordered = sorted_rows(chosen, listing.sort, session, objective_of(objective, higher))
         listing.emit(listing.take(ordered), RECORD_COLUMNS)
         return

@@ -10,6 +10,7 @@ import cli_runner
 import orjson
 from inspect_helpers import dead_pid, set_manifest, torn_trial
 
+from sessionstore.cli.resume import RECORD_COLUMNS
 from sessionstore.store.session import Session, Store
 
 
@@ -117,3 +118,14 @@ def test_rows_sorted_best_created_and_name(tmp_path: Path) -> None:
     ]
     plain = ss(tmp_path, "resume", "srt", "--sort", "best")
     assert plain.returncode == 2 and "--sort choose the rows of --nl or --csv" in plain.stderr
+
+
+def test_label_keeps_the_rows_of_a_session_that_carries_it(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="lab", pid=None, labels={"team": "ml"})
+    session.trials.begin().complete({"failed": False})
+    kept = ss(tmp_path, "resume", "lab", "--nl", "--label", "team=ml")
+    assert [orjson.loads(line)["n"] for line in kept.stdout.splitlines()] == [1]
+    other = ss(tmp_path, "resume", "lab", "--csv", "--label", "team=web")
+    assert (other.returncode, other.stdout.strip()) == (0, ",".join(RECORD_COLUMNS))
+    plain = ss(tmp_path, "resume", "lab", "--label", "team=ml")
+    assert plain.returncode == 2 and "--label" in plain.stderr
