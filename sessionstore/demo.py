@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sessionstore._fs.atomic import temp_name
+from sessionstore.inspect.best import best_trial, report_fields
 from sessionstore.mirror.daemon import WatchConfig, running
 from sessionstore.mirror.mirror import Mirror
 from sessionstore.redact.redactor import Redactor
@@ -141,6 +142,10 @@ def run_demo(
     if not keep_workspace:
         with deferred_interrupt():
             shutil.rmtree(workspace, ignore_errors=True)
+    # Ended as a harness ends its session (`sessionstore finish`), so demo sessions never
+    # pile up as running ones: `prune` may remove them, and never a running one.
+    constraints = session.constraints()
+    session.finish(report_fields(best_trial(session.trials.records(), constraints), constraints))
     final = daemon.last_report
     found = any(
         token.encode() in path.read_bytes() for path in session.path.rglob("*") if path.is_file()

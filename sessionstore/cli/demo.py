@@ -30,9 +30,10 @@ def demo(store_dir: Path | None, keep_workspace: bool, color: str) -> None:
     patch, logs holding a secret from its environment, a file rewritten in
     place mid-flight, one torn marker, one trial still in flight, and a
     verification attempt) while the mirror daemon copies it into a new
-    session, redacting the secret. Then the workspace is deleted and the
-    session is shown as `sessionstore inspect` shows it, and `sessionstore view`
-    and `sessionstore report` are offered to see it in a browser.
+    session, redacting the secret. Then the workspace is deleted, the session
+    is finished as a harness finishes one (a report naming the best trial,
+    status done) and shown as `sessionstore inspect` shows it, and `sessionstore
+    view` and `sessionstore report` are offered to see it in a browser.
 
     \b
     Examples:

@@ -34,6 +34,9 @@ def test_demo_mirrors_a_fake_session_and_redacts_its_secret(tmp_path: Path) -> N
     # Trial 3's marker is torn in the workspace: the mirror holds it back.
     assert states == [RecordState.COMPLETED, RecordState.COMPLETED] + [RecordState.IN_FLIGHT] * 2
     assert [r.data["status"] for r in session.service.records() if r.data] == ["verified"]
+    # Finished as a harness would: demo sessions do not pile up as running ones.
+    report = orjson.loads((session.path / "report.json").read_bytes())
+    assert report["best_trial"] == 1 and report["status"] == "done"
     assert (session.path / "trials/1/task.yml").read_bytes().count(b"\r\n") == 3
     assert b"\x00\xff" in (session.path / "trials/1/patches/0001-kernel.diff").read_bytes()
     assert (session.path / "trials/2/task.yml").read_bytes() == b"model: fake-7b\nbatch_size: 48\n"
