@@ -110,16 +110,16 @@ def sorted_rows(
         return sorted(found, key=lambda row: row["n"], reverse=True)
     if sort == "name":
         return sorted(found, key=lambda row: (row["collection"], row["n"]))
+    from sessionstore.inspect.best import best_first
     from sessionstore.inspect.summary import SessionView
 
-    scores = {s.n: s for s in SessionView.load(session, goal).scores if s.value is not None}
+    scores = {s.n: s for s in SessionView.load(session, goal).scores}
 
     def rank(row: dict[str, Any]) -> tuple[int, float]:
         score = scores.get(row["n"]) if row["collection"] == "trials" else None
-        if score is None or score.value is None:
-            return (2, 0.0)
-        value = -score.value if goal.direction == "higher" else score.value
-        return (0 if score.meets_constraints else 1, value)
+        if score is None:
+            return best_first(None, None, goal)
+        return best_first(score.value, score.meets_constraints, goal)
 
     return sorted(found, key=rank)  # stable: the rest stay as begun
 

@@ -61,8 +61,9 @@ def _still_there(session: Session) -> bool:
 def best_key(view: SessionView) -> tuple[int, float]:
     """Best first: sessions with a best trial by its value (the objective's direction),
     those meeting the constraints before those that fell short, then those without one."""
+    from sessionstore.inspect.best import best_first
+
     best = view.best
     if best is None:
-        return (2, 0.0)
-    value = -best.value if view.objective.direction == "higher" else best.value
-    return (0 if best.meets_constraints else 1, value)
+        return best_first(None, None, view.objective)
+    return best_first(best.value, best.meets_constraints, view.objective)

@@ -243,6 +243,16 @@ class Best:
         }
 
 
+def best_first(
+    value: float | None, meets_constraints: bool | None, objective: Objective
+) -> tuple[int, float]:
+    """A sort key, best first: by `value` in the objective's direction, those meeting the
+    constraints before those that fell short, then whatever has no value."""
+    if value is None:
+        return (2, 0.0)
+    return (0 if meets_constraints else 1, -value if objective.direction == "higher" else value)
+
+
 def pick_best(scores: Iterable[Score], objective: Objective) -> Score | None:
     """The best score by the rules in the module docstring, or None if nothing competes."""
     best: Score | None = None
