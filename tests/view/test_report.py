@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bs4 import BeautifulSoup, Tag
 from cli_runner import run
+from inspect_helpers import metrics, trial
 from view_helpers import (
     HOSTILE_NAME,
     big_session,
@@ -182,3 +183,29 @@ def test_report_ranks_by_the_objective_given(tmp_path: Path) -> None:
     assert facts["best"].startswith("#1 mean = 150")
     caption = one(doc, "figcaption").get_text()
     assert caption == "benchmark.metrics.ttft_ms.mean (lower is better)"
+
+
+def test_report_charts_extreme_values(tmp_path: Path) -> None:
+    # An agent's metric can be any finite JSON number: the chart's span (here ~3.6e308)
+    # overflows a float, and must still place every point inside the plot.
+    store = Store(tmp_path / "store")
+    session = store.create(id="extreme1", name="extreme", pid=None)
+    values = (1e308, -1e308, 5e-324, 1.7976931348623157e308)
+    for value in values:
+        trial(session, metrics(value))
+    doc = _report(store.root, "extreme1", tmp_path)
+    svg = one(doc, "svg")
+    width, height = (
+        float(v)
+        for v in str(svg["viewbox"]).split()[  # html.parser lowercases names
+            2:
+        ]
+    )
+    circles = svg.find_all("circle")
+    assert len(circles) == len(values)
+    for circle in circles:
+        x, y = float(circle["cx"]), float(circle["cy"])
+        assert 0 <= x <= width and 0 <= y <= height, (x, y)
+    ticks = [t for t in svg.find_all("text") if t.get("text-anchor") == "end"]
+    assert len(ticks) >= 2  # the value axis is labelled
+    assert [hover(c) for c in circles][-1].startswith("best: trial 4: ")
