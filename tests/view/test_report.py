@@ -195,16 +195,12 @@ def test_report_charts_extreme_values(tmp_path: Path) -> None:
         trial(session, metrics(value))
     doc = _report(store.root, "extreme1", tmp_path)
     svg = one(doc, "svg")
-    width, height = (
-        float(v)
-        for v in str(svg["viewbox"]).split()[  # html.parser lowercases names
-            2:
-        ]
-    )
+    # html.parser lowercases attribute names: viewBox is "viewbox".
+    width, height = (float(v) for v in str(svg["viewbox"]).split()[2:])
     circles = svg.find_all("circle")
     assert len(circles) == len(values)
     for circle in circles:
-        x, y = float(circle["cx"]), float(circle["cy"])
+        x, y = float(str(circle["cx"])), float(str(circle["cy"]))
         assert 0 <= x <= width and 0 <= y <= height, (x, y)
     ticks = [t for t in svg.find_all("text") if t.get("text-anchor") == "end"]
     assert len(ticks) >= 2  # the value axis is labelled
