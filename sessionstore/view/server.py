@@ -13,7 +13,14 @@ Rules (docs/viewer.md, "Safety"):
   Content-Security-Policy; a file's contents are `text/plain` (or a download)
   under a policy that forbids everything (`html.FILE_CSP`).
 - A connection idle for `TIMEOUT` seconds is closed: a stalled client holds
-  one thread, never the server.
+  one thread, never the server; the kernel queues `BACKLOG` connections while
+  the accepting thread is busy, so a burst is never dropped (a dropped SYN
+  costs a client a second or more).
+- On loopback, a request whose `Host` names anything but loopback is 403: a
+  page of another site whose name was rebound to 127.0.0.1 (DNS rebinding)
+  reads nothing. A non-loopback `--host` serves any `Host`: the user chose it.
+- Malformed requests (a bad request line, huge or too many headers, HTTP/0.9)
+  get a plain-text error with the same headers as any answer.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, unquote_to_bytes
+from urllib.parse import parse_qs, quote, unquote_to_bytes, urlsplit
 
 from sessionstore._display import escape
 from sessionstore._json import dumps_exact
@@ -44,6 +51,7 @@ from sessionstore.view.render import is_binary
 from sessionstore.view.session_page import Links, live_signature, session_body
 
 TIMEOUT = 30.0
+BACKLOG = 128
 _ALLOWED = "GET, HEAD"
 _PAGE_CSP = page_csp(served=True, header=True)
 _HTML = "text/html; charset=utf-8"
@@ -63,6 +71,13 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def is_loopback_host(header: str) -> bool:
+    """Whether a `Host` header names loopback: `localhost`, a name below `.localhost`
+    (RFC 6761), or a loopback address, with or without a port."""
+    name = urlsplit(f"//{header}").hostname or ""
+    return name == "localhost" or name.endswith(".localhost") or is_loopback(name)
 
 
 def segments(target: str) -> tuple[list[str], dict[str, list[str]]]:
@@ -200,8 +215,12 @@ class Handler(BaseHTTPRequestHandler):
     """GET and HEAD through `Site.respond`; every other method 405."""
 
     site: Site  # set on the subclass `make_server` builds
+    any_host = False  # bound beyond loopback: every Host header is served
     timeout = TIMEOUT
     server_version = "sessionstore-view"
+    # A request line without a version (HTTP/0.9) is still answered with a status line
+    # and headers: an answer without them would carry no policy and no nosniff.
+    default_request_version = "HTTP/1.0"
 
     def version_string(self) -> str:
         return self.server_version  # no Python version: nothing to fingerprint
@@ -224,7 +243,20 @@ class Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self._answer(head=True)
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        # What the standard library sends for a malformed request (400, 414, 431, 505):
+        # plain text with every header of `_send`, the client's bytes escaped.
+        self.log_error("code %d, message %s", code, message)
+        reason = escape(message or self.responses.get(code, ("error",))[0])
+        body = f"{code}: {reason}\n".encode("utf-8", "backslashreplace")
+        self.close_connection = True
+        self._send(code, "text/plain; charset=utf-8", FILE_CSP, body, {"Connection": "close"})
+
     def _answer(self, *, head: bool) -> None:
+        host = self.headers.get("Host")
+        if not self.any_host and host is not None and not is_loopback_host(host):
+            self.send_error(403, "Host is not a loopback name (DNS rebinding?)")
+            return
         try:
             status, kind, csp, body, extra = self.site.respond(self.path)
         except NotFound:
@@ -271,11 +303,13 @@ class Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = BACKLOG
 
 
 def make_server(root: Path, host: str, port: int, objective: Objective) -> ThreadingHTTPServer:
     """A server of the store at `root` bound to (host, port); port 0 picks a free one."""
-    handler = type("SiteHandler", (Handler,), {"site": Site(root, objective)})
+    attrs = {"site": Site(root, objective), "any_host": not is_loopback(host)}
+    handler = type("SiteHandler", (Handler,), attrs)
     server_class: type[ThreadingHTTPServer] = _Server
     if ":" in host:
         server_class = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
