@@ -281,3 +281,15 @@ def test_a_burst_of_connections_is_queued_while_the_server_is_busy(
     finally:
         for sock in socks:
             sock.close()
+
+
+@pytest.mark.parametrize("host", ["192.0.2.1", "no-such-host.invalid"])
+def test_an_address_that_cannot_be_bound_names_it_even_with_port_0(
+    tmp_path: Path, host: str
+) -> None:
+    (tmp_path / "store").mkdir()
+    result = run("view", "--store", tmp_path / "store", "--host", host, "--port", "0")
+    assert result.returncode == 1
+    error = result.stderr.splitlines()[-1]
+    assert error.startswith(f"Error: --host {host} --port 0: cannot listen: "), error
+    assert len(result.stderr.splitlines()) == 2  # the network warning, then the error
