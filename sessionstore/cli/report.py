@@ -70,7 +70,7 @@ def report(
     _write(Path(output), data)
     if not quiet:
         size = f" ({len(data)} bytes)" if verbose else ""
-        click.echo(escape(f"report written to {Path(output).resolve()}{size}"), err=True)
+        click.echo(escape(f"report written to {Path(output).absolute()}{size}"), err=True)
 
 
 def _write(path: Path, data: bytes) -> None:
