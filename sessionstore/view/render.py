@@ -48,23 +48,25 @@ def kind(path: str) -> str:
     return "text"
 
 
-def _clip(data: bytes, tail: bool) -> tuple[bytes, str]:
-    """At most SHOW_LIMIT bytes, cut at a line boundary, and a note saying what was left out."""
-    if len(data) <= SHOW_LIMIT:
+def _clip(data: bytes, tail: bool, size: int) -> tuple[bytes, str]:
+    """At most SHOW_LIMIT bytes, cut at a line boundary, and a note saying what was left out
+    (`data` is the whole file, or its last bytes when `size` is larger)."""
+    if len(data) <= SHOW_LIMIT and size == len(data):
         return data, ""
     if tail:
         part = data[-SHOW_LIMIT:]
         part = part[part.find(b"\n") + 1 :] if b"\n" in part else part
-        return part, f"showing the last {len(part)} of {len(data)} bytes"
+        return part, f"showing the last {len(part)} of {size} bytes"
     part = data[:SHOW_LIMIT]
     part = part[: part.rfind(b"\n") + 1] if b"\n" in part else part
     return part, f"showing the first {len(part)} of {len(data)} bytes"
 
 
-def render(path: str, data: bytes) -> str:
-    """The HTML of one text file's contents (call only when `is_binary` is false)."""
+def render(path: str, data: bytes, size: int | None = None) -> str:
+    """The HTML of one text file's contents (call only when `is_binary` is false); `size`
+    larger than `data` says `data` is the tail of a log of that size."""
     found = kind(path)
-    shown, note = _clip(data, tail=found == "log")
+    shown, note = _clip(data, tail=found == "log", size=len(data) if size is None else size)
     body = shown.decode("utf-8", "replace")
     note_html = f'<p class="dim">{note}</p>' if note else ""
     if found == "json" and not note:

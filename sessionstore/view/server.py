@@ -43,7 +43,7 @@ from sessionstore.inspect.summary import SessionView
 from sessionstore.store.lineage import lineage_info
 from sessionstore.store.session import Session, Store
 from sessionstore.store.status import session_status
-from sessionstore.view.files import read_file
+from sessionstore.view.files import Stream, read_file, stream
 from sessionstore.view.html import FILE_CSP, page, page_csp, text, url_name
 from sessionstore.view.list_page import ListQuery, list_body
 from sessionstore.view.record_page import RecordRef, file_parts, record_body
@@ -55,8 +55,9 @@ BACKLOG = 128
 _ALLOWED = "GET, HEAD"
 _PAGE_CSP = page_csp(served=True, header=True)
 _HTML = "text/html; charset=utf-8"
-# (status, content type, Content-Security-Policy, body, extra headers)
-Response = tuple[int, str, str, bytes, dict[str, str]]
+# (status, content type, Content-Security-Policy, body, extra headers); a file past the
+# read limit is a `Stream`, sent in chunks.
+Response = tuple[int, str, str, bytes | Stream, dict[str, str]]
 
 
 class NotFound(Exception):
@@ -196,19 +197,16 @@ class Site:
         if key is None:
             raise NotFound
         content = read_file(ref.session.storage, key)
-        if content.data is None:
+        body: bytes | Stream | None = content.data
+        if body is None and content.large:
+            body = stream(ref.session.storage, key)
+        if body is None:
             raise NotFound
-        if not is_binary(content.data):
-            return 200, "text/plain; charset=utf-8", FILE_CSP, content.data, {}
+        if not is_binary(body if isinstance(body, bytes) else body.first):
+            return 200, "text/plain; charset=utf-8", FILE_CSP, body, {}
         name = parts[-1].encode("utf-8", "surrogateescape")
         disposition = f"attachment; filename*=UTF-8''{quote(name, safe='')}"
-        return (
-            200,
-            "application/octet-stream",
-            FILE_CSP,
-            content.data,
-            {"Content-Disposition": disposition},
-        )
+        return 200, "application/octet-stream", FILE_CSP, body, {"Content-Disposition": disposition}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -250,7 +248,10 @@ class Handler(BaseHTTPRequestHandler):
         reason = escape(message or self.responses.get(code, ("error",))[0])
         body = f"{code}: {reason}\n".encode("utf-8", "backslashreplace")
         self.close_connection = True
-        self._send(code, "text/plain; charset=utf-8", FILE_CSP, body, {"Connection": "close"})
+        extra = {"Connection": "close"}
+        self._send(
+            code, "text/plain; charset=utf-8", FILE_CSP, body, extra, head=self.command == "HEAD"
+        )
 
     def _answer(self, *, head: bool) -> None:
         host = self.headers.get("Host")
@@ -268,32 +269,47 @@ class Handler(BaseHTTPRequestHandler):
             self.log_message("error: %s", escape(f"{type(exc).__name__}: {exc}"))
             status, kind, csp, extra = 500, "text/plain; charset=utf-8", FILE_CSP, {}
             body = b"500: internal error (see the server's log)\n"
-        self._send(status, kind, csp, b"" if head else body, extra, length=len(body))
+        self._send(status, kind, csp, body, extra, head=head)
 
     def _send(
         self,
         status: int,
         kind: str,
         csp: str,
-        body: bytes,
+        body: bytes | Stream,
         extra: dict[str, str],
-        length: int | None = None,
+        *,
+        head: bool = False,
     ) -> None:
-        self.send_response(status)
-        headers = {
-            "Content-Type": kind,
-            "Content-Length": str(len(body) if length is None else length),
-            "Content-Security-Policy": csp,
-            "X-Content-Type-Options": "nosniff",
-            "X-Frame-Options": "DENY",
-            "Referrer-Policy": "no-referrer",
-            "Cache-Control": "no-store",
-            **extra,
-        }
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
+        """The response: the headers every answer carries, then the body (none for HEAD);
+        a `Stream` is written chunk by chunk and closed whether or not it was read."""
+        size = len(body) if isinstance(body, bytes) else body.size
+        try:
+            self.send_response(status)
+            headers = {
+                "Content-Type": kind,
+                "Content-Security-Policy": csp,
+                "X-Content-Type-Options": "nosniff",
+                "X-Frame-Options": "DENY",
+                "Referrer-Policy": "no-referrer",
+                "Cache-Control": "no-store",
+                **({} if size is None else {"Content-Length": str(size)}),
+                **extra,
+            }
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            if head:
+                return
+            if isinstance(body, bytes):
+                self.wfile.write(body)
+                return
+            self.wfile.write(body.first)
+            for chunk in body.rest:
+                self.wfile.write(chunk)
+        finally:
+            if isinstance(body, Stream):
+                body.close()
 
     def log_message(self, format: str, *args: Any) -> None:
         # Request lines are the client's bytes: one escaped line each, never terminal control.
