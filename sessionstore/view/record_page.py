@@ -18,12 +18,14 @@ from sessionstore.view.files import Content, is_listed, list_files, read_file, r
 from sessionstore.view.html import text, url_name
 from sessionstore.view.render import (
     CONFIG_SUFFIXES,
+    DIFF_LIMIT,
     SHOW_LIMIT,
     binary_note,
     config_diff,
     is_binary,
     kind,
     render,
+    too_large_to_diff,
 )
 
 # Files whose contents one page shows; the rest are listed with their sizes.
@@ -110,13 +112,14 @@ def _files(ref: RecordRef) -> str:
     return f"<h2>Files</h2>{table}{''.join(sections)}"
 
 
-def _configs(ref: RecordRef) -> dict[str, bytes | None]:
-    """The record's top-level configuration files (the marker left out), by name."""
+def _configs(ref: RecordRef) -> dict[str, Content]:
+    """The record's top-level configuration files (the marker left out), by name, each
+    read up to `DIFF_LIMIT` (past it: `large`, not held)."""
     marker = MARKERS[ref.collection]
     found = {}
     for path in list_files(ref.session.storage, ref.key).files:
         if "/" not in path and path.endswith(CONFIG_SUFFIXES) and path != marker:
-            found[path] = read_file(ref.session.storage, f"{ref.key}/{path}").data
+            found[path] = read_file(ref.session.storage, f"{ref.key}/{path}", DIFF_LIMIT)
     return found
 
 
@@ -141,8 +144,15 @@ def config_diff_html(ref: RecordRef, other: RecordRef) -> str:
     mine, theirs = _configs(ref), _configs(other)
     parts = []
     for name in sorted(mine.keys() | theirs.keys()):
+        old, new = theirs.get(name), mine.get(name)
+        if (old is not None and old.large) or (new is not None and new.large):
+            parts.append(f'<h3 class="mono">{text(name)}</h3>{too_large_to_diff()}')
+            continue
         diff = config_diff(
-            f"trials/{other.n}/{name}", theirs.get(name), f"trials/{ref.n}/{name}", mine.get(name)
+            f"trials/{other.n}/{name}",
+            old.data if old else None,
+            f"trials/{ref.n}/{name}",
+            new.data if new else None,
         )
         if diff:
             parts.append(f'<h3 class="mono">{text(name)}</h3>{diff}')

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -270,3 +271,24 @@ def test_a_log_past_the_read_limit_is_tailed_sized_and_served_whole(
     assert int(headers["Content-Length"]) == READ_LIMIT + 1
     status, _, body = view.get("/s/rich0001/trials/1/files/huge.bin")
     assert status == 200 and body == b"\0" * (READ_LIMIT + 1)
+
+
+def test_a_config_diff_of_huge_files_is_refused_not_computed(tmp_path: Path) -> None:
+    # difflib is quadratic on lines that half match: two 8,000-line configs take
+    # minutes of one thread holding the GIL, so every other page would wait.
+    store = Store(tmp_path / "store")
+    session = store.create(id="diffbig1", pid=None)
+    lines = [f"key{i}: {i}\n" for i in range(8000)]
+    other = [line if i % 2 else "changed: 1\n" for i, line in enumerate(lines)]
+    trial(session, metrics(1.0), {"task.yml": "".join(lines), "small.yml": "a: 1\n"})
+    trial(session, metrics(2.0), {"task.yml": "".join(other), "small.yml": "a: 2\n"})
+    with viewer(store.root) as view:
+        doc = _page(view, "/s/diffbig1/trials/2?against=1")
+    heads = [h.get_text() for h in doc.select("h3")]
+    big = next(
+        h for h in doc.select("h3") if h.get_text() == "task.yml" and h.find_next_sibling("p")
+    )
+    assert "too large to diff" in sibling(big, "p").get_text()
+    small = doc.select_one("h3 + pre.diff")
+    assert small is not None and [s.get_text() for s in small.select(".d-add")] == ["+a: 2"]
+    assert heads.count("task.yml") == 2  # the refused diff, then the file itself
