@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import pytest
 from bs4 import BeautifulSoup, Tag
@@ -292,3 +292,26 @@ def test_a_config_diff_of_huge_files_is_refused_not_computed(tmp_path: Path) -> 
     small = doc.select_one("h3 + pre.diff")
     assert small is not None and [s.get_text() for s in small.select(".d-add")] == ["+a: 2"]
     assert heads.count("task.yml") == 2  # the refused diff, then the file itself
+
+
+def test_label_filter_matches_keys_and_values_that_hold_markup_and_equals(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path / "store")
+    hostile = '<script>x</script>"onmouseover=alert(1) a=b'
+    store.create(id="lab00001", labels={hostile: hostile, "team": hostile}, pid=None)
+    store.create(id="lab00002", labels={"team": "infra"}, pid=None)
+    with viewer(store.root) as view:
+        for label, expected in (
+            (hostile, ["lab00001"]),
+            (f"{hostile}={hostile}", ["lab00001"]),
+            (f"team={hostile}", ["lab00001"]),
+            ("team", ["lab00002", "lab00001"]),
+            ("team=infra", ["lab00002"]),
+            ("team=", []),
+            ("=", []),
+        ):
+            doc = _page(view, "/?" + urlencode({"label": label}))
+            assert _ids(doc) == expected, label
+            field = one(doc, "input[name=label]")
+            assert field["value"] == label  # the filter shown back as it was typed
