@@ -12,10 +12,12 @@ Rules (docs/viewer.md, "Safety"):
 - Every response carries `X-Content-Type-Options: nosniff` and a
   Content-Security-Policy; a file's contents are `text/plain` (or a download)
   under a policy that forbids everything (`html.FILE_CSP`).
-- A connection idle for `TIMEOUT` seconds is closed: a stalled client holds
-  one thread, never the server; the kernel queues `BACKLOG` connections while
-  the accepting thread is busy, so a burst is never dropped (a dropped SYN
-  costs a client a second or more).
+- A connection idle for `TIMEOUT` seconds is closed, and one that has not sent
+  its whole request head within `HEAD_TIMEOUT` is cut off (`view.watchdog`):
+  a stalled or dribbling client holds one thread for a while, never the
+  server; the kernel queues `BACKLOG` connections while the accepting thread
+  is busy, so a burst is never dropped (a dropped SYN costs a client a
+  second or more).
 - On loopback, a request whose `Host` names anything but loopback is 403: a
   page of another site whose name was rebound to 127.0.0.1 (DNS rebinding)
   reads nothing. A non-loopback `--host` serves any `Host`: the user chose it.
@@ -49,6 +51,7 @@ from sessionstore.view.list_page import ListQuery, list_body
 from sessionstore.view.record_page import RecordRef, file_parts, record_body
 from sessionstore.view.render import is_binary
 from sessionstore.view.session_page import Links, live_signature, session_body
+from sessionstore.view.watchdog import HeadDeadlines
 
 TIMEOUT = 30.0
 BACKLOG = 128
@@ -213,12 +216,27 @@ class Handler(BaseHTTPRequestHandler):
     """GET and HEAD through `Site.respond`; every other method 405."""
 
     site: Site  # set on the subclass `make_server` builds
+    deadlines: HeadDeadlines  # likewise
     any_host = False  # bound beyond loopback: every Host header is served
     timeout = TIMEOUT
     server_version = "sessionstore-view"
     # A request line without a version (HTTP/0.9) is still answered with a status line
     # and headers: an answer without them would carry no policy and no nosniff.
     default_request_version = "HTTP/1.0"
+
+    def setup(self) -> None:
+        super().setup()
+        self.deadlines.start(self.connection)
+
+    def parse_request(self) -> bool:
+        try:
+            return super().parse_request()
+        finally:
+            self.deadlines.done(self.connection)  # the head is read (or refused)
+
+    def finish(self) -> None:
+        self.deadlines.done(self.connection)  # no request line came
+        super().finish()
 
     def version_string(self) -> str:
         return self.server_version  # no Python version: nothing to fingerprint
@@ -324,7 +342,11 @@ class _Server(ThreadingHTTPServer):
 
 def make_server(root: Path, host: str, port: int, objective: Objective) -> ThreadingHTTPServer:
     """A server of the store at `root` bound to (host, port); port 0 picks a free one."""
-    attrs = {"site": Site(root, objective), "any_host": not is_loopback(host)}
+    attrs = {
+        "site": Site(root, objective),
+        "any_host": not is_loopback(host),
+        "deadlines": HeadDeadlines(),
+    }
     handler = type("SiteHandler", (Handler,), attrs)
     server_class: type[ThreadingHTTPServer] = _Server
     if ":" in host:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import signal
 import socket
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from inspect_helpers import trial
 from view_helpers import SCRIPT_BODY, SCRIPT_NAME, Viewer, rich_session, soup, viewer
 
 from sessionstore.store.session import Store
+from sessionstore.view.watchdog import HEAD_TIMEOUT
 
 SECRET = b"the-secret-outside-the-store"
 
@@ -293,3 +295,25 @@ def test_an_address_that_cannot_be_bound_names_it_even_with_port_0(
     error = result.stderr.splitlines()[-1]
     assert error.startswith(f"Error: --host {host} --port 0: cannot listen: "), error
     assert len(result.stderr.splitlines()) == 2  # the network warning, then the error
+
+
+def test_a_client_dribbling_its_request_head_is_cut_off(site: tuple[Viewer, Path]) -> None:
+    # Slowloris: a header byte every second never trips the 30 s idle timeout, so
+    # without a deadline on the whole head one client holds a thread for ever.
+    view, _ = site
+    with socket.create_connection(("127.0.0.1", view.port), timeout=30) as sock:
+        sock.sendall(b"GET /api/sessions/other001 HTTP/1.0\r\n")
+        cut = False
+        for _ in range(HEAD_TIMEOUT + 30):  # well past the deadline, bounded
+            try:
+                sock.sendall(b"X")
+            except OSError:  # reset: the server closed its side
+                cut = True
+                break
+            ready, _, _ = select.select([sock], [], [], 1)
+            if ready:
+                cut = True  # answered (or closed) before the head ended
+                break
+        assert cut, "the server still waits for the request head"
+    status, _, _ = view.get("/api/sessions/other001")
+    assert status == 200  # and serves everyone else meanwhile
