@@ -203,8 +203,9 @@ def stream(storage: Storage, key: str) -> Stream | None:
     if isinstance(storage, _Ranged):
         try:
             found = storage.chunks(key)
-        except OSError:
+            first = b"" if found is None else next(found, b"")
+        except OSError:  # `StorageError` too: refused, or failed before the first byte
             return None
         if found is not None:
-            return Stream(None, next(found, b""), found, lambda: None)
+            return Stream(None, first, found, lambda: None)
     return None
