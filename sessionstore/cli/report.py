@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 import sys
 from pathlib import Path
 
@@ -56,7 +57,6 @@ def report(
       sessionstore report 1a2b3c4d -o r.html --objective benchmark.metrics.ttft_ms.p99 --lower
     """
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
-    from sessionstore._fs.atomic import write_atomic
     from sessionstore.inspect.summary import SessionView
     from sessionstore.view.report import render_report
 
@@ -67,7 +67,27 @@ def report(
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
         return
-    write_atomic(output, data)
+    _write(Path(output), data)
     if not quiet:
         size = f" ({len(data)} bytes)" if verbose else ""
-        click.echo(escape(f"report written to {Path(output).resolve()}{size}"), err=True)
+        click.echo(escape(f"report written to {Path(output).absolute()}{size}"), err=True)
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Write the report to `path`: atomically (a temp file renamed over it), or into it
+    when it is a FIFO or a device (`/dev/stdout`), as a shell's `>` does: renaming over
+    one would replace the node itself."""
+    from sessionstore._fs.atomic import write_atomic
+    from sessionstore.errors import InvalidInput
+
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise InvalidInput(str(path), "is a directory; give a file name")
+    if mode is not None and not stat.S_ISREG(mode):
+        with path.open("wb") as out:
+            out.write(data)
+        return
+    write_atomic(path, data)

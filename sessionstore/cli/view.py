@@ -67,7 +67,7 @@ def view(store_dir: Path | None, host: str, port: int, objective: str | None, hi
     try:
         serve(root, host, port, objective_of(objective, higher), lambda url: click.echo(url))
     except OSError as exc:
-        if exc.filename is None and port:
+        if exc.filename is None:  # the socket's: the address, the port or the name
             raise InvalidInput(
                 f"--host {host} --port {port}", f"cannot listen: {exc.strerror or exc}"
             ) from None

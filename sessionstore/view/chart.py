@@ -9,6 +9,7 @@ zero when every value is positive, so heights compare as the numbers do.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,18 +30,24 @@ class Point:
 
 
 def _ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """Round tick values covering [low, high] (1, 2, 5 steps)."""
-    span = high - low
-    if span <= 0:
+    """Round tick values covering [low, high] (1, 2, 5 steps).
+
+    Spans are computed halved (`high / 2 - low / 2`): any two finite values have a
+    finite half-span, while `high - low` overflows to infinity past 1.8e308.
+    """
+    half = high / 2 - low / 2
+    if half <= 0:
         return [low]
-    raw = span / count
-    step = 10 ** math.floor(math.log10(raw))
+    raw = half / (count / 2)
+    step = 10.0 ** math.floor(math.log10(raw))
     for factor in (1, 2, 5, 10):
         if raw <= step * factor:
             step *= factor
             break
-    first = math.ceil(low / step) * step
-    return [float(first + i * step) for i in range(int((high - first) / step + 1e-9) + 1)]
+    if not 0 < step < math.inf:  # a span below the smallest float's precision
+        return [low, high]
+    first = math.ceil(low / step)  # in steps: `i * step` alone can overflow
+    return [(first + i) * step for i in range(int(high / step - first + 1e-9) + 1)]
 
 
 @dataclass(frozen=True)
@@ -59,7 +66,9 @@ class _Frame:
         return _LEFT + plot_w * (n - self.first) / (self.last - self.first)
 
     def y(self, v: float) -> float:
-        return _TOP + (_HEIGHT - _TOP - _BOTTOM) * (self.high - v) / (self.high - self.low)
+        # Halved, as in `_ticks`: the differences of extreme values overflow.
+        share = (self.high / 2 - v / 2) / (self.high / 2 - self.low / 2)
+        return _TOP + (_HEIGHT - _TOP - _BOTTOM) * share
 
 
 def _frame(
@@ -69,7 +78,7 @@ def _frame(
     low, high = min(min(values), 0.0), max(values)
     if high == low:
         high = low + (abs(low) or 1.0)
-    return _Frame(span[0], span[1], low, high + (high - low) * 0.05)
+    return _Frame(span[0], span[1], low, min(high + (high / 2 - low / 2) * 0.1, sys.float_info.max))
 
 
 def _axes(frame: _Frame) -> list[str]:

@@ -1,24 +1,36 @@
-"""A record's files, read through the storage seam only (`Storage.list` and `get`).
+"""A record's files, read through the storage seam (`Storage.list` and `get`).
 
-The viewer never opens a path itself: a file is one it found by listing
+The viewer never resolves a path itself: a file is one it found by listing
 its record, level by level, and it is read by a bounded `get`, so what the
 backend refuses (a symlink, a FIFO, a directory swapped on the way) is
 reported, never followed or waited on, and an `s3://` store reads the same.
 A walk is bounded in depth and in entries, so a runaway tree cannot stall a page.
+
+A file past `READ_LIMIT` is never held whole: its tail (a page shows a large
+log's end) and its chunks (the raw download) come from the object store's
+ranged reads, or locally from one fd opened by the readers' recipe
+(`_fs.read.open_under`: every component `O_NOFOLLOW` below the store root,
+a regular file only), which is what the seam's `get` does too.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
+from sessionstore._fs import read as fsread
 from sessionstore.errors import StorageError, TooLarge
 from sessionstore.storage.base import Storage
+from sessionstore.storage.local import LocalStorage
 from sessionstore.store.session import MAX_RECORD_DEPTH
 
 # Bytes read of one file: its size is known up to here; larger ones are not read.
 READ_LIMIT = 16 * 1024 * 1024
 # Entries listed in one record: past this the listing says it stopped.
 MAX_ENTRIES = 10_000
+_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -92,6 +104,7 @@ class Content:
     data: bytes | None
     size: int | None  # None: larger than READ_LIMIT, or unreadable
     problem: str | None
+    large: bool = False  # larger than the limit: `tail` and `stream` read it
 
 
 def read_file(storage: Storage, key: str, limit: int = READ_LIMIT) -> Content:
@@ -99,9 +112,100 @@ def read_file(storage: Storage, key: str, limit: int = READ_LIMIT) -> Content:
     try:
         data = storage.get(key, limit)
     except TooLarge:
-        return Content(None, None, f"larger than {limit // (1024 * 1024)} MiB; not read")
+        return Content(None, None, f"larger than {limit // (1024 * 1024)} MiB; not read", True)
     except StorageError as exc:
         return Content(None, None, exc.problem)
     if data is None:
         return Content(None, None, "removed since it was listed")
     return Content(data, len(data), None)
+
+
+@runtime_checkable
+class _Ranged(Protocol):
+    """What an object store's storage offers beyond `Storage` (`S3Storage`)."""
+
+    def tail(self, key: str, length: int) -> tuple[int, bytes] | None: ...
+
+    def chunks(self, key: str) -> Iterator[bytes] | None: ...
+
+
+def _open_local(storage: LocalStorage, key: str) -> tuple[int, int] | None:
+    """(fd, size) of the regular file `key`, every component opened `O_NOFOLLOW`; None
+    when absent or refused (a symlink, a FIFO: never followed, never waited on)."""
+    try:
+        root = fsread.open_dir(storage.root, follow=True)  # the user's path, as `get`
+    except OSError:
+        return None
+    try:
+        fd, st = fsread.open_under(root, key.split("/"))
+    except OSError:
+        return None
+    finally:
+        os.close(root)
+    return fd, st.st_size
+
+
+def tail(storage: Storage, key: str, length: int) -> tuple[int, bytes] | None:
+    """The size of the file `key` and its last `length` bytes (at most); None if unreadable."""
+    if isinstance(storage, LocalStorage):
+        opened = _open_local(storage, key)
+        if opened is None:
+            return None
+        fd, size = opened
+        try:
+            return size, os.pread(fd, length, max(size - length, 0))
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+    if isinstance(storage, _Ranged):
+        try:
+            return storage.tail(key, length)
+        except OSError:
+            return None
+    return None
+
+
+@dataclass
+class Stream:
+    """A file read in chunks: its size (None: an object store does not say until the end),
+    its first chunk (to sniff), the rest, and `close` (call it whether or not read)."""
+
+    size: int | None
+    first: bytes
+    rest: Iterator[bytes]
+    close: Callable[[], None]
+
+
+def stream(storage: Storage, key: str) -> Stream | None:
+    """The file `key` as chunks of at most 1 MiB, never held whole; None if unreadable.
+
+    Locally the size is the one at opening: what is appended meanwhile is not
+    sent, so the length announced is the length sent.
+    """
+    if isinstance(storage, LocalStorage):
+        opened = _open_local(storage, key)
+        if opened is None:
+            return None
+        fd, size = opened
+
+        def chunks(pos: int) -> Iterator[bytes]:
+            while pos < size and (chunk := os.pread(fd, min(_CHUNK, size - pos), pos)):
+                pos += len(chunk)
+                yield chunk
+
+        try:
+            first = os.pread(fd, min(_CHUNK, size), 0)
+        except OSError:
+            os.close(fd)
+            return None
+        return Stream(size, first, chunks(len(first)), lambda: os.close(fd))
+    if isinstance(storage, _Ranged):
+        try:
+            found = storage.chunks(key)
+            first = b"" if found is None else next(found, b"")
+        except OSError:  # `StorageError` too: refused, or failed before the first byte
+            return None
+        if found is not None:
+            return Stream(None, first, found, lambda: None)
+    return None

@@ -61,8 +61,11 @@ def _has_label(session: Session, label: str) -> bool:
     labels = (session.manifest or {}).get("labels")
     if not isinstance(labels, dict):
         return False
-    key, sep, value = label.partition("=")
-    return key in labels and (not sep or labels[key] == value)
+    if label in labels:  # `key`, even one holding '='
+        return True
+    # `key=value`, split at each '=' in turn: a key may hold '=' too.
+    cuts = [i for i, char in enumerate(label) if char == "="]
+    return any(labels.get(label[:i]) == label[i + 1 :] for i in cuts)
 
 
 def select(store: Store, query: ListQuery) -> tuple[list[Session], int]:

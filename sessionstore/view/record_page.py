@@ -12,10 +12,21 @@ from dataclasses import dataclass
 
 from sessionstore.format.names import MARKERS
 from sessionstore.harness.verdict import output_verdict
+from sessionstore.storage.base import Storage
 from sessionstore.store.session import Record, Session
-from sessionstore.view.files import Content, is_listed, list_files, read_file, record_key
+from sessionstore.view.files import Content, is_listed, list_files, read_file, record_key, tail
 from sessionstore.view.html import text, url_name
-from sessionstore.view.render import CONFIG_SUFFIXES, binary_note, config_diff, is_binary, render
+from sessionstore.view.render import (
+    CONFIG_SUFFIXES,
+    DIFF_LIMIT,
+    SHOW_LIMIT,
+    binary_note,
+    config_diff,
+    is_binary,
+    kind,
+    render,
+    too_large_to_diff,
+)
 
 # Files whose contents one page shows; the rest are listed with their sizes.
 MAX_RENDERED = 200
@@ -48,6 +59,18 @@ def _size(content: Content) -> str:
     return f'<span data-v="{content.size}">{content.size}</span>'
 
 
+def _large(storage: Storage, key: str, path: str, content: Content) -> tuple[Content, str]:
+    """A file past the read limit: its size and, for a log, its tail (never read whole)."""
+    found = tail(storage, key, SHOW_LIMIT + 1)
+    if found is None:
+        return content, ""
+    size, data = found
+    sized = Content(None, size, None, large=True)
+    if kind(path) != "log" or is_binary(data):
+        return sized, f'<p class="dim">{text(size)} bytes: too large to show; see raw</p>'
+    return sized, render(path, data, size)
+
+
 def _files(ref: RecordRef) -> str:
     """The files table, then each text file's contents (binary ones: download only)."""
     storage = ref.session.storage
@@ -55,19 +78,24 @@ def _files(ref: RecordRef) -> str:
     rows: list[str] = []
     sections: list[str] = []
     for i, path in enumerate(listing.files):
-        content = read_file(storage, f"{ref.key}/{path}")
-        data = content.data
+        key = f"{ref.key}/{path}"
+        content = read_file(storage, key)
+        data, shown = content.data, ""
+        if content.large and len(sections) < MAX_RENDERED:
+            content, shown = _large(storage, key, path, content)
         binary = data is not None and is_binary(data)
         label = "binary" if binary else ("text" if data is not None else "")
+        label = "large" if content.large and content.size is not None else label
         rows.append(
             f'<tr><td><a class="mono" href="#f{i}">{text(path)}</a></td>'
             f'<td class="num">{_size(content)}</td><td>{label}</td>'
             f'<td><a href="{text(ref.file_url(path))}">'
             f"{'download' if binary else 'raw'}</a></td></tr>"
         )
-        if len(sections) >= MAX_RENDERED or data is None:
+        if len(sections) >= MAX_RENDERED or (data is None and not shown):
             continue
-        shown = binary_note(len(data)) if binary else render(path, data)
+        if data is not None:
+            shown = binary_note(len(data)) if binary else render(path, data)
         sections.append(f'<h3 id="f{i}" class="mono">{text(path)}</h3>{shown}')
     skipped = "".join(
         f"<li><code>{text(path)}</code>: {text(why)}</li>" for path, why in listing.skipped
@@ -84,13 +112,14 @@ def _files(ref: RecordRef) -> str:
     return f"<h2>Files</h2>{table}{''.join(sections)}"
 
 
-def _configs(ref: RecordRef) -> dict[str, bytes | None]:
-    """The record's top-level configuration files (the marker left out), by name."""
+def _configs(ref: RecordRef) -> dict[str, Content]:
+    """The record's top-level configuration files (the marker left out), by name, each
+    read up to `DIFF_LIMIT` (past it: `large`, not held)."""
     marker = MARKERS[ref.collection]
     found = {}
     for path in list_files(ref.session.storage, ref.key).files:
         if "/" not in path and path.endswith(CONFIG_SUFFIXES) and path != marker:
-            found[path] = read_file(ref.session.storage, f"{ref.key}/{path}").data
+            found[path] = read_file(ref.session.storage, f"{ref.key}/{path}", DIFF_LIMIT)
     return found
 
 
@@ -115,8 +144,15 @@ def config_diff_html(ref: RecordRef, other: RecordRef) -> str:
     mine, theirs = _configs(ref), _configs(other)
     parts = []
     for name in sorted(mine.keys() | theirs.keys()):
+        old, new = theirs.get(name), mine.get(name)
+        if (old is not None and old.large) or (new is not None and new.large):
+            parts.append(f'<h3 class="mono">{text(name)}</h3>{too_large_to_diff()}')
+            continue
         diff = config_diff(
-            f"trials/{other.n}/{name}", theirs.get(name), f"trials/{ref.n}/{name}", mine.get(name)
+            f"trials/{other.n}/{name}",
+            old.data if old else None,
+            f"trials/{ref.n}/{name}",
+            new.data if new else None,
         )
         if diff:
             parts.append(f'<h3 class="mono">{text(name)}</h3>{diff}')

@@ -20,6 +20,10 @@ _SNIFF = 8192
 _VERDICT = re.compile(r"^(PASS|FAIL)(:.*)?$")
 _YAML_KEY = re.compile(r"^(\s*(?:- )?)([^\s:#][^:#]*?)(:)(?=\s|$)")
 CONFIG_SUFFIXES = (".json", ".yml", ".yaml", ".toml")
+# A configuration diff's inputs: difflib is quadratic on lines that half match (two
+# 8,000-line files: minutes of one thread holding the GIL, every other page waiting).
+DIFF_LIMIT = 64 * 1024
+DIFF_LINES = 1000
 
 
 def is_binary(data: bytes) -> bool:
@@ -48,23 +52,25 @@ def kind(path: str) -> str:
     return "text"
 
 
-def _clip(data: bytes, tail: bool) -> tuple[bytes, str]:
-    """At most SHOW_LIMIT bytes, cut at a line boundary, and a note saying what was left out."""
-    if len(data) <= SHOW_LIMIT:
+def _clip(data: bytes, tail: bool, size: int) -> tuple[bytes, str]:
+    """At most SHOW_LIMIT bytes, cut at a line boundary, and a note saying what was left out
+    (`data` is the whole file, or its last bytes when `size` is larger)."""
+    if len(data) <= SHOW_LIMIT and size == len(data):
         return data, ""
     if tail:
         part = data[-SHOW_LIMIT:]
         part = part[part.find(b"\n") + 1 :] if b"\n" in part else part
-        return part, f"showing the last {len(part)} of {len(data)} bytes"
+        return part, f"showing the last {len(part)} of {size} bytes"
     part = data[:SHOW_LIMIT]
     part = part[: part.rfind(b"\n") + 1] if b"\n" in part else part
     return part, f"showing the first {len(part)} of {len(data)} bytes"
 
 
-def render(path: str, data: bytes) -> str:
-    """The HTML of one text file's contents (call only when `is_binary` is false)."""
+def render(path: str, data: bytes, size: int | None = None) -> str:
+    """The HTML of one text file's contents (call only when `is_binary` is false); `size`
+    larger than `data` says `data` is the tail of a log of that size."""
     found = kind(path)
-    shown, note = _clip(data, tail=found == "log")
+    shown, note = _clip(data, tail=found == "log", size=len(data) if size is None else size)
     body = shown.decode("utf-8", "replace")
     note_html = f'<p class="dim">{note}</p>' if note else ""
     if found == "json" and not note:
@@ -132,13 +138,24 @@ def _log(body: str) -> str:
 
 
 def config_diff(name_a: str, a: bytes | None, name_b: str, b: bytes | None) -> str:
-    """A unified diff of one configuration file between two records, coloured."""
+    """A unified diff of one configuration file between two records, coloured; a note
+    instead when either side is past `DIFF_LIMIT` bytes or `DIFF_LINES` lines."""
     if a is not None and b is not None and a == b:
         return ""
     left = (a or b"").decode("utf-8", "replace").splitlines()
     right = (b or b"").decode("utf-8", "replace").splitlines()
+    if max(len(a or b""), len(b or b"")) > DIFF_LIMIT or max(len(left), len(right)) > DIFF_LINES:
+        return too_large_to_diff()
     lines = list(difflib.unified_diff(left, right, name_a, name_b, lineterm=""))
     return f'<pre class="diff">{diff_lines(lines)}</pre>' if lines else ""
+
+
+def too_large_to_diff() -> str:
+    """What a configuration diff shows for a file past `DIFF_LIMIT` or `DIFF_LINES`."""
+    return (
+        f'<p class="dim">too large to diff here (at most {DIFF_LINES} lines and '
+        f"{DIFF_LIMIT // 1024} KiB a side); compare the raw files</p>"
+    )
 
 
 def binary_note(size: int) -> str:

@@ -12,8 +12,17 @@ Rules (docs/viewer.md, "Safety"):
 - Every response carries `X-Content-Type-Options: nosniff` and a
   Content-Security-Policy; a file's contents are `text/plain` (or a download)
   under a policy that forbids everything (`html.FILE_CSP`).
-- A connection idle for `TIMEOUT` seconds is closed: a stalled client holds
-  one thread, never the server.
+- A connection idle for `TIMEOUT` seconds is closed, and one that has not sent
+  its whole request head within `HEAD_TIMEOUT` is cut off (`view.watchdog`):
+  a stalled or dribbling client holds one thread for a while, never the
+  server; the kernel queues `BACKLOG` connections while the accepting thread
+  is busy, so a burst is never dropped (a dropped SYN costs a client a
+  second or more).
+- On loopback, a request whose `Host` names anything but loopback is 403: a
+  page of another site whose name was rebound to 127.0.0.1 (DNS rebinding)
+  reads nothing. A non-loopback `--host` serves any `Host`: the user chose it.
+- Malformed requests (a bad request line, huge or too many headers, HTTP/0.9)
+  get a plain-text error with the same headers as any answer.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, unquote_to_bytes
+from urllib.parse import parse_qs, quote, unquote_to_bytes, urlsplit
 
 from sessionstore._display import escape
 from sessionstore._json import dumps_exact
@@ -36,19 +45,22 @@ from sessionstore.inspect.summary import SessionView
 from sessionstore.store.lineage import lineage_info
 from sessionstore.store.session import Session, Store
 from sessionstore.store.status import session_status
-from sessionstore.view.files import read_file
+from sessionstore.view.files import Stream, read_file, stream
 from sessionstore.view.html import FILE_CSP, page, page_csp, text, url_name
 from sessionstore.view.list_page import ListQuery, list_body
 from sessionstore.view.record_page import RecordRef, file_parts, record_body
 from sessionstore.view.render import is_binary
 from sessionstore.view.session_page import Links, live_signature, session_body
+from sessionstore.view.watchdog import HeadDeadlines
 
 TIMEOUT = 30.0
+BACKLOG = 128
 _ALLOWED = "GET, HEAD"
 _PAGE_CSP = page_csp(served=True, header=True)
 _HTML = "text/html; charset=utf-8"
-# (status, content type, Content-Security-Policy, body, extra headers)
-Response = tuple[int, str, str, bytes, dict[str, str]]
+# (status, content type, Content-Security-Policy, body, extra headers); a file past the
+# read limit is a `Stream`, sent in chunks.
+Response = tuple[int, str, str, bytes | Stream, dict[str, str]]
 
 
 class NotFound(Exception):
@@ -63,6 +75,13 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def is_loopback_host(header: str) -> bool:
+    """Whether a `Host` header names loopback: `localhost`, a name below `.localhost`
+    (RFC 6761), or a loopback address, with or without a port."""
+    name = urlsplit(f"//{header}").hostname or ""
+    return name == "localhost" or name.endswith(".localhost") or is_loopback(name)
 
 
 def segments(target: str) -> tuple[list[str], dict[str, list[str]]]:
@@ -181,27 +200,43 @@ class Site:
         if key is None:
             raise NotFound
         content = read_file(ref.session.storage, key)
-        if content.data is None:
+        body: bytes | Stream | None = content.data
+        if body is None and content.large:
+            body = stream(ref.session.storage, key)
+        if body is None:
             raise NotFound
-        if not is_binary(content.data):
-            return 200, "text/plain; charset=utf-8", FILE_CSP, content.data, {}
+        if not is_binary(body if isinstance(body, bytes) else body.first):
+            return 200, "text/plain; charset=utf-8", FILE_CSP, body, {}
         name = parts[-1].encode("utf-8", "surrogateescape")
         disposition = f"attachment; filename*=UTF-8''{quote(name, safe='')}"
-        return (
-            200,
-            "application/octet-stream",
-            FILE_CSP,
-            content.data,
-            {"Content-Disposition": disposition},
-        )
+        return 200, "application/octet-stream", FILE_CSP, body, {"Content-Disposition": disposition}
 
 
 class Handler(BaseHTTPRequestHandler):
     """GET and HEAD through `Site.respond`; every other method 405."""
 
     site: Site  # set on the subclass `make_server` builds
+    deadlines: HeadDeadlines  # likewise
+    any_host = False  # bound beyond loopback: every Host header is served
     timeout = TIMEOUT
     server_version = "sessionstore-view"
+    # A request line without a version (HTTP/0.9) is still answered with a status line
+    # and headers: an answer without them would carry no policy and no nosniff.
+    default_request_version = "HTTP/1.0"
+
+    def setup(self) -> None:
+        super().setup()
+        self.deadlines.start(self.connection)
+
+    def parse_request(self) -> bool:
+        try:
+            return super().parse_request()
+        finally:
+            self.deadlines.done(self.connection)  # the head is read (or refused)
+
+    def finish(self) -> None:
+        self.deadlines.done(self.connection)  # no request line came
+        super().finish()
 
     def version_string(self) -> str:
         return self.server_version  # no Python version: nothing to fingerprint
@@ -224,7 +259,23 @@ class Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self._answer(head=True)
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        # What the standard library sends for a malformed request (400, 414, 431, 505):
+        # plain text with every header of `_send`, the client's bytes escaped.
+        self.log_error("code %d, message %s", code, message)
+        reason = escape(message or self.responses.get(code, ("error",))[0])
+        body = f"{code}: {reason}\n".encode("utf-8", "backslashreplace")
+        self.close_connection = True
+        extra = {"Connection": "close"}
+        self._send(
+            code, "text/plain; charset=utf-8", FILE_CSP, body, extra, head=self.command == "HEAD"
+        )
+
     def _answer(self, *, head: bool) -> None:
+        host = self.headers.get("Host")
+        if not self.any_host and host is not None and not is_loopback_host(host):
+            self.send_error(403, "Host is not a loopback name (DNS rebinding?)")
+            return
         try:
             status, kind, csp, body, extra = self.site.respond(self.path)
         except NotFound:
@@ -236,32 +287,47 @@ class Handler(BaseHTTPRequestHandler):
             self.log_message("error: %s", escape(f"{type(exc).__name__}: {exc}"))
             status, kind, csp, extra = 500, "text/plain; charset=utf-8", FILE_CSP, {}
             body = b"500: internal error (see the server's log)\n"
-        self._send(status, kind, csp, b"" if head else body, extra, length=len(body))
+        self._send(status, kind, csp, body, extra, head=head)
 
     def _send(
         self,
         status: int,
         kind: str,
         csp: str,
-        body: bytes,
+        body: bytes | Stream,
         extra: dict[str, str],
-        length: int | None = None,
+        *,
+        head: bool = False,
     ) -> None:
-        self.send_response(status)
-        headers = {
-            "Content-Type": kind,
-            "Content-Length": str(len(body) if length is None else length),
-            "Content-Security-Policy": csp,
-            "X-Content-Type-Options": "nosniff",
-            "X-Frame-Options": "DENY",
-            "Referrer-Policy": "no-referrer",
-            "Cache-Control": "no-store",
-            **extra,
-        }
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
+        """The response: the headers every answer carries, then the body (none for HEAD);
+        a `Stream` is written chunk by chunk and closed whether or not it was read."""
+        size = len(body) if isinstance(body, bytes) else body.size
+        try:
+            self.send_response(status)
+            headers = {
+                "Content-Type": kind,
+                "Content-Security-Policy": csp,
+                "X-Content-Type-Options": "nosniff",
+                "X-Frame-Options": "DENY",
+                "Referrer-Policy": "no-referrer",
+                "Cache-Control": "no-store",
+                **({} if size is None else {"Content-Length": str(size)}),
+                **extra,
+            }
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            if head:
+                return
+            if isinstance(body, bytes):
+                self.wfile.write(body)
+                return
+            self.wfile.write(body.first)
+            for chunk in body.rest:
+                self.wfile.write(chunk)
+        finally:
+            if isinstance(body, Stream):
+                body.close()
 
     def log_message(self, format: str, *args: Any) -> None:
         # Request lines are the client's bytes: one escaped line each, never terminal control.
@@ -271,11 +337,17 @@ class Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = BACKLOG
 
 
 def make_server(root: Path, host: str, port: int, objective: Objective) -> ThreadingHTTPServer:
     """A server of the store at `root` bound to (host, port); port 0 picks a free one."""
-    handler = type("SiteHandler", (Handler,), {"site": Site(root, objective)})
+    attrs = {
+        "site": Site(root, objective),
+        "any_host": not is_loopback(host),
+        "deadlines": HeadDeadlines(),
+    }
+    handler = type("SiteHandler", (Handler,), attrs)
     server_class: type[ThreadingHTTPServer] = _Server
     if ":" in host:
         server_class = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from urllib.parse import quote
+from pathlib import Path
+from urllib.parse import quote, urlencode
 
 import pytest
 from bs4 import BeautifulSoup, Tag
@@ -26,9 +27,12 @@ from view_helpers import (
 
 from sessionstore._display import escape
 from sessionstore.store.session import Store
+from sessionstore.view.files import READ_LIMIT
 from sessionstore.view.render import SHOW_LIMIT
 
 MANY = 120  # sessions beyond the rich one: three pages of 50
+# Past the 16 MiB a page reads whole: tailed from the end, served in chunks.
+HUGE_LOG = b"".join(b"step %08d\n" % i for i in range(READ_LIMIT // 14 + 10)) + b"PASS\n"
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +42,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Viewer, Sto
     session = rich_session(store)
     writer = session.trials.get(1)
     (writer.path / "big.log").write_bytes(b"".join(b"line %d\n" % i for i in range(60000)))
+    (writer.path / "huge.log").write_bytes(HUGE_LOG)
+    (writer.path / "huge.bin").write_bytes(b"\0" * (READ_LIMIT + 1))
     for i in range(MANY):
         s = store.create(
             id=f"s{i:04d}",
@@ -233,3 +239,79 @@ def test_server_log_escapes_request_lines(site: tuple[Viewer, Store]) -> None:
     log = (store.root.parent / "view.log").read_text()
     assert "\x1b" not in log and "\\x1b]0;owned\\x07" in log
     assert json.loads(view.get("/api/sessions/big00001")[2])["trial_counts"]["completed"] == 1000
+
+
+def test_a_log_past_the_read_limit_is_tailed_sized_and_served_whole(
+    site: tuple[Viewer, Store],
+) -> None:
+    view, _ = site
+    assert len(HUGE_LOG) > READ_LIMIT
+    doc = _page(view, "/s/rich0001/trials/1")
+    rows = {
+        one(tr, "td").get_text(): [td.get_text() for td in tr.find_all("td")[1:]]
+        for tr in doc.select("table.files tbody tr")
+    }
+    assert rows["huge.log"][0] == str(len(HUGE_LOG))
+    assert rows["huge.bin"][0] == str(READ_LIMIT + 1)
+    huge = next(h for h in doc.find_all("h3") if h.get_text() == "huge.log")
+    note, shown = sibling(huge, "p"), sibling(huge, "pre")
+    assert note.get_text().startswith("showing the last ")
+    assert note.get_text().endswith(f" of {len(HUGE_LOG)} bytes")
+    assert len(shown.get_text()) <= SHOW_LIMIT and shown.get_text().startswith("step ")
+    verdict = shown.select_one(".verdict-line.pass")
+    assert verdict is not None and verdict.get_text() == "PASS"
+    status, headers, body = view.get("/s/rich0001/trials/1/files/huge.log")
+    assert (status, headers["Content-Type"]) == (200, "text/plain; charset=utf-8")
+    assert int(headers["Content-Length"]) == len(HUGE_LOG) and body == HUGE_LOG
+    assert headers["Content-Security-Policy"] == "default-src 'none'; sandbox"
+    status, headers, body = view.get("/s/rich0001/trials/1/files/huge.bin", method="HEAD")
+    assert (status, body) == (200, b"")
+    assert headers["Content-Type"] == "application/octet-stream"
+    assert headers["Content-Disposition"] == "attachment; filename*=UTF-8''huge.bin"
+    assert int(headers["Content-Length"]) == READ_LIMIT + 1
+    status, _, body = view.get("/s/rich0001/trials/1/files/huge.bin")
+    assert status == 200 and body == b"\0" * (READ_LIMIT + 1)
+
+
+def test_a_config_diff_of_huge_files_is_refused_not_computed(tmp_path: Path) -> None:
+    # difflib is quadratic on lines that half match: two 8,000-line configs take
+    # minutes of one thread holding the GIL, so every other page would wait.
+    store = Store(tmp_path / "store")
+    session = store.create(id="diffbig1", pid=None)
+    lines = [f"key{i}: {i}\n" for i in range(8000)]
+    other = [line if i % 2 else "changed: 1\n" for i, line in enumerate(lines)]
+    trial(session, metrics(1.0), {"task.yml": "".join(lines), "small.yml": "a: 1\n"})
+    trial(session, metrics(2.0), {"task.yml": "".join(other), "small.yml": "a: 2\n"})
+    with viewer(store.root) as view:
+        doc = _page(view, "/s/diffbig1/trials/2?against=1")
+    heads = [h.get_text() for h in doc.select("h3")]
+    big = next(
+        h for h in doc.select("h3") if h.get_text() == "task.yml" and h.find_next_sibling("p")
+    )
+    assert "too large to diff" in sibling(big, "p").get_text()
+    small = doc.select_one("h3 + pre.diff")
+    assert small is not None and [s.get_text() for s in small.select(".d-add")] == ["+a: 2"]
+    assert heads.count("task.yml") == 2  # the refused diff, then the file itself
+
+
+def test_label_filter_matches_keys_and_values_that_hold_markup_and_equals(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path / "store")
+    hostile = '<script>x</script>"onmouseover=alert(1) a=b'
+    store.create(id="lab00001", labels={hostile: hostile, "team": hostile}, pid=None)
+    store.create(id="lab00002", labels={"team": "infra"}, pid=None)
+    with viewer(store.root) as view:
+        for label, expected in (
+            (hostile, ["lab00001"]),
+            (f"{hostile}={hostile}", ["lab00001"]),
+            (f"team={hostile}", ["lab00001"]),
+            ("team", ["lab00002", "lab00001"]),
+            ("team=infra", ["lab00002"]),
+            ("team=", []),
+            ("=", []),
+        ):
+            doc = _page(view, "/?" + urlencode({"label": label}))
+            assert _ids(doc) == expected, label
+            field = one(doc, "input[name=label]")
+            assert field["value"] == label  # the filter shown back as it was typed

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+import select
+import stat
+import threading
+import time
 from pathlib import Path
 
 from bs4 import BeautifulSoup, Tag
 from cli_runner import run
+from inspect_helpers import metrics, trial
 from view_helpers import (
     HOSTILE_NAME,
     big_session,
@@ -182,3 +187,74 @@ def test_report_ranks_by_the_objective_given(tmp_path: Path) -> None:
     assert facts["best"].startswith("#1 mean = 150")
     caption = one(doc, "figcaption").get_text()
     assert caption == "benchmark.metrics.ttft_ms.mean (lower is better)"
+
+
+def test_report_charts_extreme_values(tmp_path: Path) -> None:
+    # An agent's metric can be any finite JSON number: the chart's span (here ~3.6e308)
+    # overflows a float, and must still place every point inside the plot.
+    store = Store(tmp_path / "store")
+    session = store.create(id="extreme1", name="extreme", pid=None)
+    values = (1e308, -1e308, 5e-324, 1.7976931348623157e308)
+    for value in values:
+        trial(session, metrics(value))
+    doc = _report(store.root, "extreme1", tmp_path)
+    svg = one(doc, "svg")
+    # html.parser lowercases attribute names: viewBox is "viewbox".
+    width, height = (float(v) for v in str(svg["viewbox"]).split()[2:])
+    circles = svg.find_all("circle")
+    assert len(circles) == len(values)
+    for circle in circles:
+        x, y = float(str(circle["cx"])), float(str(circle["cy"]))
+        assert 0 <= x <= width and 0 <= y <= height, (x, y)
+    ticks = [t for t in svg.find_all("text") if t.get("text-anchor") == "end"]
+    assert len(ticks) >= 2  # the value axis is labelled
+    assert [hover(c) for c in circles][-1].startswith("best: trial 4: ")
+
+
+def test_report_output_that_is_a_directory_is_a_clear_error(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    rich_session(store)
+    (tmp_path / "out").mkdir()
+    result = run("report", "rich0001", "--store", store.root, "-o", tmp_path / "out")
+    assert result.returncode == 1
+    assert result.stderr == f"Error: {tmp_path / 'out'}: is a directory; give a file name\n"
+    assert os.listdir(tmp_path / "out") == []
+    missing = run("report", "rich0001", "--store", store.root, "-o", tmp_path / "no" / "r.html")
+    assert missing.returncode == 1
+    assert missing.stderr.startswith(f"Error: {tmp_path / 'no' / 'r.html'}: ")
+    assert len(missing.stderr.splitlines()) == 1
+
+
+def test_report_into_a_fifo_writes_through_it_and_leaves_it_a_fifo(tmp_path: Path) -> None:
+    # -o /dev/stdout, a FIFO, a device: written into, as a shell's `>` does; renaming a
+    # temp file over it would replace the node itself (as root even /dev/null).
+    store = Store(tmp_path / "store")
+    rich_session(store)
+    fifo = tmp_path / "pipe.html"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader, so the writer opens
+    received: list[bytes] = []
+    done = threading.Event()
+
+    def drain() -> None:  # until the report has run and the pipe is empty
+        while True:
+            ready, _, _ = select.select([reader], [], [], 0.1)
+            chunk = os.read(reader, 1 << 16) if ready else b""
+            if chunk:
+                received.append(chunk)
+            elif done.is_set():
+                return
+            else:
+                time.sleep(0.01)  # no writer yet: a FIFO reads empty at once
+
+    thread = threading.Thread(target=drain)
+    thread.start()
+    try:
+        result = run("report", "rich0001", "--store", store.root, "-o", fifo, "-q")
+    finally:
+        done.set()
+        thread.join(30)
+        os.close(reader)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert soup(b"".join(received)).find("table", class_="trials") is not None

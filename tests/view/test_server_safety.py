@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import signal
 import socket
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from inspect_helpers import trial
 from view_helpers import SCRIPT_BODY, SCRIPT_NAME, Viewer, rich_session, soup, viewer
 
 from sessionstore.store.session import Store
+from sessionstore.view.watchdog import HEAD_TIMEOUT
 
 SECRET = b"the-secret-outside-the-store"
 
@@ -184,3 +186,134 @@ def test_prints_its_url_on_one_line_and_ctrl_c_ends_it(tmp_path: Path) -> None:
             proc.wait()
     assert (code, out) == (130, "")
     assert "Traceback" not in err
+
+
+def _answer(view: Viewer, request: bytes) -> tuple[bytes, dict[str, str], bytes]:
+    """(status line, headers, body) of the response to `request` sent byte for byte."""
+    with socket.create_connection(("127.0.0.1", view.port), timeout=30) as sock:
+        sock.sendall(request)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status, *lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines)
+    return status.encode(), headers, body
+
+
+@pytest.mark.parametrize(
+    "host", ["evil.example.com", "evil.example.com:80", "127.0.0.1.evil.example", "[::2]:1"]
+)
+def test_a_foreign_host_header_is_refused(site: tuple[Viewer, Path], host: str) -> None:
+    # DNS rebinding: a page of evil.example.com whose name now resolves to 127.0.0.1
+    # reaches the loopback server with its own name as Host; it must read nothing.
+    view, _ = site
+    for path in ("/api/sessions", "/s/rich0001/trials/1/files/run.log"):
+        request = f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        status, headers, body = _answer(view, request.encode())
+        assert status.startswith(b"HTTP/1.0 403 "), (host, status)
+        assert b"rich0001" not in body and b"PASS" not in body
+        assert headers["X-Content-Type-Options"] == "nosniff"
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1:{port}",
+        "localhost:{port}",
+        "LOCALHOST",
+        "127.0.0.2",
+        "[::1]:{port}",
+        "app.localhost:{port}",
+    ],
+)
+def test_loopback_host_headers_are_served(site: tuple[Viewer, Path], host: str) -> None:
+    view, _ = site
+    request = f"GET /api/sessions HTTP/1.1\r\nHost: {host.format(port=view.port)}\r\n\r\n"
+    status, _, body = _answer(view, request.encode())
+    assert status.startswith(b"HTTP/1.0 200 ") and b"rich0001" in body
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GARBAGE\r\n\r\n",
+        b"GET / HTTP/2.0\r\n\r\n",
+        b"GET / HTTP/1.x\r\n\r\n",
+        b"GET / HTTP/1.0 extra\r\n\r\n",
+        b"GET / HTTP/1.0\r\nX: " + b"a" * 70_000 + b"\r\n\r\n",
+        b"GET / HTTP/1.0\r\n" + b"".join(b"X%d: 1\r\n" % i for i in range(120)) + b"\r\n",
+        b"GET /" + b"a" * 70_000 + b" HTTP/1.0\r\n\r\n",
+        b"GET /s/rich0001/trials/1/files/%3Cscript%3E\r\n\r\n",  # HTTP/0.9: no headers asked
+    ],
+)
+def test_malformed_requests_are_answered_with_the_safety_headers(
+    site: tuple[Viewer, Path], request_bytes: bytes
+) -> None:
+    view, _ = site
+    status, headers, body = _answer(view, request_bytes)
+    assert re.fullmatch(rb"HTTP/1\.[01] [2-5]\d\d .*", status), status
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert "Content-Security-Policy" in headers
+    if not status.startswith(b"HTTP/1.0 200 "):
+        assert headers["Content-Type"] == "text/plain; charset=utf-8"
+        assert b"<" not in body  # the client's bytes are never echoed as markup
+
+
+def test_a_burst_of_connections_is_queued_while_the_server_is_busy(
+    site: tuple[Viewer, Path],
+) -> None:
+    # Slow clients and bursts: while the server is stalled (stopped here), the kernel
+    # must queue new connections, not drop them (a dropped SYN costs a client >= 1 s);
+    # once it runs again every one is answered.
+    view, _ = site
+    socks: list[socket.socket] = []
+    os.kill(view.proc.pid, signal.SIGSTOP)
+    try:
+        for _ in range(100):
+            sock = socket.create_connection(("127.0.0.1", view.port), timeout=5)
+            socks.append(sock)
+            sock.sendall(b"GET /api/sessions/other001 HTTP/1.0\r\n\r\n")
+    finally:
+        os.kill(view.proc.pid, signal.SIGCONT)
+    try:
+        for sock in socks:
+            sock.settimeout(30)
+            assert sock.recv(12) == b"HTTP/1.0 200"
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+@pytest.mark.parametrize("host", ["192.0.2.1", "no-such-host.invalid"])
+def test_an_address_that_cannot_be_bound_names_it_even_with_port_0(
+    tmp_path: Path, host: str
+) -> None:
+    (tmp_path / "store").mkdir()
+    result = run("view", "--store", tmp_path / "store", "--host", host, "--port", "0")
+    assert result.returncode == 1
+    error = result.stderr.splitlines()[-1]
+    assert error.startswith(f"Error: --host {host} --port 0: cannot listen: "), error
+    assert len(result.stderr.splitlines()) == 2  # the network warning, then the error
+
+
+def test_a_client_dribbling_its_request_head_is_cut_off(site: tuple[Viewer, Path]) -> None:
+    # Slowloris: a header byte every second never trips the 30 s idle timeout, so
+    # without a deadline on the whole head one client holds a thread for ever.
+    view, _ = site
+    with socket.create_connection(("127.0.0.1", view.port), timeout=30) as sock:
+        sock.sendall(b"GET /api/sessions/other001 HTTP/1.0\r\n")
+        cut = False
+        for _ in range(HEAD_TIMEOUT + 30):  # well past the deadline, bounded
+            try:
+                sock.sendall(b"X")
+            except OSError:  # reset: the server closed its side
+                cut = True
+                break
+            ready, _, _ = select.select([sock], [], [], 1)
+            if ready:
+                cut = True  # answered (or closed) before the head ended
+                break
+        assert cut, "the server still waits for the request head"
+    status, _, _ = view.get("/api/sessions/other001")
+    assert status == 200  # and serves everyone else meanwhile

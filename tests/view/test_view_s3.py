@@ -11,9 +11,13 @@ import pytest
 from cli_runner import run
 from inspect_helpers import metrics, trial
 from s3_servers import S3Server
-from view_helpers import Viewer, soup, viewer
+from view_helpers import Viewer, sibling, soup, viewer
 
 from sessionstore import Store
+from sessionstore.view.files import READ_LIMIT
+
+# Past the read limit: tailed by a ranged GET, served by a streamed one.
+HUGE_LOG = b"".join(b"step %08d\n" % i for i in range(READ_LIMIT // 14 + 10)) + b"PASS\n"
 
 
 @pytest.fixture
@@ -25,7 +29,12 @@ def s3_viewer(
         if name.startswith("AWS_"):
             monkeypatch.setenv(name, value)
     session = Store(url).create(id="ab12cd34", name="in-a-bucket", pid=None)
-    trial(session, metrics(812.5), {"run.log": "ttft 182 ms\nPASS\n", "task.yml": "model: x\n"})
+    files: dict[str, str | bytes] = {
+        "run.log": "ttft 182 ms\nPASS\n",
+        "task.yml": "model: x\n",
+        "huge.log": HUGE_LOG,
+    }
+    trial(session, metrics(812.5), files)
     trial(session, None, {"progress.log": "step 3\n"})
     with viewer(url, log_dir=tmp_path) as running:
         yield running, url
@@ -52,4 +61,10 @@ def test_view_serves_an_s3_store_as_it_serves_a_local_one(s3_viewer: tuple[Viewe
     assert (status, raw) == (200, b"ttft 182 ms\nPASS\n")
     assert headers["X-Content-Type-Options"] == "nosniff"
     assert site.get("/s/ab12cd34/trials/1/files/..%2f..%2fsession.json")[0] == 404
+    huge = next(h for h in soup(record).find_all("h3") if h.get_text() == "huge.log")
+    assert sibling(huge, "p").get_text().endswith(f" of {len(HUGE_LOG)} bytes")
+    assert sibling(huge, "pre").get_text().endswith("PASS\n")
+    status, headers, raw = site.get("/s/ab12cd34/trials/1/files/huge.log")
+    assert (status, headers["Content-Type"]) == (200, "text/plain; charset=utf-8")
+    assert raw == HUGE_LOG
     assert site.get("/s/ab12cd34", method="POST")[0] == 405
