@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from s3_proxy import counting_proxy
 from s3_servers import S3Server
 from s3_store import S3Store, s3_store
 
-from sessionstore import Session
+from sessionstore import Session, Store
 from sessionstore.storage.s3 import CLAIM
 
 
@@ -247,3 +248,71 @@ def test_a_reader_sends_no_probe_and_no_write(s3: S3Store) -> None:
         assert run("begin", "abc", "--trial", env=env).returncode == 0
         wrote = proxy.snapshot()
     assert wrote["PUT"] >= 3  # the probe's two creates, then the claim
+
+
+def _fill(store: Store, put: Callable[[str, bytes | None], None]) -> None:
+    """The same sessions in any store: a finished one with attempts, one without its
+    constraints, one whose report and constraints names are prefixes, a torn report."""
+    done = store.create(id="done", constraints={"max_ttft_ms": 200})
+    for n in range(1, 4):
+        done.trials.begin().complete({"benchmark": {"metrics": {"output_tok_per_s": n}}})
+    done.service.begin().complete({"passed": True})
+    done.finish({"best_trial": 3})
+    store.create(id="bare").trials.begin()
+    put("bare/constraints.json", None)
+    store.create(id="dirs")
+    put("dirs/report.json/x", b"1")
+    put("dirs/constraints.json", None)
+    put("dirs/constraints.json/y", b"1")
+    store.create(id="torn")
+    put("torn/report.json", b"[1, 2]")
+
+
+def test_the_listing_reads_each_session_top_once_and_shows_what_a_local_store_shows(
+    s3: S3Store, tmp_path: Path
+) -> None:
+    local = tmp_path / "store"
+
+    def put_local(key: str, data: bytes | None) -> None:
+        path = local / key
+        if data is None:
+            path.unlink()
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
+    def put_s3(key: str, data: bytes | None) -> None:
+        if data is None:
+            s3.server.client().delete_object(Bucket=s3.bucket, Key=f"runs/{key}")
+        else:
+            s3.put(key, data)
+
+    _fill(Store(local), put_local)
+    _fill(s3.store(), put_s3)
+    with counting_proxy(s3.server.endpoint) as proxy:
+        listed = json.loads(
+            run("inspect", "--json", env={**s3.env, "AWS_ENDPOINT_URL": proxy.endpoint}).stdout
+        )
+        counts = proxy.snapshot()
+    locally = json.loads(s3.ok("inspect", "--json", "--store", str(local)))
+
+    def comparable(rows: list[dict[str, object]]) -> dict[object, dict[str, object]]:
+        return {
+            r["id"]: {k: v for k, v in r.items() if k not in ("path", "created_at")} for r in rows
+        }
+
+    listed, locally = comparable(listed), comparable(locally)
+
+    # A bucket has no directory where constraints.json would be: no object, so no error.
+    assert locally["dirs"].pop("constraints_error") == (
+        "constraints.json: is a directory, not a regular file"
+    )
+    assert listed["dirs"].pop("constraints_error") is None
+    assert listed == locally
+    assert listed["done"]["status"] == "done" and listed["torn"]["status"] == "running"
+    # The store's LIST; per session its manifest's GET and one LIST of its top; then only
+    # what is there: done's report, constraints, trials (3 markers) and service (1);
+    # bare's trials (an in-flight record, its marker asked for); torn's constraints and
+    # report; dirs' two names that are prefixes, asked of the server (the listing cannot
+    # tell whether an object has the name too).
+    assert counts == {"LIST": 1 + 4 + 2 + 1, "GET": 4 + (2 + 3 + 1) + 1 + 2 + 2}, counts
