@@ -55,6 +55,8 @@ DEFAULT_REGION = "us-east-1"
 # letters, digits, '.' and '-', starting and ending with a letter or digit.
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _IPV4 = re.compile(r"\d+\.\d+\.\d+\.\d+")
+# The user info of a URL (`scheme://USER:PASSWORD@`), up to the host's last '@'.
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
 
 
 @dataclass(frozen=True)
@@ -126,11 +128,17 @@ class S3Settings:
 
     @property
     def where(self) -> str:
-        """The endpoint as messages name it."""
-        return self.endpoint or f"AWS S3 ({self.region})"
+        """The endpoint as messages name it: a `USER:PASSWORD@` in it (a proxy's basic
+        auth) shown as `***@`."""
+        if not self.endpoint:
+            return f"AWS S3 ({self.region})"
+        return _USERINFO.sub(r"\1***@", self.endpoint)
 
     def scrub(self, text: str) -> str:
-        """`text` with every credential value in it replaced by `***`."""
+        """`text` with every credential value in it (the endpoint's user info too)
+        replaced by `***`."""
+        if self.endpoint and self.endpoint != self.where:
+            text = text.replace(self.endpoint, self.where)
         for secret in (self.secret_access_key, self.session_token, self.access_key_id):
             if secret:
                 text = text.replace(secret, "***")

@@ -181,6 +181,27 @@ def test_a_missing_bucket_and_an_unreachable_endpoint_are_one_line(
     assert moto_s3.secret_key not in missing.stderr + down.stderr
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["inspect", "--store", "s3://b-x/p"],
+        ["new", "--store", "s3://b-x/p"],
+        ["mirror", ".", "s3://b-x/p/s", "--once"],
+    ],
+)
+def test_credentials_in_the_endpoint_url_are_never_shown(
+    moto_s3: S3Server, command: list[str], tmp_path: Path
+) -> None:
+    # A proxy's basic auth in the endpoint (http://USER:PASSWORD@host) is a credential too.
+    env = moto_s3.env(AWS_ENDPOINT_URL="http://ep-user:ep-pass-5e1@127.0.0.1:9")
+    done = run(*command, env=env, cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1
+    assert "cannot reach http://***@127.0.0.1:9" in done.stderr
+    assert "ep-user" not in done.stdout + done.stderr
+    assert "ep-pass-5e1" not in done.stdout + done.stderr
+
+
 def test_bad_credentials_are_one_line_without_the_secret(weed_s3: S3Server) -> None:
     bucket = weed_s3.new_bucket()
     env = weed_s3.env(AWS_SECRET_ACCESS_KEY="not-the-secret-4f9a", AWS_SESSION_TOKEN="tok-77x")
