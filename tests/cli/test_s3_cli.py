@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -108,6 +109,30 @@ def test_wait_polls_until_another_process_completes(s3: S3Store) -> None:
     assert json.loads(out)["record"] == {"done": True}
     timed = s3.cli("wait", "abc", "--trial", "2", "--timeout", "0.3")
     assert timed.returncode == 3
+
+
+def test_wait_polls_through_server_errors_and_stops_at_a_refusal(s3: S3Store) -> None:
+    s3.ok("new", "--id", "abc")
+    s3.ok("begin", "abc", "--trial")
+    s3.ok("begin", "abc", "--trial")
+    with counting_proxy(s3.server.endpoint) as proxy:
+        env = {**s3.env, "AWS_ENDPOINT_URL": proxy.endpoint}
+        proxy.fail = ("trials/1/trial.json", 500)  # the marker's server fails a while
+        waiter = popen("wait", "abc", "--trial", "1", "--json", env=env)
+        for _ in range(600):
+            if proxy.snapshot().get("FAILED", 0) >= 8 or waiter.poll() is not None:
+                break
+            time.sleep(0.05)
+        s3.ok("complete", "abc", "--trial", "1", "--marker", '{"done": true}')
+        proxy.fail = None
+        code, out, err = finish(waiter)
+        assert code == 0, err  # a 5xx is no answer about the marker: not torn
+        assert json.loads(out)["record"] == {"done": True}
+        proxy.fail = ("trials/2/trial.json", 403)
+        refused = run("wait", "abc", "--trial", "2", env=env)
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1 and "access denied" in refused.stderr
+    assert "torn" not in refused.stderr
 
 
 def test_finish_then_lifecycle_commands(s3: S3Store) -> None:
