@@ -4,7 +4,7 @@ A reader of a session (`inspect`'s view of it) asks one after another for its
 report, its constraints and the listings of its two collections: five round
 trips, each sent even when the thing is absent. `ReadAhead.holding` sends one
 delimiter LIST of the session's top instead, which tells which of them exist,
-then the GETs and LISTs of those that do, at once, on the storage's threads.
+then the GETs and LISTs of those that do, at once (on threads of its own).
 Their answers are kept for the thread that asked (a `threading.local`): each
 is handed out once, to the first `get` or `list` of its key, then dropped, so
 a second read of a key goes to the server as before. An absent one is
@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from sessionstore.errors import StorageError, TooLarge
@@ -37,6 +38,8 @@ __all__ = ["MAX_BYTES", "ReadAhead"]
 MAX_BYTES = 64 << 20
 
 _ABSENT = object()
+# Threads of the requests sent ahead: a session sends at most three besides its own.
+_THREADS = 8
 
 
 class ReadAhead:
@@ -45,6 +48,14 @@ class ReadAhead:
     def __init__(self, storage: S3Storage) -> None:
         self._storage = storage
         self._local = threading.local()
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def _threads(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(_THREADS, thread_name_prefix="s3-ahead")
+            return self._pool
 
     def get(self, key: str, limit: int) -> tuple[bool, bytes | None]:
         """(held, the bytes or None if absent) of a GET of `key`; raises what the GET
@@ -98,11 +109,11 @@ class ReadAhead:
             ]
             for kind, name in asks:
                 table[(kind, f"{top}/{name}")] = _ABSENT if kind == "get" else ()
-            for (kind, name), got in zip(
-                present,
-                storage._threads().map(lambda ask: _send(storage, top, *ask), present),
-                strict=True,
-            ):
+            # All but the last on the read-ahead's own threads, never the storage's: those
+            # run the marker GETs of other sessions, which these would queue behind.
+            sent = [self._threads().submit(_send, storage, top, *ask) for ask in present[:-1]]
+            last = [_send(storage, top, *present[-1])] if present else []
+            for (kind, name), got in zip(present, [f.result() for f in sent] + last, strict=True):
                 table[(kind, f"{top}/{name}")] = got
         self._local.table = table
         try:
