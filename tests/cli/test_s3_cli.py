@@ -177,6 +177,19 @@ def test_scan_finds_a_secret_in_an_object(s3: S3Store) -> None:
     assert "hunter2" not in found.stdout + found.stderr
 
 
+@pytest.mark.parametrize("named", ["url", "store"])
+def test_scan_of_a_store_url_chooses_its_sessions_by_status(s3: S3Store, named: str) -> None:
+    for sid in ("live", "old"):
+        s3.ok("new", "--id", sid)
+        s3.put(f"{sid}/notes.txt", b"token=hunter2-very-secret\n")
+    s3.ok("finish", "old")
+    env = {**s3.env, "LEAKED": "hunter2-very-secret"}
+    where = [s3.url] if named == "url" else ["--store", s3.url, s3.url]
+    found = run("scan", *where, "--secret-env", "LEAKED", "--status", "running", env=env)
+    assert found.returncode == 1, found.stderr
+    assert found.stdout == f"{s3.url}/live/notes.txt:6 raw LEAKED\n"
+
+
 @pytest.mark.parametrize(
     ("url", "problem"),
     [
