@@ -3,7 +3,8 @@
 The mirror's S3 tests point `AWS_ENDPOINT_URL` at it to count the requests
 a pass really sends (retries included: they are counted where they arrive),
 to hold multipart part uploads for a while (so a test can kill a mirror
-while its upload is certainly in flight) and to refuse chosen PUTs. It binds
+while its upload is certainly in flight), to refuse chosen PUTs and to fail
+chosen requests with a status (a 500, a 403). It binds
 127.0.0.1 and a free port, forwards every request unchanged (the Host header
 too: the signature covers it) and is stopped by the test that started it.
 """
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HOST = "127.0.0.1"
+_INTERNAL = b"<?xml version='1.0'?><Error><Code>InternalError</Code><Message>x</Message></Error>"
 _DENIED = b"<?xml version='1.0'?><Error><Code>AccessDenied</Code><Message>no</Message></Error>"
 
 
@@ -32,6 +34,8 @@ class Proxy:
         self.counts: Counter[str] = Counter()
         self.part_delay = 0.0  # seconds each UploadPart request is held before forwarding
         self.refuse = ""  # PUTs whose path holds this are answered 403 AccessDenied
+        # Requests whose path holds `fail[0]` are answered with the HTTP status `fail[1]`.
+        self.fail: tuple[str, int] | None = None
         self.lock = threading.Lock()
         self.endpoint = ""
 
@@ -74,6 +78,12 @@ def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
                 time.sleep(proxy.part_delay)
             if proxy.refuse and self.command == "PUT" and proxy.refuse in self.path:
                 self._answer(403, _DENIED)
+                return
+            fail = proxy.fail
+            if fail is not None and fail[0] in self.path:
+                with proxy.lock:
+                    proxy.counts["FAILED"] += 1
+                self._answer(fail[1], _DENIED if fail[1] == 403 else _INTERNAL)
                 return
             conn = http.client.HTTPConnection(*proxy.upstream, timeout=60)
             try:

@@ -20,7 +20,7 @@ import click
 from sessionstore._display import escape
 from sessionstore.cli.listing import Listing
 from sessionstore.cli.sessions import session_views
-from sessionstore.errors import InvalidInput
+from sessionstore.errors import InvalidInput, SessionNotFound
 from sessionstore.storage.s3_path import S3Path, s3_root
 from sessionstore.store.target import store_root
 
@@ -52,20 +52,31 @@ def chosen_sessions(
 def _store(target: str, store_dir: Path | None) -> Store:
     """The store `target` names (a directory or `s3://` prefix holding sessions, or the
     `--store` one); a usage error for anything else."""
-    from sessionstore.store.session import Session, Store
+    from sessionstore.store.session import Store
 
     url = s3_root(target)
     root: Path = url.path() if url is not None else Path(target)
     if url is None and not root.is_dir():
         raise _not_a_store(target, "not a directory" if root.exists() else "no such directory")
     store = Store(root)
-    if Session.open(root if url is None else target).manifest is not None:
+    if _is_session(root if url is None else target):
         raise _not_a_store(target, "a session")
     if not _same(root, store_root(store_dir)) and not any(
         s.manifest is not None for s in store.sessions()
     ):
         raise _not_a_store(target, "it holds no session")
     return store
+
+
+def _is_session(target: Path | str) -> bool:
+    """Whether `target` is a session (a directory or prefix with a manifest): in a bucket
+    `s3://BUCKET/PREFIX` is also read as the session PREFIX of `s3://BUCKET`, absent there."""
+    from sessionstore.store.session import Session
+
+    try:
+        return Session.open(target).manifest is not None
+    except SessionNotFound:
+        return False
 
 
 def _same(path: Path, root: Path) -> bool:

@@ -32,7 +32,11 @@ def session_views(
     `write_index`: refresh each session's summary index (`inspect` only).
     """
     from sessionstore.inspect.summary import SessionView
-    from sessionstore.store.remote import each
+    from sessionstore.store.remote import each, read_ahead
+
+    def load(session: Session) -> SessionView:
+        with read_ahead(session):
+            return SessionView.load(session, goal, write_index=write_index)
 
     if listing.sort == "name":
         chosen.sort(key=lambda s: name_order(s.manifest, s.path.name))
@@ -40,9 +44,7 @@ def session_views(
     # stream for a while, and it must not show as an empty running session.
     views: Iterable[SessionView] = (
         view
-        for view in each(
-            store.storage, lambda s: SessionView.load(s, goal, write_index=write_index), chosen
-        )
+        for view in each(store.storage, load, chosen)
         if listing.wants(view.status) and _still_there(view.session)
     )
     if listing.sort == "best":

@@ -11,10 +11,10 @@ The seven operations map onto S3 requests (docs/object-storage.md):
   token, the host, pid and its start time; a 412 after a lost answer is
   resolved by reading the claim back and comparing tokens, so numbers are
   unique and gap-free across hosts without a lock.
-- `get`: one `GetObject`; past `limit` the body is never read (`TooLarge`).
-- `get_each`: the GETs at once on a small thread pool (obstore releases the
-  GIL while it waits).
-- `list`: a delimiter listing; claim objects are never listed.
+- `get`: one `GetObject`; past `limit` the body is never read (`TooLarge`);
+  `get_each`: the GETs at once on a small thread pool (obstore releases the
+  GIL while it waits). `list`: a delimiter listing, claims never listed.
+  Either may be answered by a read sent ahead (`s3_ahead`).
 - `put`: an unconditional `PutObject`; `remove_tree`: a listing, then bulk
   `DeleteObjects`.
 
@@ -42,6 +42,7 @@ from sessionstore import _json as jsonio
 from sessionstore._proc import process_start_time
 from sessionstore.errors import StorageError, TooLarge
 from sessionstore.storage.base import Listed, check_key, check_names, check_prefix, join
+from sessionstore.storage.s3_ahead import ReadAhead
 from sessionstore.storage.s3_config import S3Settings, S3Url, client_error, open_bucket
 from sessionstore.storage.s3_create import Conflict, Lost, put_if_absent
 
@@ -61,10 +62,7 @@ T = TypeVar("T")
 
 class S3Storage:
     """The objects below `url` (`s3://BUCKET/PREFIX`), keyed by their path below it.
-
-    Thread-safe (obstore's clients are). `settings` None reads the AWS
-    variables and files (`S3Settings.from_env`).
-    """
+    Thread-safe (obstore's clients are). `settings` None: `S3Settings.from_env()`."""
 
     def __init__(self, url: S3Url, settings: S3Settings | None = None) -> None:
         self.url = url
@@ -80,6 +78,7 @@ class S3Storage:
         self._gate: Callable[[], None] | None = None
         self._gate_lock = threading.RLock()  # reentrant: the probe's own writes pass
         self._in_gate = False
+        self.ahead = ReadAhead(self)  # a session's reads sent at once (`s3_ahead`)
 
     def __repr__(self) -> str:
         return f"S3Storage({str(self.url)!r}, endpoint={self.settings.where!r})"
@@ -104,7 +103,8 @@ class S3Storage:
 
     def get(self, key: str, limit: int) -> bytes | None:
         check_key(key)
-        return self._get(key, limit)
+        held, got = self.ahead.get(key, limit)
+        return got if held else self._get(key, limit)
 
     def get_each(
         self, prefix: str, names: Sequence[str], leaf: str, limit: int
@@ -124,6 +124,9 @@ class S3Storage:
 
     def list(self, prefix: str) -> Iterator[Listed]:
         check_prefix(prefix)
+        held = self.ahead.list(prefix)
+        if held is not None:
+            return iter(held)
         below = self.url.key(prefix) if prefix else self.url.prefix
         try:
             found = obstore.list_with_delimiter(self._store, below or None)

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "S3Settings",
     "S3Url",
+    "Unavailable",
     "client_error",
     "is_s3_url",
     "open_bucket",
@@ -55,6 +56,13 @@ DEFAULT_REGION = "us-east-1"
 # letters, digits, '.' and '-', starting and ending with a letter or digit.
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _IPV4 = re.compile(r"\d+\.\d+\.\d+\.\d+")
+# The user info of a URL (`scheme://USER:PASSWORD@`), up to the host's last '@'.
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
+
+
+class Unavailable(StorageError):
+    """The server did not answer, or failed (an HTTP 5xx, a timeout, no connection): the
+    same request may succeed later, unlike a refusal (a 4xx). `wait` polls on."""
 
 
 @dataclass(frozen=True)
@@ -126,11 +134,17 @@ class S3Settings:
 
     @property
     def where(self) -> str:
-        """The endpoint as messages name it."""
-        return self.endpoint or f"AWS S3 ({self.region})"
+        """The endpoint as messages name it: a `USER:PASSWORD@` in it (a proxy's basic
+        auth) shown as `***@`."""
+        if not self.endpoint:
+            return f"AWS S3 ({self.region})"
+        return _USERINFO.sub(r"\1***@", self.endpoint)
 
     def scrub(self, text: str) -> str:
-        """`text` with every credential value in it replaced by `***`."""
+        """`text` with every credential value in it (the endpoint's user info too)
+        replaced by `***`."""
+        if self.endpoint and self.endpoint != self.where:
+            text = text.replace(self.endpoint, self.where)
         for secret in (self.secret_access_key, self.session_token, self.access_key_id):
             if secret:
                 text = text.replace(secret, "***")
@@ -248,9 +262,12 @@ def client_error(exc: Exception, key: str, url: S3Url, settings: S3Settings) -> 
         )
     elif status is None and ("error sending request" in text or "connect" in text.lower()):
         problem = f"cannot reach {settings.where} (for {where}); check AWS_ENDPOINT_URL"
+        return Unavailable(key, settings.scrub(problem))
     else:
         detail = code or (f"HTTP {status.group(1)}" if status else type(exc).__name__)
         problem = f"{where}: request failed ({detail})"
+        if status is None or int(status.group(1)) >= 500:
+            return Unavailable(key, settings.scrub(problem))
     return StorageError(key, settings.scrub(problem))
 
 

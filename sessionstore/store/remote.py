@@ -20,13 +20,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sessionstore import _json as jsonio
-from sessionstore.format.names import CONSTRAINTS, MANIFEST
+from sessionstore.format.names import CONSTRAINTS, MANIFEST, REPORT, SERVICE, TRIALS
 from sessionstore.storage.local import LocalStorage
 
 if TYPE_CHECKING:
     from sessionstore.storage.base import Storage
+    from sessionstore.store.session import Session
 
-__all__ = ["DEBRIS_AGE", "create_session", "each"]
+__all__ = ["DEBRIS_AGE", "create_session", "each", "read_ahead"]
 
 DEBRIS_AGE = 3600.0
 # Sessions read at once from an object store: each is a few round trips, not CPU, and its
@@ -44,6 +45,19 @@ def each(storage: Storage, func: Callable[[T], R], items: Sequence[T]) -> Iterat
     if isinstance(storage, LocalStorage) or len(items) < 2:
         return map(func, items)
     return _pooled(func, items)
+
+
+def read_ahead(session: Session) -> contextlib.AbstractContextManager[None]:
+    """While the block runs, a read of `session`'s report, constraints and collections (in
+    this thread) is answered by requests sent at once: in a bucket, one LIST of its top
+    says which exist, then those are fetched together (`storage.s3_ahead`); nothing to do
+    locally, where each is one system call."""
+    if isinstance(session.storage, LocalStorage):
+        return contextlib.nullcontext()  # and obstore is never imported
+    from sessionstore.storage.s3 import S3Storage
+
+    assert isinstance(session.storage, S3Storage)
+    return session.storage.ahead.holding(session.key, (REPORT, CONSTRAINTS), (TRIALS, SERVICE))
 
 
 def _pooled(func: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:

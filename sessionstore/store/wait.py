@@ -28,10 +28,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sessionstore._json import MAX_MARKER_BYTES
 from sessionstore._watch import READ_ONLY_KINDS, Change, Watcher
-from sessionstore.errors import InvalidInput, WaitTimedOut
+from sessionstore.errors import InvalidInput, StorageError, TooLarge, WaitTimedOut
 from sessionstore.format.names import REPORT
 from sessionstore.storage.s3_path import S3Path
+from sessionstore.store.files import locate, object_of
 from sessionstore.store.records import Record, RecordState, read_record
 
 if TYPE_CHECKING:
@@ -197,8 +199,8 @@ def _poll_remote(path: S3Path, marker: str, n: int, timeout: float | None) -> Re
     deadline = None if timeout is None else time.monotonic() + timeout
     delay = REMOTE_FIRST_POLL
     while True:
-        record = read_record(n, path, marker)
-        if record.state is not RecordState.IN_FLIGHT:
+        record = _read_remote(n, path, marker)
+        if record is not None and record.state is not RecordState.IN_FLIGHT:
             return record
         now = time.monotonic()
         if deadline is not None and now >= deadline:
@@ -206,6 +208,26 @@ def _poll_remote(path: S3Path, marker: str, n: int, timeout: float | None) -> Re
             raise WaitTimedOut(path, timeout)
         time.sleep(delay if deadline is None else min(delay, deadline - now))
         delay = min(delay * 2, REMOTE_MAX_POLL)
+
+
+def _read_remote(n: int, path: S3Path, marker: str) -> Record | None:
+    """The record at `path` in a bucket; None while its server is unavailable (a 5xx, no
+    answer: read again at the next poll). Another failure (access denied) raises: neither
+    is an answer about the marker, so neither is read as a torn record."""
+    from sessionstore.storage.s3_config import Unavailable
+
+    storage, key = locate(path, 1 if n == 0 else 3)
+    try:
+        got: bytes | StorageError | None = storage.get(f"{key}/{marker}", MAX_MARKER_BYTES)
+    except TooLarge as exc:
+        got = exc
+    except Unavailable:
+        return None
+    there, data, error = object_of(f"{key}/{marker}", got)
+    state = (
+        RecordState.IN_FLIGHT if not there else RecordState.TORN if error else RecordState.COMPLETED
+    )
+    return Record(n, path, state, data, error and f"{marker}: {error}")
 
 
 def _check_arguments(n: int, marker: str, timeout: float | None) -> None:

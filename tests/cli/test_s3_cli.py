@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ from s3_proxy import counting_proxy
 from s3_servers import S3Server
 from s3_store import S3Store, s3_store
 
-from sessionstore import Session
+from sessionstore import Session, Store
 from sessionstore.storage.s3 import CLAIM
 
 
@@ -109,6 +111,30 @@ def test_wait_polls_until_another_process_completes(s3: S3Store) -> None:
     assert timed.returncode == 3
 
 
+def test_wait_polls_through_server_errors_and_stops_at_a_refusal(s3: S3Store) -> None:
+    s3.ok("new", "--id", "abc")
+    s3.ok("begin", "abc", "--trial")
+    s3.ok("begin", "abc", "--trial")
+    with counting_proxy(s3.server.endpoint) as proxy:
+        env = {**s3.env, "AWS_ENDPOINT_URL": proxy.endpoint}
+        proxy.fail = ("trials/1/trial.json", 500)  # the marker's server fails a while
+        waiter = popen("wait", "abc", "--trial", "1", "--json", env=env)
+        for _ in range(600):
+            if proxy.snapshot().get("FAILED", 0) >= 8 or waiter.poll() is not None:
+                break
+            time.sleep(0.05)
+        s3.ok("complete", "abc", "--trial", "1", "--marker", '{"done": true}')
+        proxy.fail = None
+        code, out, err = finish(waiter)
+        assert code == 0, err  # a 5xx is no answer about the marker: not torn
+        assert json.loads(out)["record"] == {"done": True}
+        proxy.fail = ("trials/2/trial.json", 403)
+        refused = run("wait", "abc", "--trial", "2", env=env)
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1 and "access denied" in refused.stderr
+    assert "torn" not in refused.stderr
+
+
 def test_finish_then_lifecycle_commands(s3: S3Store) -> None:
     s3.ok("new", "--id", "old")
     s3.ok("new", "--id", "live")
@@ -151,6 +177,19 @@ def test_scan_finds_a_secret_in_an_object(s3: S3Store) -> None:
     assert "hunter2" not in found.stdout + found.stderr
 
 
+@pytest.mark.parametrize("named", ["url", "store"])
+def test_scan_of_a_store_url_chooses_its_sessions_by_status(s3: S3Store, named: str) -> None:
+    for sid in ("live", "old"):
+        s3.ok("new", "--id", sid)
+        s3.put(f"{sid}/notes.txt", b"token=hunter2-very-secret\n")
+    s3.ok("finish", "old")
+    env = {**s3.env, "LEAKED": "hunter2-very-secret"}
+    where = [s3.url] if named == "url" else ["--store", s3.url, s3.url]
+    found = run("scan", *where, "--secret-env", "LEAKED", "--status", "running", env=env)
+    assert found.returncode == 1, found.stderr
+    assert found.stdout == f"{s3.url}/live/notes.txt:6 raw LEAKED\n"
+
+
 @pytest.mark.parametrize(
     ("url", "problem"),
     [
@@ -178,6 +217,27 @@ def test_a_missing_bucket_and_an_unreachable_endpoint_are_one_line(
     assert down.stderr.count("\n") == 1
     assert "cannot reach http://127.0.0.1:9" in down.stderr
     assert moto_s3.secret_key not in missing.stderr + down.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["inspect", "--store", "s3://b-x/p"],
+        ["new", "--store", "s3://b-x/p"],
+        ["mirror", ".", "s3://b-x/p/s", "--once"],
+    ],
+)
+def test_credentials_in_the_endpoint_url_are_never_shown(
+    moto_s3: S3Server, command: list[str], tmp_path: Path
+) -> None:
+    # A proxy's basic auth in the endpoint (http://USER:PASSWORD@host) is a credential too.
+    env = moto_s3.env(AWS_ENDPOINT_URL="http://ep-user:ep-pass-5e1@127.0.0.1:9")
+    done = run(*command, env=env, cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1
+    assert "cannot reach http://***@127.0.0.1:9" in done.stderr
+    assert "ep-user" not in done.stdout + done.stderr
+    assert "ep-pass-5e1" not in done.stdout + done.stderr
 
 
 def test_bad_credentials_are_one_line_without_the_secret(weed_s3: S3Server) -> None:
@@ -247,3 +307,71 @@ def test_a_reader_sends_no_probe_and_no_write(s3: S3Store) -> None:
         assert run("begin", "abc", "--trial", env=env).returncode == 0
         wrote = proxy.snapshot()
     assert wrote["PUT"] >= 3  # the probe's two creates, then the claim
+
+
+def _fill(store: Store, put: Callable[[str, bytes | None], None]) -> None:
+    """The same sessions in any store: a finished one with attempts, one without its
+    constraints, one whose report and constraints names are prefixes, a torn report."""
+    done = store.create(id="done", constraints={"max_ttft_ms": 200})
+    for n in range(1, 4):
+        done.trials.begin().complete({"benchmark": {"metrics": {"output_tok_per_s": n}}})
+    done.service.begin().complete({"passed": True})
+    done.finish({"best_trial": 3})
+    store.create(id="bare").trials.begin()
+    put("bare/constraints.json", None)
+    store.create(id="dirs")
+    put("dirs/report.json/x", b"1")
+    put("dirs/constraints.json", None)
+    put("dirs/constraints.json/y", b"1")
+    store.create(id="torn")
+    put("torn/report.json", b"[1, 2]")
+
+
+def test_the_listing_reads_each_session_top_once_and_shows_what_a_local_store_shows(
+    s3: S3Store, tmp_path: Path
+) -> None:
+    local = tmp_path / "store"
+
+    def put_local(key: str, data: bytes | None) -> None:
+        path = local / key
+        if data is None:
+            path.unlink()
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
+    def put_s3(key: str, data: bytes | None) -> None:
+        if data is None:
+            s3.server.client().delete_object(Bucket=s3.bucket, Key=f"runs/{key}")
+        else:
+            s3.put(key, data)
+
+    _fill(Store(local), put_local)
+    _fill(s3.store(), put_s3)
+    with counting_proxy(s3.server.endpoint) as proxy:
+        listed = json.loads(
+            run("inspect", "--json", env={**s3.env, "AWS_ENDPOINT_URL": proxy.endpoint}).stdout
+        )
+        counts = proxy.snapshot()
+    locally = json.loads(s3.ok("inspect", "--json", "--store", str(local)))
+
+    def comparable(rows: list[dict[str, object]]) -> dict[object, dict[str, object]]:
+        return {
+            r["id"]: {k: v for k, v in r.items() if k not in ("path", "created_at")} for r in rows
+        }
+
+    listed, locally = comparable(listed), comparable(locally)
+
+    # A bucket has no directory where constraints.json would be: no object, so no error.
+    assert locally["dirs"].pop("constraints_error") == (
+        "constraints.json: is a directory, not a regular file"
+    )
+    assert listed["dirs"].pop("constraints_error") is None
+    assert listed == locally
+    assert listed["done"]["status"] == "done" and listed["torn"]["status"] == "running"
+    # The store's LIST; per session its manifest's GET and one LIST of its top; then only
+    # what is there: done's report, constraints, trials (3 markers) and service (1);
+    # bare's trials (an in-flight record, its marker asked for); torn's constraints and
+    # report; dirs' two names that are prefixes, asked of the server (the listing cannot
+    # tell whether an object has the name too).
+    assert counts == {"LIST": 1 + 4 + 2 + 1, "GET": 4 + (2 + 3 + 1) + 1 + 2 + 2}, counts

@@ -235,3 +235,31 @@ def test_settings_come_from_the_variables_then_the_profile(tmp_path: Path) -> No
     assert (got.access_key_id, got.secret_access_key, got.region) == ("K", "S", "ap-south-1")
     with pytest.raises(InvalidInput, match="AWS_PROFILE"):
         S3Settings.from_env({**files, "AWS_PROFILE": "nope"})
+
+
+def test_reads_sent_ahead_are_each_answered_once_as_the_server_would(
+    moto_s3: S3Server,
+) -> None:
+    s3 = s3_storage(moto_s3)
+    s3.put("s/report.json", b'{"r": 1}')
+    s3.put("s/session.json", b'{"big": "xxxxxxxx"}')
+    s3.put("s/trials/1/trial.json", b"{}")
+    s3.put("s/dual", b"object")
+    s3.put("s/dual/x", b"below")
+    held = ["report.json", "session.json", "constraints.json", "dual"]
+    with s3.ahead.holding("s", held, ["trials", "service"]):
+        # Changed after the reads were sent: the first read of each is what was sent.
+        s3.put("s/report.json", b'{"r": 2}')
+        s3.put("s/constraints.json", b"{}")
+        s3.put("s/trials/2/trial.json", b"{}")
+        assert s3.get("s/report.json", 100) == b'{"r": 1}'
+        assert s3.get("s/report.json", 100) == b'{"r": 2}'  # once: then the server's
+        assert s3.get("s/constraints.json", 100) is None  # absent when it was sent
+        assert s3.get("s/constraints.json", 100) == b"{}"
+        with pytest.raises(TooLarge):
+            s3.get("s/session.json", 5)  # the limit asked is the caller's
+        assert s3.get("s/dual", 100) == b"object"  # a prefix too: always the server's
+        assert [item.name for item in s3.list("s/trials")] == ["1"]
+        assert [item.name for item in s3.list("s/trials")] == ["1", "2"]
+        assert list(s3.list("s/service")) == []
+    assert s3.get("s/session.json", 100) == b'{"big": "xxxxxxxx"}'  # outside: the server's
