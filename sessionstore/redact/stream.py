@@ -41,10 +41,13 @@ contained. The ranges are settled against the output, not the input:
 * Optional token patterns (`sessionstore.redact.patterns`) have bounded length, which
   `max_len` includes, so they stream like needles.
 * Copies: held bytes and the new chunk are never joined (`sessionstore.redact.pieces`).
-  A range found more than `max_len` into the chunk waits for the next call
-  (`defer`), so the bytes before the chunk go out and the chunk is held whole,
-  with the ranges found in it (`_pending`): a chunk without a secret then goes
-  out as itself, one with a secret is copied once, into the output.
+  `feed_parts` returns views of all but the last `reach` bytes or so, and
+  copies those to hold them: the caller's chunk is free once it drops the
+  parts. `feed` holds the chunk whole instead: a range found more than
+  `max_len` into it waits for the next call (`defer`), so the bytes before
+  the chunk go out and the chunk is held, with the ranges found in it
+  (`_pending`); a chunk without a secret then goes out as itself, one with a
+  secret is copied once, into the output.
 """
 
 from __future__ import annotations

@@ -19,6 +19,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from redact_engines import engine  # noqa: F401  (a fixture, used by name)
 
+from sessionstore.redact import matcher
+from sessionstore.redact.matcher import Span
 from sessionstore.redact.redactor import Redactor
 
 both_engines = pytest.mark.usefixtures("engine")
@@ -61,6 +63,32 @@ def test_the_fixture_selects_the_engine(engine: str) -> None:  # noqa: F811
     if compiled.fast is not None:
         whole = len(compiled.fast._shape) == len(make(SECRET).needles())
         assert whole == (engine == "hyperscan")
+
+
+def test_hyperscan_over_whole_needles_confirms_nothing(
+    engine: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Its hits are the occurrences; over prefixes (or with the prefilter) they
+    # are only where one may start, and the confirming automaton must run.
+    other = b"second-secret-4242"
+    r = make(SECRET, other)
+    confirmed: list[int] = []
+    real = matcher.Compiled._confirm
+
+    def confirm(self: matcher.Compiled, view: memoryview, windows: list[Span]) -> list[Span]:
+        confirmed.append(len(windows))
+        return real(self, view, windows)
+
+    monkeypatch.setattr(matcher.Compiled, "_confirm", confirm)
+    noise = clean_chunk(7)
+    data = noise[:70_000] + SECRET + other + noise[:9] + base64.b64encode(other) + noise
+    expected = noise[:70_000] + b"REDACTED" + noise[:9] + b"REDACTED" + noise
+    assert r.redact(data) == expected
+    s = r.stream()
+    parts = [p for i in range(0, len(data), 4096) for p in s.feed_parts(data[i : i + 4096])]
+    assert b"".join(parts + s.finish_parts()) == expected
+    assert (not confirmed) == (engine == "hyperscan")
 
 
 @both_engines
