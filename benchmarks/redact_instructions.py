@@ -1,13 +1,14 @@
-"""User-space instructions and page faults per MiB: the redactor against a raw Hyperscan scan.
+"""User-space instructions and page faults per MiB: the redactor against a raw scan.
 
-    python benchmarks/redact_instructions.py [--secrets 10 100] CHECKOUT [CHECKOUT ...]
+    python benchmarks/redact_instructions.py [--secrets 10 100] [--peer HS] CHECKOUT [CHECKOUT ...]
     python benchmarks/redact_instructions.py /work/base-wt .   # before/after
 
 Wall and CPU time swing by 2x on a loaded machine; these two do not. For
 each checkout and secret count, 8 MiB of bench_redact.py's log text go, in
 fresh 1 MiB chunks, once through `StreamRedactor.feed_parts` (what the mirror
-does) and once through a bare Hyperscan scan of the same needles that reports
-every match (bench_redact.py's "HS" peer), each in its own interpreter
+does) and once through a raw scan of the same needles that reports every
+match (`--peer`: one of bench_redact.py's, Hyperscan by default; "AC lf" is
+the fastest for a few secrets), each in its own interpreter
 importing that checkout's `sessionstore` (PYTHONPATH). A warm-up pass runs
 first; then only the measured pass is counted, under `valgrind
 --tool=callgrind --instr-atstart=no` switched on and off around it with
@@ -29,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_redact import CHUNK, log_text, tokens
+from noop_instructions import environ
 
 SIZE = 8 * CHUNK
 
@@ -44,7 +46,7 @@ view = memoryview(data)
 r = Redactor()
 for secret in tokens(n):
     r.add(secret)
-scan = raw_scans(sorted(r.needles()))["HS"] if mode == "raw" else None
+scan = raw_scans(sorted(r.needles()))[sys.argv[5]] if mode == "raw" else None
 
 def one_pass():
     if scan is not None:
@@ -70,13 +72,13 @@ sys.stdin.readline()
 """
 
 
-def measure(checkout: Path, n: int, mode: str, data: Path, work: Path, valgrind: bool) -> int:
+def measure(
+    checkout: Path, n: int, mode: str, data: Path, work: Path, valgrind: bool, peer: str
+) -> int:
     """Instructions (under callgrind) or page faults of one measured pass."""
-    env = {**os.environ, "PYTHONPATH": str(checkout), "PYTHONHASHSEED": "0"}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(work / "pycache" / checkout.name)
+    env = environ(checkout, work)
     bench = str(Path(__file__).resolve().parent)
-    py = [sys.executable, "-c", PASS, str(n), mode, str(data), bench]
+    py = [sys.executable, "-c", PASS, str(n), mode, str(data), bench, peer]
     out = work / f"callgrind-{os.getpid()}.out"
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
     proc = subprocess.Popen(
@@ -127,13 +129,16 @@ def main() -> None:
     parser.add_argument("checkouts", type=Path, nargs="+", help="checkout roots")
     parser.add_argument("--secrets", type=int, nargs="+", default=[10, 100])
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: tmp)")
+    parser.add_argument(
+        "--peer", default="HS", choices=["HS", "AC lf", "AC ovl"], help="the raw scan (default HS)"
+    )
     args = parser.parse_args()
     if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
         raise SystemExit("valgrind is not installed; use bench_redact.py")
     work = Path(tempfile.mkdtemp(prefix="redact-instr-", dir=args.dir))
     try:
         print(
-            f"{'checkout':>30} {'secrets':>7} {'redact M/MiB':>13} {'raw HS M/MiB':>13} "
+            f"{'checkout':>30} {'secrets':>7} {'redact M/MiB':>13} {'raw M/MiB':>13} "
             f"{'ratio':>6} {'faults/MiB':>11} {'raw':>5}"
         )
         for n in args.secrets:
@@ -141,8 +146,12 @@ def main() -> None:
             data.write_bytes(log_text(SIZE, tokens(n)))
             for checkout in args.checkouts:
                 root = checkout.resolve()
-                red, raw = (measure(root, n, m, data, work, True) / 8 for m in ("red", "raw"))
-                faults = [measure(root, n, m, data, work, False) / 8 for m in ("red", "raw")]
+                red, raw = (
+                    measure(root, n, m, data, work, True, args.peer) / 8 for m in ("red", "raw")
+                )
+                faults = [
+                    measure(root, n, m, data, work, False, args.peer) / 8 for m in ("red", "raw")
+                ]
                 print(
                     f"{checkout!s:>30} {n:>7} {red / 1e6:>13.3f} {raw / 1e6:>13.3f} "
                     f"{raw / red:>6.3f} {faults[0]:>11.1f} {faults[1]:>5.1f}"

@@ -253,7 +253,7 @@ class StreamRedactor:
         costs: the caller reads its next chunk while this one is still alive,
         and glibc, finding two chunks' worth free at the top of its heap,
         returns the pages to the kernel, which faults fresh zeroed ones in for
-        the next (15 faults a MiB, as much time as a copy).
+        the next (15-60 faults a MiB, as much time as a copy or more).
         """
         width = self._c.max_len
         n = buf.n
