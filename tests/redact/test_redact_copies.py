@@ -1,9 +1,12 @@
 """What the stream copies, and which matcher runs: under both engines, with real chunk sizes.
 
-A chunk with no secret must come back as the object it came as (no copy), a
-chunk with one must be copied once (the output), never joined to the held-back
-bytes first. Hyperscan must really be the engine for many secrets, and must
-match needles holding NUL bytes whole.
+From `feed`, a chunk with no secret must come back as the object it came as
+(no copy), a chunk with one must be copied once (the output), never joined to
+the held-back bytes first. From `feed_parts`, every part but the markers and
+a small held-back tail is a view of a chunk, and the stream keeps no
+reference to a chunk it returned. Hyperscan must really be the engine for
+many secrets, confirm nothing over whole needles, and match needles holding
+NUL bytes whole.
 """
 
 from __future__ import annotations
