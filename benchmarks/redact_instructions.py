@@ -1,7 +1,7 @@
 """User-space instructions and page faults per MiB: the redactor against a raw scan.
 
-    python benchmarks/redact_instructions.py [--secrets 10 100] [--peer HS] CHECKOUT [CHECKOUT ...]
-    python benchmarks/redact_instructions.py /work/base-wt .   # before/after
+    python benchmarks/redact_instructions.py CHECKOUT [CHECKOUT ...] [--secrets N ...] [--peer P]
+    python benchmarks/redact_instructions.py /work/base-wt .   # before/after, 10 and 100 secrets
 
 Wall and CPU time swing by 2x on a loaded machine; these two do not. For
 each checkout and secret count, 8 MiB of bench_redact.py's log text go, in
