@@ -1,9 +1,10 @@
 """The first matching stage through Hyperscan, where its wheel is installed.
 
 Hyperscan reports every occurrence of every pattern, overlapping ones
-included: given the needles, or their distinct 8-byte prefixes, it reports
-every position where a needle may start, which the overlapping automaton
-then confirms (`sessionstore.redact.matcher`). With hundreds of needles it
+included. Given the needles, its hits are the occurrences themselves; given
+their distinct 8-byte prefixes, every position where a needle may start,
+which the overlapping automaton then confirms (`sessionstore.redact.matcher`).
+With hundreds of needles it
 runs several times faster than an Aho-Corasick DFA. Whole needles scan
 faster; prefixes compile in a quarter of the time and half the peak memory,
 which past a few thousand needles is what counts (docs/redaction.md,
@@ -15,9 +16,10 @@ so would cut a prefix at its first NUL byte.
 
 Each hit of pattern i ending at e gives the window [e - len(i), e - len(i) +
 width(i)): the pattern's own length for a needle, the longest needle for a
-prefix. Hits arrive through a Python callback and are merged into windows as
-they come, each at most `WINDOW_MAX` long, so a dense input (one long run of a
-secret) holds a window per 16 KiB, not one entry per byte.
+prefix. Hits arrive through a Python callback and are merged into windows
+as they come, each at most `WINDOW_MAX` long, so a dense input (one long run
+of a secret) holds a window per 16 KiB, not one entry per byte. A window of
+needles is then a union of occurrences (`exact`): nothing to confirm.
 
 A scratch space serves one scan at a time: each thread scans with its own clone.
 """
@@ -32,8 +34,8 @@ if TYPE_CHECKING:
 
 __all__ = ["WINDOW_MAX", "HyperscanDetector", "database", "load"]
 
-# Longest window handed to the confirming automaton: its overlapping matches
-# of a dense window are tuples, one per byte or more.
+# Longest window: one handed to the confirming automaton has its overlapping
+# matches made into tuples, one per byte or more in a dense window.
 WINDOW_MAX = 1 << 14
 
 Span = tuple[int, int]
@@ -73,17 +75,21 @@ def database(patterns: list[bytes]) -> hyperscan.Database:
 class HyperscanDetector:
     """Immutable once built; `windows` may be called from several threads at once."""
 
-    __slots__ = ("_db", "_local", "_shape")
+    __slots__ = ("_db", "_local", "_shape", "exact")
 
     def __init__(self, patterns: list[bytes], widths: list[int]) -> None:
         self._db = database(patterns)
         self._shape = tuple(zip(map(len, patterns), widths, strict=True))
         self._local = threading.local()
+        # Given the needles themselves, each window is the union of the
+        # occurrences it was made of: nothing is left to confirm.
+        self.exact = all(size == width for size, width in self._shape)
 
     def windows(self, buf: bytes) -> list[Span]:
         """Sorted regions of `buf` that hold every needle occurrence.
 
-        Overlapping windows are joined while the result stays within `WINDOW_MAX`.
+        Overlapping and adjacent windows are joined while the result stays
+        within `WINDOW_MAX`. When `exact`, each is a union of occurrences.
         """
         windows: list[Span] = []
         shape = self._shape

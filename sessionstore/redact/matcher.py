@@ -5,17 +5,17 @@ All-overlapping matching, then merging. Leftmost-first alternation leaves
 secret. Two engines find the same occurrences; the faster one for the
 needles is used (docs/redaction.md, "Performance"):
 
-both run in two stages: a *detector* locates candidate regions, and an
-overlapping automaton over the full needles runs only on those regions. The
-detector is
+a *detector* locates candidate regions, and an overlapping automaton over
+the full needles confirms them, only on those regions. The detector is
 
 * for few distinct 8-byte needle prefixes (a handful of secrets), a
   leftmost-first Aho-Corasick automaton over them, which ahocorasick-rs runs
   with its SIMD prefilter: every needle occurrence starts inside a hit;
 * for more, Hyperscan (`sessionstore.redact.hyperscan_detector`) over the
-  needles themselves, or past `_HS_MAX_NEEDLES` over their prefixes, which
-  reports every occurrence, so every start; the Aho-Corasick detector where
-  Hyperscan is not installed.
+  needles themselves, which reports every occurrence, overlapping ones
+  included: its hits are the occurrences, with nothing left to confirm; past
+  `_HS_MAX_NEEDLES`, Hyperscan over their prefixes, whose hits are every
+  start; the Aho-Corasick detector where Hyperscan is not installed.
 
 `Compiled.spans` finds the occurrences in a buffer (needles, token patterns
 and, for a whole file, short secrets); `Compiled.crossing` the ones that
@@ -118,6 +118,8 @@ class Compiled:
         """
         if self.matcher is None:
             return []
+        if self.fast is not None and self.fast.exact:
+            return self.fast.windows(buf)
         view = memoryview(buf)
         if len(buf) <= _DENSE_BLOCK:
             # A name, a small file, the seam between two chunks: one window, no detector call.

@@ -41,10 +41,13 @@ contained. The ranges are settled against the output, not the input:
 * Optional token patterns (`sessionstore.redact.patterns`) have bounded length, which
   `max_len` includes, so they stream like needles.
 * Copies: held bytes and the new chunk are never joined (`sessionstore.redact.pieces`).
-  A range found more than `max_len` into the chunk waits for the next call
-  (`defer`), so the bytes before the chunk go out and the chunk is held whole,
-  with the ranges found in it (`_pending`): a chunk without a secret then goes
-  out as itself, one with a secret is copied once, into the output.
+  `feed_parts` returns views of all but the last `reach` bytes or so, and
+  copies those to hold them: the caller's chunk is free once it drops the
+  parts. `feed` holds the chunk whole instead: a range found more than
+  `max_len` into it waits for the next call (`defer`), so the bytes before
+  the chunk go out and the chunk is held, with the ranges found in it
+  (`_pending`); a chunk without a secret then goes out as itself, one with a
+  secret is copied once, into the output.
 """
 
 from __future__ import annotations
@@ -103,16 +106,21 @@ class StreamRedactor:
 
         Raises StreamFinished after `finish()`.
         """
-        return b"".join(self.feed_parts(chunk))
+        return b"".join(self._feed(chunk, hold=True))
 
     def feed_parts(self, chunk: bytes) -> list[bytes | memoryview]:
         """`feed`, as the pieces its output is joined from: views of the input and markers.
 
         For a writer (`os.write` each, or `os.writev`), which then copies
-        nothing in user space: joining a 1 MiB chunk that holds a secret costs
-        a third of the time the scan of it does. The views stay valid: they are
-        of immutable bytes this stream no longer changes.
+        nothing in user space. Unlike `feed` it does not hold the chunk back
+        whole: what it returns covers all but the last `reach` bytes fed, which
+        it copies, so the chunk is released when the caller drops the parts
+        (see `_hold`). The views stay valid: they are of immutable bytes this
+        stream no longer changes.
         """
+        return self._feed(chunk, hold=False)
+
+    def _feed(self, chunk: bytes, hold: bool) -> list[bytes | memoryview]:
         if self._finished:
             raise StreamFinished("feed")
         if not chunk:
@@ -125,7 +133,7 @@ class StreamRedactor:
             return []
         self._gated = False
         buf = Pieces(self._buf, chunk)
-        out, keep = self._settle(buf, final=False, whole=False)
+        out, keep = self._settle(buf, final=False, whole=False, hold=hold)
         self._buf = buf.rest(keep)
         self._consumed = True
         return out
@@ -146,9 +154,11 @@ class StreamRedactor:
         return self._settle(buf, final=True, whole=not self._consumed)[0]
 
     def _settle(
-        self, buf: Pieces, final: bool, whole: bool
+        self, buf: Pieces, final: bool, whole: bool, hold: bool = False
     ) -> tuple[list[bytes | memoryview], int]:
         """Render `buf` (continuing this stream's state); return output parts and bytes used.
+
+        `hold`: keep the new chunk whole for the next call when it can (see `_hold`).
 
         Ranges are taken left to right. A new range's start moves left one
         byte at a time while the output before it plus the marker holds an
@@ -195,10 +205,12 @@ class StreamRedactor:
         if current:
             pos = self._carried
             grow(pos)
-        # A range found this close to the end may still gain an earlier start; one
-        # starting a `width` into the chunk waits too, so the held bytes before it
-        # can go out now and the chunk be held whole (see `_hold`).
-        defer = n if final else min(n - width + 1, buf.split + width)
+        # A range found this close to the end may still gain an earlier start. To
+        # hold the chunk whole, one starting a `width` into it waits too, so the
+        # held bytes before it can go out now (see `_hold`).
+        defer = n if final else n - width + 1
+        if hold:
+            defer = min(defer, buf.split + width)
         while True:
             if current:
                 if not final and n - pos < c.reach:
@@ -224,18 +236,24 @@ class StreamRedactor:
             pos = start
             grow(ranges[idx][0])
             current = True
-        keep = n if final else self._hold(buf, pos, current, ranges[idx:])
+        keep = n if final else self._hold(buf, pos, current, ranges[idx:], hold)
         for part in buf.parts(pos, keep):
             emit(part)
         return out, keep
 
-    def _hold(self, buf: Pieces, pos: int, current: bool, waiting: list[Span]) -> int:
+    def _hold(self, buf: Pieces, pos: int, current: bool, waiting: list[Span], whole: bool) -> int:
         """Where the bytes to hold back for the next call begin; records what it needs.
 
         `waiting` are the ranges not yet taken; unless a range is open they all
         start at least `width` past where it returns, so moving their starts left
         stays inside the held bytes, and they are kept (`_pending`) rather than
-        searched for again.
+        searched for again. `whole`: hold the whole chunk where that is as
+        correct, for `feed`, whose joined output is then the chunk itself a
+        call later when it holds no secret. Parts need no such hold, and it
+        costs: the caller reads its next chunk while this one is still alive,
+        and glibc, finding two chunks' worth free at the top of its heap,
+        returns the pages to the kernel, which faults fresh zeroed ones in for
+        the next (15-60 faults a MiB, as much time as a copy or more).
         """
         width = self._c.max_len
         n = buf.n
@@ -251,7 +269,7 @@ class StreamRedactor:
         keep = max(pos, min(n - 2 * width, first - width))
         # Holding back more is as correct: hold the whole chunk rather than copy its
         # tail, so a chunk with no secret leaves (next call) as the object it came as.
-        if pos <= buf.split <= keep:
+        if whole and pos <= buf.split <= keep:
             keep = buf.split
         # Every occurrence starting before n - width was complete, hence found.
         self._scan_from = max(0, n - width - keep)

@@ -1,15 +1,19 @@
 """What the stream copies, and which matcher runs: under both engines, with real chunk sizes.
 
-A chunk with no secret must come back as the object it came as (no copy), a
-chunk with one must be copied once (the output), never joined to the held-back
-bytes first. Hyperscan must really be the engine for many secrets, and must
-match needles holding NUL bytes whole.
+From `feed`, a chunk with no secret must come back as the object it came as
+(no copy), a chunk with one must be copied once (the output), never joined to
+the held-back bytes first. From `feed_parts`, every part but the markers and
+a small held-back tail is a view of a chunk, and the stream keeps no
+reference to a chunk it returned. Hyperscan must really be the engine for
+many secrets, confirm nothing over whole needles, and match needles holding
+NUL bytes whole.
 """
 
 from __future__ import annotations
 
 import base64
 import random
+import sys
 import tracemalloc
 from collections.abc import Callable
 
@@ -18,6 +22,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from redact_engines import engine  # noqa: F401  (a fixture, used by name)
 
+from sessionstore.redact import matcher
+from sessionstore.redact.matcher import Span
 from sessionstore.redact.redactor import Redactor
 
 both_engines = pytest.mark.usefixtures("engine")
@@ -60,6 +66,32 @@ def test_the_fixture_selects_the_engine(engine: str) -> None:  # noqa: F811
     if compiled.fast is not None:
         whole = len(compiled.fast._shape) == len(make(SECRET).needles())
         assert whole == (engine == "hyperscan")
+
+
+def test_hyperscan_over_whole_needles_confirms_nothing(
+    engine: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Its hits are the occurrences; over prefixes (or with the prefilter) they
+    # are only where one may start, and the confirming automaton must run.
+    other = b"second-secret-4242"
+    r = make(SECRET, other)
+    confirmed: list[int] = []
+    real = matcher.Compiled._confirm
+
+    def confirm(self: matcher.Compiled, view: memoryview, windows: list[Span]) -> list[Span]:
+        confirmed.append(len(windows))
+        return real(self, view, windows)
+
+    monkeypatch.setattr(matcher.Compiled, "_confirm", confirm)
+    noise = clean_chunk(7)
+    data = noise[:70_000] + SECRET + other + noise[:9] + base64.b64encode(other) + noise
+    expected = noise[:70_000] + b"REDACTED" + noise[:9] + b"REDACTED" + noise
+    assert r.redact(data) == expected
+    s = r.stream()
+    parts = [p for i in range(0, len(data), 4096) for p in s.feed_parts(data[i : i + 4096])]
+    assert b"".join(parts + s.finish_parts()) == expected
+    assert (not confirmed) == (engine == "hyperscan")
 
 
 @both_engines
@@ -182,24 +214,52 @@ def test_parts_of_a_chunk_with_a_secret_are_views_of_it_no_copy() -> None:
     parts.extend(s.finish_parts())
     assert b"".join(parts) == r.redact(b"".join(chunks))
     assert max(growth) < CHUNK // 4  # no chunk-sized allocation: nothing was joined
-    # Every byte that is not a marker is a view of (or is) one of the input chunks.
-    big = [p for p in parts if len(p) > 64]
-    assert big and all(
-        any((p.obj if isinstance(p, memoryview) else p) is c for c in chunks) for p in big
-    )
+    # Every byte that is not a marker is a view of one of the input chunks, but
+    # for the few bytes held back from each call, which were copied.
+    views = [p for p in parts if isinstance(p, memoryview) and any(p.obj is c for c in chunks)]
+    assert sum(map(len, views)) >= len(b"".join(parts)) - 4 * (r.max_pattern_len * 3 + 8)
 
 
 @both_engines
-@given(long_documents(), st.lists(st.integers(min_value=1, max_value=2000), min_size=1, max_size=5))
-def test_parts_joined_are_the_stream_output(
-    doc: tuple[list[bytes], bytes], sizes: list[int]
+@pytest.mark.parametrize("where", [0, CHUNK // 2, CHUNK - len(SECRET), CHUNK - 5])
+def test_the_parts_stream_keeps_no_reference_to_a_chunk(where: int) -> None:
+    # Holding the chunk until the next call would keep two chunks alive while
+    # the caller reads the next one (see `StreamRedactor._hold`).
+    r = make(SECRET)
+    s = r.stream()
+    chunks = [clean_chunk(i) for i in range(3)]
+    chunks[1] = chunks[1][:where] + SECRET + chunks[1][where + len(SECRET) :]
+    outputs = []
+    for chunk in chunks:
+        before = sys.getrefcount(chunk)
+        parts = s.feed_parts(chunk)
+        outputs.append(b"".join(parts))
+        del parts
+        assert sys.getrefcount(chunk) == before
+    outputs.append(b"".join(s.finish_parts()))
+    assert b"".join(outputs) == r.redact(b"".join(chunks))
+    assert SECRET not in b"".join(outputs)
+
+
+@both_engines
+@given(
+    long_documents(),
+    st.lists(st.integers(min_value=1, max_value=2000), min_size=1, max_size=5),
+    st.lists(st.booleans(), min_size=1, max_size=4),
+)
+def test_feed_and_feed_parts_mixed_in_any_order_are_the_whole_output(
+    doc: tuple[list[bytes], bytes], sizes: list[int], joined: list[bool]
 ) -> None:
+    # The two hold back different amounts (`feed` the whole chunk where it can),
+    # so one stream may switch between them at any call.
     secrets, data = doc
     r = make(*secrets)
-    joined, parted = r.stream(), r.stream()
+    s = r.stream()
+    out: list[bytes] = []
     pos, i = 0, 0
     while pos < len(data):
         piece = data[pos : pos + sizes[i % len(sizes)]]
-        assert b"".join(parted.feed_parts(piece)) == joined.feed(piece)
+        out.append(s.feed(piece) if joined[i % len(joined)] else b"".join(s.feed_parts(piece)))
         pos, i = pos + len(piece), i + 1
-    assert b"".join(parted.finish_parts()) == joined.finish()
+    out.append(s.finish() if joined[i % len(joined)] else b"".join(s.finish_parts()))
+    assert b"".join(out) == r.redact(data)
