@@ -90,19 +90,21 @@ def count_each(cmds: dict[str, Command], work: Path) -> None:
     floor = 0
     for name, (argv, overrides) in cmds.items():
         env = _env(overrides)
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env, cwd=work)
         n = count("callgrind", argv, env, work)
         floor = floor or n
         print(f"{name:<18} {n / 1e6:9.1f} M instructions  {n / floor:6.2f}x floor")
 
 
-def run_rounds(cmds: dict[str, Command], repeats: int) -> dict[str, list[float]]:
+def run_rounds(cmds: dict[str, Command], repeats: int, work: Path) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {name: [] for name in cmds}
     for round_ in range(repeats + 1):
         for name, (argv, overrides) in cmds.items():
             env = _env(overrides)
             start = time.perf_counter()
-            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
+            # In the work directory: `python -c` puts its cwd first on sys.path, and a
+            # checkout's cwd would shadow the package (--against) of the other.
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env, cwd=work)
             if round_:  # the first round warms caches and writes bytecode
                 samples[name].append(time.perf_counter() - start)
     return samples
@@ -130,7 +132,7 @@ def main() -> None:
             count_each(cmds, base)
             return
         print(f"store: 1 session x {args.trials} trials; {args.repeats} rounds, interleaved")
-        samples = run_rounds(cmds, args.repeats)
+        samples = run_rounds(cmds, args.repeats, base)
         floor = statistics.median(samples["floor"])
         for name, values in samples.items():
             med = statistics.median(values)
