@@ -11,8 +11,13 @@ already escapes control characters, and scripts want the exact value.
 from __future__ import annotations
 
 import math
-import re
-from typing import Any
+
+# Not typing's (nor the package's: a helper imports no layer above it): `re` and `typing`
+# are imported on use only, so that `inspect` of an empty store pays for neither.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
+    from typing import Any
 
 # C0 controls, DEL, C1 controls (0x80-0x9f: some terminals read 0x9b as CSI), the
 # Unicode line/paragraph separators, the bidi overrides and marks that reorder what
@@ -20,12 +25,13 @@ from typing import Any
 # (zero-width spaces and joiners, word joiner, BOM, interlinear annotations), and lone
 # surrogates (os.fsdecode's stand-ins for undecodable bytes: printing one raises
 # UnicodeEncodeError).
-_UNSAFE = re.compile(
+_UNSAFE = (
     "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069"
     "\ufeff\ufff9-\ufffb\ud800-\udfff]"
 )
 # The same, less the line feed and the tab (`escape_lines`).
-_UNSAFE_IN_LINES = re.compile(_UNSAFE.pattern.replace("\x00-\x1f", "\x00-\x08\x0b-\x1f"))
+_UNSAFE_IN_LINES = _UNSAFE.replace("\x00-\x1f", "\x00-\x08\x0b-\x1f")
+_compiled: dict[str, re.Pattern[str]] = {}
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -45,7 +51,7 @@ def escape(text: str) -> str:
     Printable text, including non-ASCII letters, is unchanged; the result never
     contains a line break, so one problem stays one line.
     """
-    return _UNSAFE.sub(_replace, text)
+    return _sub(_UNSAFE, text)
 
 
 def escape_lines(text: str) -> str:
@@ -54,7 +60,20 @@ def escape_lines(text: str) -> str:
     A `\\r` is escaped too, so a CRLF file shows where its carriage returns
     are and no line can overwrite another.
     """
-    return _UNSAFE_IN_LINES.sub(_replace, text)
+    return _sub(_UNSAFE_IN_LINES, text)
+
+
+def _sub(pattern: str, text: str) -> str:
+    # Printable ASCII (most names and fields) holds none of the characters either pattern
+    # matches, all of which are ASCII controls or not ASCII: nothing to look for.
+    if text.isascii() and text.isprintable():
+        return text
+    compiled = _compiled.get(pattern)
+    if compiled is None:
+        import re
+
+        compiled = _compiled[pattern] = re.compile(pattern)
+    return compiled.sub(_replace, text)
 
 
 def fmt_number(value: float) -> str:

@@ -3,7 +3,8 @@
 `main` is the entry point; the click group (`cli`, in `cli.group`) and the
 table of subcommands (`COMMANDS`) are imported on first use, so that
 `sessionstore --version` answers without importing click at all (issue 16:
-start-up is paid by every call a harness makes).
+start-up is paid by every call a harness makes), and so does `inspect` of an
+empty local store (`cli.early`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,14 @@ def main(argv: list[str] | None = None) -> Any:
     if args == ["--version"]:
         sys.stdout.write(VERSION_LINE)
         return 0
+    if "inspect" in args:
+        from sessionstore.cli.early import empty_listing
+
+        line = empty_listing(args)
+        if line is not None:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            return 0
     from sessionstore.cli.group import cli
 
     return cli.main(args=args, prog_name="sessionstore")

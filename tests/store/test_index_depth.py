@@ -1,0 +1,98 @@
+"""The summary index's depth rule, decided by its one parse (`store.index._PAD`).
+
+An index whose cached markers are nested too deeply to be written back inside
+the levels outputs put around a marker is unusable (ignored, rebuilt), and so
+is anything at its name that is not one JSON document, however it parses
+inside the padding lists.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from test_index import _forged, _indexed, _session, _truth, settled
+
+from sessionstore._json import ENVELOPE_DEPTH, parse_object
+from sessionstore.format.names import INDEX
+from sessionstore.store import index as index_module
+
+__all__ = ["settled"]  # the fixture, used by name
+
+
+def _nested(depth: int) -> Any:
+    """A JSON object `depth` levels deep (`{"a": {"a": ... {"a": 1}}}`)."""
+    value: Any = 1
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def _depth_limits() -> tuple[int, int]:
+    """The deepest nesting orjson parses, and the deepest it writes."""
+    parsed = max(d for d in (1023, 1024, 1025) if _parses(b"[" * d + b"]" * d))
+    written = 0
+    for d in range(250, 260):
+        try:
+            orjson.dumps(_nested(d))
+        except TypeError:
+            break
+        written = d
+    return parsed, written
+
+
+def _parses(data: bytes) -> bool:
+    try:
+        orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def test_the_padding_rests_on_orjsons_limits() -> None:
+    assert _depth_limits() == (1024, 254)
+
+
+def test_a_marker_as_deep_as_the_index_can_hold_is_used_one_deeper_is_not(
+    tmp_path: Path, settled: None
+) -> None:
+    s = _session(tmp_path / "store")
+    truth = _indexed(s)
+    # The index inside ENVELOPE_DEPTH + _INDEX_DEPTH lists must be writable, and it has
+    # _INDEX_DEPTH levels of its own above each marker.
+    deepest = 254 - ENVELOPE_DEPTH - 2 * index_module._INDEX_DEPTH
+    index = s.path / INDEX
+    index.write_bytes(orjson.dumps(_forged(s, _nested(deepest))))
+    used = _indexed(s, write=False)
+    assert [t["record"] for t in used["trials"][:5]] == [_nested(deepest)] * 5
+    # A marker file this deep is a usable marker: the index may hold what it may.
+    assert parse_object(orjson.dumps(_nested(deepest)))[1] is None
+    index.write_bytes(orjson.dumps(_forged(s, _nested(deepest + 1))))
+    assert _indexed(s, write=False) == truth
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"format": 1}],[{"format": 1}',  # two documents, balanced by the padding
+        b'{"format": 1}]',
+        b'[{"format": 1}',
+        b'{"format": 1}, {"format": 1}',
+        b"",
+        b"[]",
+        b'[{"format": 1}]',
+    ],
+)
+def test_what_is_no_single_index_document_is_ignored(
+    tmp_path: Path, settled: None, body: bytes
+) -> None:
+    s = _session(tmp_path / "store")
+    truth = _truth(s)
+    assert _indexed(s) == truth  # written, so that it can be forged
+    index = s.path / INDEX
+    index.write_bytes(body.replace(b'{"format": 1}', orjson.dumps(_forged(s, {"forged": 1}))))
+    assert _indexed(s, write=False) == truth
+    assert _indexed(s) == truth
+    assert orjson.loads(index.read_bytes())["format"] == 1  # rebuilt as one document
