@@ -6,7 +6,7 @@ ratio to rsync next to the goal from issue 4, and the peak RSS of each tool.
 
     python benchmarks/bench_mirror.py [--runs 5] [--durable-runs 3] [--dir /tmp/x]
     python benchmarks/bench_mirror.py --only-noop --against ../old-checkout  # before/after
-    python benchmarks/bench_mirror.py --only-noop --files 200000  # at scale (issue 16)
+    python benchmarks/bench_mirror.py --scale 8000,50000,200000 --bytes-scale 0.1  # issue 16
     python benchmarks/bench_mirror.py --only-durable --files 50000 --durable-runs 3
 
 Scenarios (each tool gets its own destination, prepared identically):
@@ -46,8 +46,11 @@ FILES = {  # name -> typical size in bytes
 BIG_LOG = 3 * 1024 * 1024  # a few trials have MB-sized logs
 
 
-def generate(src: Path, sessions: int, seed: int = 1) -> int:
-    """The session tree; returns the number of files (50 per session)."""
+def generate(src: Path, sessions: int, seed: int = 1, scale: float = 1.0) -> int:
+    """The session tree; returns the number of files (50 per session).
+
+    `scale` multiplies every file's size (at least 1 byte).
+    """
     rng = random.Random(seed)
     count = 0
     for s in range(sessions):
@@ -58,7 +61,7 @@ def generate(src: Path, sessions: int, seed: int = 1) -> int:
                 if name == "trial.json" and t == TRIALS:
                     name = "progress.json"  # this trial is in flight: no marker yet
                 n = size if rng.random() > 0.002 or name != "log.txt" else BIG_LOG
-                n = max(1, int(n * rng.uniform(0.5, 1.5)))
+                n = max(1, int(n * rng.uniform(0.5, 1.5) * scale))
                 if name in ("trial.json", "progress.json"):
                     learned = rng.randbytes(n // 2).hex().encode()
                     data = b'{"trial": %d, "learned": "%s"}' % (t, learned)
@@ -86,6 +89,7 @@ ENV = dict(os.environ)
 
 
 PEAK_RSS: dict[str, int] = {}  # command name -> the largest peak RSS seen, in KiB
+CPU: dict[str, list[float]] = {}  # command name -> user + system seconds of each run
 
 
 def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> float:
@@ -98,7 +102,9 @@ def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = 
     name = "rsync" if cmd[0] == "rsync" else "sessionstore"
     rss_file = Path(tempfile.gettempdir()) / f"bench-mirror-rss-{os.getpid()}"
     gnu_time = Path("/usr/bin/time")
-    run = [str(gnu_time), "-f", "%M", "-o", str(rss_file), *cmd] if gnu_time.exists() else cmd
+    run = [str(gnu_time), "-f", "%U %S %M", "-o", str(rss_file), *cmd]
+    if not gnu_time.exists():
+        run = cmd
     start = time.perf_counter()
     proc = subprocess.Popen(
         run, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env or ENV, cwd=cwd
@@ -108,13 +114,15 @@ def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = 
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
-    kib = usage.ru_maxrss
-    if run is not cmd:  # the figure comes last (after "Command exited with ..." on failure)
-        kib = int(rss_file.read_text().split()[-1])
+    kib, cpu = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
+    if run is not cmd:  # the figures come last (after "Command exited with ..." on failure)
+        user, system, rss = rss_file.read_text().split()[-3:]
+        kib, cpu = int(rss), float(user) + float(system)
         rss_file.unlink()
     if proc.returncode != 0:
         raise SystemExit(f"{cmd[0]} failed ({proc.returncode}): {err.decode()[-500:]}")
     PEAK_RSS[name] = max(PEAK_RSS.get(name, 0), kib)
+    CPU.setdefault(name, []).append(cpu)
     return elapsed
 
 
@@ -259,11 +267,69 @@ def against(
     return (f"no-op pass, installed vs {root.name}", a, b, "report")
 
 
+def noop_at_scale(args: argparse.Namespace, sizes: list[int]) -> None:
+    """The no-op pass at each size against `rsync -a` (issue 16): wall and CPU per file, RSS.
+
+    Each size gets a fresh work directory, removed before the next one (three
+    trees of 200k files at once would be gigabytes). `--bytes-scale` shrinks the
+    files: a no-op pass reads none, and the trees are made and copied faster.
+    """
+    rows = []
+    for files in sizes:
+        work = Path(tempfile.mkdtemp(prefix="bench-mirror-", dir=args.dir))
+        ENV["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+        try:
+            src = work / "src"
+            nfiles = generate(src, max(1, files // (5 * TRIALS)), scale=args.bytes_scale)
+            time.sleep(0.05)  # let the tree leave the racy window
+            m = [*sessionstore_cmd(), "mirror", str(src), str(work / "dst-ss"), "--once"]
+            r = ["rsync", "-a", f"{src}/", f"{work / 'dst-rsync'}/"]
+            print(f"running: {nfiles} files, initial copies ...", file=sys.stderr)
+            timed([*m, "--no-fsync"])
+            timed(r)
+            PEAK_RSS.clear()
+            CPU.clear()
+            print(f"running: {nfiles} files, no-op ...", file=sys.stderr)
+            a, b = interleaved(args.runs, m, r)
+            cpu = (statistics.median(CPU["sessionstore"]), statistics.median(CPU["rsync"]))
+            rows.append((nfiles, a, b, cpu, PEAK_RSS["sessionstore"], PEAK_RSS["rsync"]))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"no-op pass against rsync -a, medians of {args.runs} interleaved runs (whole process)")
+    print(
+        f"{'files':>7} {'ss ms':>7} {'rsync':>7} {'ratio':>6} {'ss us/f':>8} {'drift':>6}"
+        f" {'cpu ratio':>9} {'ss cpu us/f':>11} {'RSS MiB':>7} {'rsync':>6} {'ratio':>6}"
+    )
+    first = None
+    for n, a, b, (ca, cb), ss_kib, rs_kib in rows:
+        ma, mb = statistics.median(a), statistics.median(b)
+        per = ma / n * 1e6
+        first = first or per
+        print(
+            f"{n:7} {ma * 1e3:7.0f} {mb * 1e3:7.0f} {ma / mb:5.2f}x {per:8.1f}"
+            f" {per / first - 1:+6.0%} {ca / cb:8.2f}x {ca / n * 1e6:11.1f} {ss_kib / 1024:7.1f} {rs_kib / 1024:6.1f}"
+            f" {ss_kib / rs_kib:5.2f}x"
+        )
+    print("goals: ratio <= 0.6x, per-file cost flat within 10%, RSS <= 2x rsync's")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument(
         "--files", type=int, default=10_000, help="tree size, rounded to 50-file sessions"
+    )
+    parser.add_argument(
+        "--scale",
+        default=None,
+        metavar="N,N,...",
+        help="only the no-op pass, at each of these tree sizes (8000,50000,200000)",
+    )
+    parser.add_argument(
+        "--bytes-scale",
+        type=float,
+        default=1.0,
+        help="multiply every file's size (with --scale: 0.1 makes big trees ~10x faster)",
     )
     parser.add_argument("--durable-runs", type=int, default=5)
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: tmp)")
@@ -288,6 +354,10 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("rsync") is None:
         raise SystemExit("rsync is not installed (apt-get install -y rsync)")
+    if args.scale is not None:
+        ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+        noop_at_scale(args, [int(n) for n in args.scale.split(",")])
+        return
     work = Path(tempfile.mkdtemp(prefix="bench-mirror-", dir=args.dir))
     # Time what an installed package costs: bytecode cached (as pip does at install),
     # even where PYTHONDONTWRITEBYTECODE is set; the cache goes to the work dir.
