@@ -307,8 +307,8 @@ def noop_at_scale(args: argparse.Namespace, sizes: list[int]) -> None:
         first = first or per
         print(
             f"{n:7} {ma * 1e3:7.0f} {mb * 1e3:7.0f} {ma / mb:5.2f}x {per:8.1f}"
-            f" {per / first - 1:+6.0%} {ca / cb:8.2f}x {ca / n * 1e6:11.1f} {ss_kib / 1024:7.1f} {rs_kib / 1024:6.1f}"
-            f" {ss_kib / rs_kib:5.2f}x"
+            f" {per / first - 1:+6.0%} {ca / cb:8.2f}x {ca / n * 1e6:11.1f}"
+            f" {ss_kib / 1024:7.1f} {rs_kib / 1024:6.1f} {ss_kib / rs_kib:5.2f}x"
         )
     print("goals: ratio <= 0.6x, per-file cost flat within 10%, RSS <= 2x rsync's")
 
