@@ -92,14 +92,16 @@ PEAK_RSS: dict[str, int] = {}  # command name -> the largest peak RSS seen, in K
 CPU: dict[str, list[float]] = {}  # command name -> user + system seconds of each run
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> float:
+def timed(
+    cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, label: str = ""
+) -> float:
     """Wall seconds of `cmd`; its own peak RSS goes to PEAK_RSS.
 
     The peak RSS comes from GNU time when installed: wait4's `ru_maxrss` of a
     child forked from this (large) process starts at this process's own RSS
     (exec keeps the high-water mark of the memory it replaces).
     """
-    name = "rsync" if cmd[0] == "rsync" else "sessionstore"
+    name = label or ("rsync" if cmd[0] == "rsync" else "sessionstore")
     rss_file = Path(tempfile.gettempdir()) / f"bench-mirror-rss-{os.getpid()}"
     gnu_time = Path("/usr/bin/time")
     run = [str(gnu_time), "-f", "%U %S %M", "-o", str(rss_file), *cmd]
@@ -267,8 +269,49 @@ def against(
     return (f"no-op pass, installed vs {root.name}", a, b, "report")
 
 
+# The floors of a no-op pass in Python (whole process, no imports but os and gc): list
+# every source directory through its fd and lstat each file (as the mirror does), and
+# the same plus each destination file's lstat through an O_PATH fd per directory.
+FLOOR = """
+import gc, os, sys
+gc.disable()
+O = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+P = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+both = len(sys.argv) > 2
+stack = [(os.open(sys.argv[1], O), os.open(sys.argv[2], P) if both else -1)]
+while stack:
+    fd, dfd = stack.pop()
+    with os.scandir(fd) as it:
+        for e in it:
+            if e.is_dir(follow_symlinks=False):
+                sub = os.open(e.name, P, dir_fd=dfd) if both else -1
+                stack.append((os.open(e.name, O, dir_fd=fd), sub))
+            else:
+                e.stat(follow_symlinks=False)
+                if both:
+                    os.lstat(e.name, dir_fd=dfd)
+    os.close(fd)
+    if both:
+        os.close(dfd)
+"""
+
+
+def rotated(runs: int, cmds: list[tuple[str, list[str]]]) -> list[list[float]]:
+    """Each (label, command) timed once per round, the first to go rotating, after a
+    warm-up round; CPU and PEAK_RSS by label."""
+    for label, cmd in cmds:
+        timed(cmd, label=label)
+    times: list[list[float]] = [[] for _ in cmds]
+    for i in range(runs):
+        for k in range(len(cmds)):
+            j = (i + k) % len(cmds)
+            times[j].append(timed(cmds[j][1], label=cmds[j][0]))
+    return times
+
+
 def noop_at_scale(args: argparse.Namespace, sizes: list[int]) -> None:
-    """The no-op pass at each size against `rsync -a` (issue 16): wall and CPU per file, RSS.
+    """The no-op pass at each size against `rsync -a` (issue 16): wall and CPU per file, RSS,
+    and the two Python floors (`FLOOR`) in the same rounds.
 
     Each size gets a fresh work directory, removed before the next one (three
     trees of 200k files at once would be gigabytes). `--bytes-scale` shrinks the
@@ -290,26 +333,32 @@ def noop_at_scale(args: argparse.Namespace, sizes: list[int]) -> None:
             PEAK_RSS.clear()
             CPU.clear()
             print(f"running: {nfiles} files, no-op ...", file=sys.stderr)
-            a, b = interleaved(args.runs, m, r)
+            floor = [sys.executable, "-c", FLOOR, str(src)]
+            both = [*floor, str(work / "dst-ss")]
+            cmds = [("sessionstore", m), ("rsync", r), ("floor", floor), ("floor", both)]
+            a, b, fs, fb = rotated(args.runs, cmds)
             cpu = (statistics.median(CPU["sessionstore"]), statistics.median(CPU["rsync"]))
-            rows.append((nfiles, a, b, cpu, PEAK_RSS["sessionstore"], PEAK_RSS["rsync"]))
+            floors = (statistics.median(fs), statistics.median(fb))
+            rows.append((nfiles, a, b, cpu, floors, PEAK_RSS["sessionstore"], PEAK_RSS["rsync"]))
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"no-op pass against rsync -a, medians of {args.runs} interleaved runs (whole process)")
+    print(f"no-op pass against rsync -a, medians of {args.runs} rotated runs (whole process)")
     print(
         f"{'files':>7} {'ss ms':>7} {'rsync':>7} {'ratio':>6} {'ss us/f':>8} {'drift':>6}"
-        f" {'cpu ratio':>9} {'ss cpu us/f':>11} {'RSS MiB':>7} {'rsync':>6} {'ratio':>6}"
+        f" {'cpu ratio':>9} {'floor src':>9} {'floor both':>10}"
+        f" {'RSS MiB':>7} {'rsync':>6} {'ratio':>6}"
     )
     first = None
-    for n, a, b, (ca, cb), ss_kib, rs_kib in rows:
+    for n, a, b, (ca, cb), (fs, fb), ss_kib, rs_kib in rows:
         ma, mb = statistics.median(a), statistics.median(b)
         per = ma / n * 1e6
         first = first or per
         print(
             f"{n:7} {ma * 1e3:7.0f} {mb * 1e3:7.0f} {ma / mb:5.2f}x {per:8.1f}"
-            f" {per / first - 1:+6.0%} {ca / cb:8.2f}x {ca / n * 1e6:11.1f}"
+            f" {per / first - 1:+6.0%} {ca / cb:8.2f}x {fs / mb:8.2f}x {fb / mb:9.2f}x"
             f" {ss_kib / 1024:7.1f} {rs_kib / 1024:6.1f} {ss_kib / rs_kib:5.2f}x"
         )
+    print("ratios are to rsync's median wall time (the floors: Python walks, see FLOOR)")
     print("goals: ratio <= 0.6x, per-file cost flat within 10%, RSS <= 2x rsync's")
 
 
