@@ -349,13 +349,13 @@ def noop_at_scale(args: argparse.Namespace, sizes: list[int]) -> None:
         f" {'RSS MiB':>7} {'rsync':>6} {'ratio':>6}"
     )
     first = None
-    for n, a, b, (ca, cb), (fs, fb), ss_kib, rs_kib in rows:
+    for n, a, b, (ca, cb), (f_src, f_both), ss_kib, rs_kib in rows:
         ma, mb = statistics.median(a), statistics.median(b)
         per = ma / n * 1e6
         first = first or per
         print(
             f"{n:7} {ma * 1e3:7.0f} {mb * 1e3:7.0f} {ma / mb:5.2f}x {per:8.1f}"
-            f" {per / first - 1:+6.0%} {ca / cb:8.2f}x {fs / mb:8.2f}x {fb / mb:9.2f}x"
+            f" {per / first - 1:+6.0%} {ca / cb:8.2f}x {f_src / mb:8.2f}x {f_both / mb:9.2f}x"
             f" {ss_kib / 1024:7.1f} {rs_kib / 1024:6.1f} {ss_kib / rs_kib:5.2f}x"
         )
     print("ratios are to rsync's median wall time (the floors: Python walks, see FLOOR)")
