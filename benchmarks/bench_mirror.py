@@ -335,30 +335,34 @@ def noop_at_scale(args: argparse.Namespace, sizes: list[int]) -> None:
             print(f"running: {nfiles} files, no-op ...", file=sys.stderr)
             floor = [sys.executable, "-c", FLOOR, str(src)]
             both = [*floor, str(work / "dst-ss")]
+            (work / "empty").mkdir()  # the start-up: a pass over no file at all
+            empty = [*sessionstore_cmd(), "mirror", str(work / "empty"), str(work / "dst-e")]
             cmds = [("sessionstore", m), ("rsync", r), ("floor", floor), ("floor", both)]
-            a, b, fs, fb = rotated(args.runs, cmds)
+            cmds.append(("empty", [*empty, "--once"]))
+            a, b, fs, fb, fe = rotated(args.runs, cmds)
             cpu = (statistics.median(CPU["sessionstore"]), statistics.median(CPU["rsync"]))
-            floors = (statistics.median(fs), statistics.median(fb))
+            floors = (statistics.median(fs), statistics.median(fb), statistics.median(fe))
             rows.append((nfiles, a, b, cpu, floors, PEAK_RSS["sessionstore"], PEAK_RSS["rsync"]))
         finally:
             shutil.rmtree(work, ignore_errors=True)
     print(f"no-op pass against rsync -a, medians of {args.runs} rotated runs (whole process)")
     print(
-        f"{'files':>7} {'ss ms':>7} {'rsync':>7} {'ratio':>6} {'ss us/f':>8} {'drift':>6}"
-        f" {'cpu ratio':>9} {'floor src':>9} {'floor both':>10}"
+        f"{'files':>7} {'ss ms':>7} {'rsync':>7} {'ratio':>6} {'ss us/f':>8} {'net':>6}"
+        f" {'drift':>6} {'cpu ratio':>9} {'floor src':>9} {'floor both':>10}"
         f" {'RSS MiB':>7} {'rsync':>6} {'ratio':>6}"
     )
     first = None
-    for n, a, b, (ca, cb), (f_src, f_both), ss_kib, rs_kib in rows:
+    for n, a, b, (ca, cb), (f_src, f_both, f_empty), ss_kib, rs_kib in rows:
         ma, mb = statistics.median(a), statistics.median(b)
-        per = ma / n * 1e6
-        first = first or per
+        per, net = ma / n * 1e6, (ma - f_empty) / n * 1e6
+        first = first or net
         print(
-            f"{n:7} {ma * 1e3:7.0f} {mb * 1e3:7.0f} {ma / mb:5.2f}x {per:8.1f}"
-            f" {per / first - 1:+6.0%} {ca / cb:8.2f}x {f_src / mb:8.2f}x {f_both / mb:9.2f}x"
+            f"{n:7} {ma * 1e3:7.0f} {mb * 1e3:7.0f} {ma / mb:5.2f}x {per:8.1f} {net:6.1f}"
+            f" {net / first - 1:+6.0%} {ca / cb:8.2f}x {f_src / mb:8.2f}x {f_both / mb:9.2f}x"
             f" {ss_kib / 1024:7.1f} {rs_kib / 1024:6.1f} {ss_kib / rs_kib:5.2f}x"
         )
-    print("ratios are to rsync's median wall time (the floors: Python walks, see FLOOR)")
+    print("ratios are to rsync's median wall time (the floors: Python walks, see FLOOR);")
+    print("net: us per file less the start-up (a pass over an empty tree, same rounds)")
     print("goals: ratio <= 0.6x, per-file cost flat within 10%, RSS <= 2x rsync's")
 
 
