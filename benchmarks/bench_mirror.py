@@ -311,59 +311,63 @@ def rotated(runs: int, cmds: list[tuple[str, list[str]]]) -> list[list[float]]:
 
 def noop_at_scale(args: argparse.Namespace, sizes: list[int]) -> None:
     """The no-op pass at each size against `rsync -a` (issue 16): wall and CPU per file, RSS,
-    and the two Python floors (`FLOOR`) in the same rounds.
+    and the two Python floors (`FLOOR`) in the same rounds; one line per size as it is done.
 
     Each size gets a fresh work directory, removed before the next one (three
     trees of 200k files at once would be gigabytes). `--bytes-scale` shrinks the
     files: a no-op pass reads none, and the trees are made and copied faster.
     """
-    rows = []
+    print(f"no-op pass against rsync -a, medians of {args.runs} rotated runs (whole process)")
+    print("ratios are to rsync's median wall time (the floors: Python walks, see FLOOR);")
+    print("net: us per file less the start-up (a pass over an empty tree, same rounds)")
+    print("goals: ratio <= 0.6x, per-file cost flat within 10%, RSS <= 2x rsync's")
+    print(
+        f"{'files':>7} {'ss ms':>7} {'rsync':>7} {'ratio':>6} {'ss us/f':>8} {'net':>6}"
+        f" {'drift':>6} {'cpu ratio':>9} {'floor src':>9} {'floor both':>10}"
+        f" {'RSS MiB':>7} {'rsync':>6} {'ratio':>6}",
+        flush=True,
+    )
+    first = 0.0
     for files in sizes:
         work = Path(tempfile.mkdtemp(prefix="bench-mirror-", dir=args.dir))
         ENV["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
         try:
-            src = work / "src"
-            nfiles = generate(src, max(1, files // (5 * TRIALS)), scale=args.bytes_scale)
-            time.sleep(0.05)  # let the tree leave the racy window
-            m = [*sessionstore_cmd(), "mirror", str(src), str(work / "dst-ss"), "--once"]
-            r = ["rsync", "-a", f"{src}/", f"{work / 'dst-rsync'}/"]
-            print(f"running: {nfiles} files, initial copies ...", file=sys.stderr)
-            timed([*m, "--no-fsync"])
-            timed(r)
-            PEAK_RSS.clear()
-            CPU.clear()
-            print(f"running: {nfiles} files, no-op ...", file=sys.stderr)
-            floor = [sys.executable, "-c", FLOOR, str(src)]
-            both = [*floor, str(work / "dst-ss")]
-            (work / "empty").mkdir()  # the start-up: a pass over no file at all
-            empty = [*sessionstore_cmd(), "mirror", str(work / "empty"), str(work / "dst-e")]
-            cmds = [("sessionstore", m), ("rsync", r), ("floor", floor), ("floor", both)]
-            cmds.append(("empty", [*empty, "--once"]))
-            a, b, fs, fb, fe = rotated(args.runs, cmds)
-            cpu = (statistics.median(CPU["sessionstore"]), statistics.median(CPU["rsync"]))
-            floors = (statistics.median(fs), statistics.median(fb), statistics.median(fe))
-            rows.append((nfiles, a, b, cpu, floors, PEAK_RSS["sessionstore"], PEAK_RSS["rsync"]))
+            net = _scale_row(args, work, files, first)
+            first = first or net
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"no-op pass against rsync -a, medians of {args.runs} rotated runs (whole process)")
+
+
+def _scale_row(args: argparse.Namespace, work: Path, files: int, first: float) -> float:
+    """Measure and print one size of `noop_at_scale`; returns its net us per file."""
+    src = work / "src"
+    n = generate(src, max(1, files // (5 * TRIALS)), scale=args.bytes_scale)
+    time.sleep(0.05)  # let the tree leave the racy window
+    ss = sessionstore_cmd()
+    m = [*ss, "mirror", str(src), str(work / "dst-ss"), "--once"]
+    r = ["rsync", "-a", f"{src}/", f"{work / 'dst-rsync'}/"]
+    print(f"running: {n} files, initial copies ...", file=sys.stderr)
+    timed([*m, "--no-fsync"])
+    timed(r)
+    PEAK_RSS.clear()
+    CPU.clear()
+    print(f"running: {n} files, no-op ...", file=sys.stderr)
+    floor = [sys.executable, "-c", FLOOR, str(src)]
+    (work / "empty").mkdir()  # the start-up: a pass over no file at all
+    empty = [*ss, "mirror", str(work / "empty"), str(work / "dst-e"), "--once"]
+    cmds = [("sessionstore", m), ("rsync", r), ("floor", floor)]
+    cmds += [("floor", [*floor, str(work / "dst-ss")]), ("empty", empty)]
+    a, b, f_src, f_both, f_empty = (statistics.median(t) for t in rotated(args.runs, cmds))
+    ca, cb = statistics.median(CPU["sessionstore"]), statistics.median(CPU["rsync"])
+    ss_kib, rs_kib = PEAK_RSS["sessionstore"], PEAK_RSS["rsync"]
+    per, net = a / n * 1e6, (a - f_empty) / n * 1e6
     print(
-        f"{'files':>7} {'ss ms':>7} {'rsync':>7} {'ratio':>6} {'ss us/f':>8} {'net':>6}"
-        f" {'drift':>6} {'cpu ratio':>9} {'floor src':>9} {'floor both':>10}"
-        f" {'RSS MiB':>7} {'rsync':>6} {'ratio':>6}"
+        f"{n:7} {a * 1e3:7.0f} {b * 1e3:7.0f} {a / b:5.2f}x {per:8.1f} {net:6.1f}"
+        f" {net / (first or net) - 1:+6.0%} {ca / cb:8.2f}x {f_src / b:8.2f}x {f_both / b:9.2f}x"
+        f" {ss_kib / 1024:7.1f} {rs_kib / 1024:6.1f} {ss_kib / rs_kib:5.2f}x",
+        flush=True,
     )
-    first = None
-    for n, a, b, (ca, cb), (f_src, f_both, f_empty), ss_kib, rs_kib in rows:
-        ma, mb = statistics.median(a), statistics.median(b)
-        per, net = ma / n * 1e6, (ma - f_empty) / n * 1e6
-        first = first or net
-        print(
-            f"{n:7} {ma * 1e3:7.0f} {mb * 1e3:7.0f} {ma / mb:5.2f}x {per:8.1f} {net:6.1f}"
-            f" {net / first - 1:+6.0%} {ca / cb:8.2f}x {f_src / mb:8.2f}x {f_both / mb:9.2f}x"
-            f" {ss_kib / 1024:7.1f} {rs_kib / 1024:6.1f} {ss_kib / rs_kib:5.2f}x"
-        )
-    print("ratios are to rsync's median wall time (the floors: Python walks, see FLOOR);")
-    print("net: us per file less the start-up (a pass over an empty tree, same rounds)")
-    print("goals: ratio <= 0.6x, per-file cost flat within 10%, RSS <= 2x rsync's")
+    return net
 
 
 def main() -> None:
