@@ -6,7 +6,7 @@ ratio to rsync next to the goal from issue 4, and the peak RSS of each tool.
 
     python benchmarks/bench_mirror.py [--runs 5] [--durable-runs 3] [--dir /tmp/x]
     python benchmarks/bench_mirror.py --only-noop --against ../old-checkout  # before/after
-    python benchmarks/bench_mirror.py --only-noop --files 200000  # at scale (issue 16)
+    python benchmarks/bench_mirror.py --scale 8000,50000,200000 --bytes-scale 0.1  # issue 16
     python benchmarks/bench_mirror.py --only-durable --files 50000 --durable-runs 3
 
 Scenarios (each tool gets its own destination, prepared identically):
@@ -46,8 +46,11 @@ FILES = {  # name -> typical size in bytes
 BIG_LOG = 3 * 1024 * 1024  # a few trials have MB-sized logs
 
 
-def generate(src: Path, sessions: int, seed: int = 1) -> int:
-    """The session tree; returns the number of files (50 per session)."""
+def generate(src: Path, sessions: int, seed: int = 1, scale: float = 1.0) -> int:
+    """The session tree; returns the number of files (50 per session).
+
+    `scale` multiplies every file's size (at least 1 byte).
+    """
     rng = random.Random(seed)
     count = 0
     for s in range(sessions):
@@ -58,7 +61,7 @@ def generate(src: Path, sessions: int, seed: int = 1) -> int:
                 if name == "trial.json" and t == TRIALS:
                     name = "progress.json"  # this trial is in flight: no marker yet
                 n = size if rng.random() > 0.002 or name != "log.txt" else BIG_LOG
-                n = max(1, int(n * rng.uniform(0.5, 1.5)))
+                n = max(1, int(n * rng.uniform(0.5, 1.5) * scale))
                 if name in ("trial.json", "progress.json"):
                     learned = rng.randbytes(n // 2).hex().encode()
                     data = b'{"trial": %d, "learned": "%s"}' % (t, learned)
@@ -86,23 +89,42 @@ ENV = dict(os.environ)
 
 
 PEAK_RSS: dict[str, int] = {}  # command name -> the largest peak RSS seen, in KiB
+CPU: dict[str, list[float]] = {}  # command name -> user + system seconds of each run
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> float:
-    """Wall seconds of `cmd`; its own peak RSS goes to PEAK_RSS (wait4's rusage is per child)."""
+def timed(
+    cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, label: str = ""
+) -> float:
+    """Wall seconds of `cmd`; its own peak RSS goes to PEAK_RSS.
+
+    The peak RSS comes from GNU time when installed: wait4's `ru_maxrss` of a
+    child forked from this (large) process starts at this process's own RSS
+    (exec keeps the high-water mark of the memory it replaces).
+    """
+    name = label or ("rsync" if cmd[0] == "rsync" else "sessionstore")
+    rss_file = Path(tempfile.gettempdir()) / f"bench-mirror-rss-{os.getpid()}"
+    gnu_time = Path("/usr/bin/time")
+    run = [str(gnu_time), "-f", "%U %S %M", "-o", str(rss_file), *cmd]
+    if not gnu_time.exists():
+        run = cmd
     start = time.perf_counter()
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env or ENV, cwd=cwd
+        run, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env or ENV, cwd=cwd
     )
     assert proc.stderr is not None
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
+    kib, cpu = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
+    if run is not cmd:  # the figures come last (after "Command exited with ..." on failure)
+        user, system, rss = rss_file.read_text().split()[-3:]
+        kib, cpu = int(rss), float(user) + float(system)
+        rss_file.unlink()
     if proc.returncode != 0:
         raise SystemExit(f"{cmd[0]} failed ({proc.returncode}): {err.decode()[-500:]}")
-    name = "rsync" if cmd[0] == "rsync" else "sessionstore"
-    PEAK_RSS[name] = max(PEAK_RSS.get(name, 0), usage.ru_maxrss)
+    PEAK_RSS[name] = max(PEAK_RSS.get(name, 0), kib)
+    CPU.setdefault(name, []).append(cpu)
     return elapsed
 
 
@@ -247,11 +269,124 @@ def against(
     return (f"no-op pass, installed vs {root.name}", a, b, "report")
 
 
+# The floors of a no-op pass in Python (whole process, no imports but os and gc): list
+# every source directory through its fd and lstat each file (as the mirror does), and
+# the same plus each destination file's lstat through an O_PATH fd per directory.
+FLOOR = """
+import gc, os, sys
+gc.disable()
+O = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+P = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+both = len(sys.argv) > 2
+stack = [(os.open(sys.argv[1], O), os.open(sys.argv[2], P) if both else -1)]
+while stack:
+    fd, dfd = stack.pop()
+    with os.scandir(fd) as it:
+        for e in it:
+            if e.is_dir(follow_symlinks=False):
+                sub = os.open(e.name, P, dir_fd=dfd) if both else -1
+                stack.append((os.open(e.name, O, dir_fd=fd), sub))
+            else:
+                e.stat(follow_symlinks=False)
+                if both:
+                    os.lstat(e.name, dir_fd=dfd)
+    os.close(fd)
+    if both:
+        os.close(dfd)
+"""
+
+
+def rotated(runs: int, cmds: list[tuple[str, list[str]]]) -> list[list[float]]:
+    """Each (label, command) timed once per round, the first to go rotating, after a
+    warm-up round; CPU and PEAK_RSS by label."""
+    for label, cmd in cmds:
+        timed(cmd, label=label)
+    times: list[list[float]] = [[] for _ in cmds]
+    for i in range(runs):
+        for k in range(len(cmds)):
+            j = (i + k) % len(cmds)
+            times[j].append(timed(cmds[j][1], label=cmds[j][0]))
+    return times
+
+
+def noop_at_scale(args: argparse.Namespace, sizes: list[int]) -> None:
+    """The no-op pass at each size against `rsync -a` (issue 16): wall and CPU per file, RSS,
+    and the two Python floors (`FLOOR`) in the same rounds; one line per size as it is done.
+
+    Each size gets a fresh work directory, removed before the next one (three
+    trees of 200k files at once would be gigabytes). `--bytes-scale` shrinks the
+    files: a no-op pass reads none, and the trees are made and copied faster.
+    """
+    print(f"no-op pass against rsync -a, medians of {args.runs} rotated runs (whole process)")
+    print("ratios are to rsync's median wall time (the floors: Python walks, see FLOOR);")
+    print("net: us per file less the start-up (a pass over an empty tree, same rounds)")
+    print("goals: ratio <= 0.6x, per-file cost flat within 10%, RSS <= 2x rsync's")
+    print(
+        f"{'files':>7} {'ss ms':>7} {'rsync':>7} {'ratio':>6} {'ss us/f':>8} {'net':>6}"
+        f" {'drift':>6} {'cpu ratio':>9} {'floor src':>9} {'floor both':>10}"
+        f" {'RSS MiB':>7} {'rsync':>6} {'ratio':>6}",
+        flush=True,
+    )
+    first = 0.0
+    for files in sizes:
+        work = Path(tempfile.mkdtemp(prefix="bench-mirror-", dir=args.dir))
+        ENV["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+        try:
+            net = _scale_row(args, work, files, first)
+            first = first or net
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _scale_row(args: argparse.Namespace, work: Path, files: int, first: float) -> float:
+    """Measure and print one size of `noop_at_scale`; returns its net us per file."""
+    src = work / "src"
+    n = generate(src, max(1, files // (5 * TRIALS)), scale=args.bytes_scale)
+    time.sleep(0.05)  # let the tree leave the racy window
+    ss = sessionstore_cmd()
+    m = [*ss, "mirror", str(src), str(work / "dst-ss"), "--once"]
+    r = ["rsync", "-a", f"{src}/", f"{work / 'dst-rsync'}/"]
+    print(f"running: {n} files, initial copies ...", file=sys.stderr)
+    timed([*m, "--no-fsync"])
+    timed(r)
+    PEAK_RSS.clear()
+    CPU.clear()
+    print(f"running: {n} files, no-op ...", file=sys.stderr)
+    floor = [sys.executable, "-c", FLOOR, str(src)]
+    (work / "empty").mkdir()  # the start-up: a pass over no file at all
+    empty = [*ss, "mirror", str(work / "empty"), str(work / "dst-e"), "--once"]
+    cmds = [("sessionstore", m), ("rsync", r), ("floor", floor)]
+    cmds += [("floor", [*floor, str(work / "dst-ss")]), ("empty", empty)]
+    a, b, f_src, f_both, f_empty = (statistics.median(t) for t in rotated(args.runs, cmds))
+    ca, cb = statistics.median(CPU["sessionstore"]), statistics.median(CPU["rsync"])
+    ss_kib, rs_kib = PEAK_RSS["sessionstore"], PEAK_RSS["rsync"]
+    per, net = a / n * 1e6, (a - f_empty) / n * 1e6
+    print(
+        f"{n:7} {a * 1e3:7.0f} {b * 1e3:7.0f} {a / b:5.2f}x {per:8.1f} {net:6.1f}"
+        f" {net / (first or net) - 1:+6.0%} {ca / cb:8.2f}x {f_src / b:8.2f}x {f_both / b:9.2f}x"
+        f" {ss_kib / 1024:7.1f} {rs_kib / 1024:6.1f} {ss_kib / rs_kib:5.2f}x",
+        flush=True,
+    )
+    return net
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument(
         "--files", type=int, default=10_000, help="tree size, rounded to 50-file sessions"
+    )
+    parser.add_argument(
+        "--scale",
+        default=None,
+        metavar="N,N,...",
+        help="only the no-op pass, at each of these tree sizes (8000,50000,200000)",
+    )
+    parser.add_argument(
+        "--bytes-scale",
+        type=float,
+        default=1.0,
+        help="multiply every file's size (with --scale: 0.1 makes big trees ~10x faster)",
     )
     parser.add_argument("--durable-runs", type=int, default=5)
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: tmp)")
@@ -276,6 +411,10 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("rsync") is None:
         raise SystemExit("rsync is not installed (apt-get install -y rsync)")
+    if args.scale is not None:
+        ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+        noop_at_scale(args, [int(n) for n in args.scale.split(",")])
+        return
     work = Path(tempfile.mkdtemp(prefix="bench-mirror-", dir=args.dir))
     # Time what an installed package costs: bytecode cached (as pip does at install),
     # even where PYTHONDONTWRITEBYTECODE is set; the cache goes to the work dir.

@@ -3,9 +3,10 @@
     python benchmarks/noop_instructions.py [--dir /tmp/x] [--passes 2] CHECKOUT [CHECKOUT ...]
     python benchmarks/noop_instructions.py /work/base-wt .   # before/after
     python benchmarks/noop_instructions.py --exclude '*.tmp' .   # the cost of patterns
+    python benchmarks/noop_instructions.py --files 2000 --passes 1 /work/main .  # quicker
 
-It builds the benchmark tree of bench_mirror.py once (200 sessions x 10
-trials, 10k files), copies it into one destination per checkout (a plain
+It builds the benchmark tree of bench_mirror.py once (`--files`, default
+200 sessions x 10 trials, 10k files), copies it into one destination per checkout (a plain
 `Mirror.run_once`, not measured), then for each checkout runs, in a fresh
 interpreter importing that checkout's `sessionstore` (PYTHONPATH), one
 warm-up no-op pass and then `--passes` no-op passes, under `valgrind
@@ -95,6 +96,9 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: tmp)")
     parser.add_argument("--passes", type=int, default=2, help="measured passes per checkout")
     parser.add_argument(
+        "--files", type=int, default=10_000, help="tree size (50-file sessions; default 10,000)"
+    )
+    parser.add_argument(
         "--exclude", action="append", default=[], metavar="PATTERN", help="exclusion pattern"
     )
     args = parser.parse_args()
@@ -102,7 +106,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="noop-instr-", dir=args.dir))
     try:
         src = work / "src"
-        nfiles = generate(src, sessions=200)  # the 10,000-file tree of the figures on record
+        nfiles = generate(src, sessions=max(1, args.files // 50))  # 10k: the figures on record
         time.sleep(0.05)  # let the tree leave the racy window
         print(f"{nfiles} files, {tool}, {args.passes} measured passes", file=sys.stderr)
         results = []
