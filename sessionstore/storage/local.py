@@ -81,58 +81,70 @@ class LocalStorage(LocalDirs):
 
     # -- the five operations of `Storage`, and `claim` ---------------------------
 
+    def _named(self, key: str, exc: OSError) -> OSError:
+        """`exc`, or if it names one of our temps, the same error naming the key's path: the
+        user never made `.sstmp-...`, and would look for it in vain (`Permission denied` on
+        an unwritable store directory, `No such file` when it vanished meanwhile)."""
+        name = exc.filename
+        if isinstance(name, str) and any(map(is_temp_name, name.split(os.sep))):
+            return OSError(exc.errno, exc.strerror, str(self.root / key))
+        return exc
+
     @contextlib.contextmanager
     def _naming(self, key: str) -> Iterator[None]:
-        """An OSError that names one of our temps names the key's path instead: the user
-        never made `.sstmp-...`, and would look for it in vain (`Permission denied` on
-        an unwritable store directory, `No such file` when it vanished meanwhile)."""
+        """`_named` for a block (the operations that run once per session, not per file)."""
         try:
             yield
         except OSError as exc:
-            name = exc.filename
-            if isinstance(name, str) and any(map(is_temp_name, name.split(os.sep))):
-                raise OSError(exc.errno, exc.strerror, str(self.root / key)) from None
-            raise
+            raise self._named(key, exc) from None
 
     def create(self, key: str, data: bytes) -> bool:
+        """`Storage.create`: the temp linked to the key; the deferred fsyncs around it.
+
+        Below a prefix this thread holds (`claim`), the held fds are used and the
+        pin is closed once the key is taken, by us or by a racing writer: the
+        prefix is sealed. On an I/O error it stays held, for a retry.
+        """
         parts = check_key(key).split("/")
-        with self._naming(key), self._parent(parts, make=True) as parent:
-            assert parent is not None
-            temp = temp_name()
-            try:
-                out = os.open(temp, _CREATE_FLAGS, 0o600, dir_fd=parent)
-                try:
-                    os.fchmod(out, self.file_mode)
-                    _write_all(out, data)
-                    os.fsync(out)
-                finally:
-                    os.close(out)
-                # What was put below this prefix is durable before this appears.
-                self._sync_put(parts[:-1])
-                os.fsync(parent)
-                if not publish_once(temp, parts[-1], parent):
-                    return False
-                # The temp name goes before the fsync, so one journal commit covers both.
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temp, dir_fd=parent)
-                os.fsync(parent)
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temp, dir_fd=parent)
-        # The directories above that a `claim` made (the record's own entry) last: losing
-        # them in a crash loses the whole record, marker included, never a part of it.
-        self._sync_above(parts[:-1])
-        return True
+        where = parts[:-1]
+        # What was put below this prefix is durable before this appears. First, before
+        # an fd of the cache is in use: it walks, and a walk may evict one.
+        self._sync_put(where)
+        pin = self._pinned(where)
+        try:
+            if pin is None:
+                with self._dir(where, make=True) as parent:
+                    assert parent is not None
+                    made = _create_in(parent, parts[-1], data, self.file_mode)
+            else:
+                made = _create_in(pin[0], parts[-1], data, self.file_mode)
+        except OSError as exc:
+            raise self._named(key, exc) from None
+        if made:
+            # The directories above that a `claim` made (the record's own entry) last:
+            # losing them in a crash loses the whole record, marker included, never a part.
+            self._sync_above(where, None if pin is None else pin[1])
+        if pin is not None:
+            self._unpin(where)
+        return made
 
     def put(self, key: str, data: bytes, *, mode: int | None = None) -> None:
         parts = check_key(key).split("/")
-        with self._naming(key), self._parent(parts, make=True) as parent:
-            assert parent is not None
+        where = parts[:-1]
+        # The cache's fd, not a duplicate: nothing below reads or writes through this storage.
+        parent, owned = self._read_fd(where, make=True)
+        assert parent is not None
+        try:
             mode = self.file_mode if mode is None else mode
             with AtomicFile(parts[-1], mode, sync_dir=False, dir_fd=parent) as f:
                 f.write(data)
+        except OSError as exc:
+            raise self._named(key, exc) from None
+        finally:
+            if owned:
+                os.close(parent)
         with self._lock:
-            self._unsynced.add(tuple(parts[:-1]))
+            self._unsynced.add(tuple(where))
 
     def get(self, key: str, limit: int) -> bytes | None:
         parts = check_key(key).split("/")
@@ -276,14 +288,19 @@ class LocalStorage(LocalDirs):
         before then), which saves a journal commit per record.
         """
         parts = check_key(prefix, "storage prefix").split("/")
-        with self._parent(parts, make=True) as parent:
-            assert parent is not None
-            try:
-                self._mkdir(parent, parts[-1], sync=False)
-            except FileExistsError:
+        parent, owned = self._read_fd(parts[:-1], make=True)
+        assert parent is not None
+        try:
+            made = self._made(parent, parts[-1], sync=False)
+        except OSError as exc:
+            if owned:
+                os.close(parent)
+            if isinstance(exc, FileExistsError):
                 return False
-            except OSError as exc:
-                raise _error(prefix, exc) from exc
+            raise _error(prefix, exc) from exc
+        # Held until sealed, `parent` with it: the record's writes need no lstat of its
+        # path (`local_dirs`, where the safety of this is argued).
+        self._pin(parts, made, parent, owned)
         with self._lock:
             self._unsynced.add(tuple(parts[:-1]))
         return True
@@ -375,6 +392,34 @@ def _read_in(parent: int, name: str, limit: int, where: tuple[str, ...]) -> byte
     if data is None:
         raise TooLarge("/".join((*where, name)), limit)
     return data
+
+
+def _create_in(parent: int, name: str, data: bytes, mode: int) -> bool:
+    """`create` of `name` in the directory `parent`: a temp written and fsynced, `parent`
+    fsynced, the temp linked to `name` (False if taken), unlinked, `parent` fsynced."""
+    temp = temp_name()
+    linked = False
+    try:
+        out = os.open(temp, _CREATE_FLAGS, 0o600, dir_fd=parent)
+        try:
+            os.fchmod(out, mode)
+            _write_all(out, data)
+            os.fsync(out)
+        finally:
+            os.close(out)
+        os.fsync(parent)
+        if not publish_once(temp, name, parent):
+            return False
+        # The temp name goes before the fsync, so one journal commit covers both.
+        linked = True
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp, dir_fd=parent)
+        os.fsync(parent)
+    finally:
+        if not linked:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp, dir_fd=parent)
+    return True
 
 
 def _write_all(fd: int, data: bytes) -> None:
