@@ -6,7 +6,11 @@ relative to the one before; every mkdir, open, link, rename and unlink is
 then relative to the last directory's fd. The fds of ancestors are cached
 (`local_dirs`) and used again only while their path still names the same
 directory (one lstat), so a component swapped for a symlink is refused at
-its step and nothing outside the root is ever reached. A symlink, FIFO
+its step and nothing outside the root is ever reached. A prefix `claim`
+made is held by fd until the `create` below it that seals it (a record: its
+files, then its marker), so a record's writes reach its directory with no
+lstat at all, and a swap on the way afterwards cannot redirect them
+(`local_dirs` argues why). A symlink, FIFO
 or file where a directory of the key belongs, or anything but a regular
 file where an object is read, is a `StorageError` naming the key at fault,
 at once (a FIFO is never opened for a blocking read).
@@ -47,18 +51,15 @@ from sessionstore._fs.atomic import (
     AtomicFile,
     build_dir,
     is_temp_name,
-    publish_once,
-    temp_name,
 )
 from sessionstore._fs.tree import remove_tree_at
-from sessionstore.errors import StorageError, TooLarge
+from sessionstore.errors import StorageError
 from sessionstore.storage.base import Listed, check_key, check_names, check_prefix, join
 from sessionstore.storage.local_dirs import LocalDirs
 from sessionstore.storage.local_dirs import error as _error
+from sessionstore.storage.local_files import create_in, lexists, read_in
 
 __all__ = ["LocalStorage"]
-
-_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class LocalStorage(LocalDirs):
@@ -115,9 +116,9 @@ class LocalStorage(LocalDirs):
             if pin is None:
                 with self._dir(where, make=True) as parent:
                     assert parent is not None
-                    made = _create_in(parent, parts[-1], data, self.file_mode)
+                    made = create_in(parent, parts[-1], data, self.file_mode)
             else:
-                made = _create_in(pin[0], parts[-1], data, self.file_mode)
+                made = create_in(pin[0], parts[-1], data, self.file_mode)
         except OSError as exc:
             raise self._named(key, exc) from None
         if made:
@@ -152,7 +153,7 @@ class LocalStorage(LocalDirs):
         if parent is None:
             return None
         try:
-            return _read_in(parent, parts[-1], limit, tuple(parts[:-1]))
+            return read_in(parent, parts[-1], limit, tuple(parts[:-1]))
         finally:
             if owned:
                 os.close(parent)
@@ -177,7 +178,7 @@ class LocalStorage(LocalDirs):
             return [None] * len(names)
         answers: list[bytes | StorageError | None] = []
         try:
-            # `_read_in` below each name, inline: this loop runs once per marker listed.
+            # `read_in` below each name, inline: this loop runs once per marker listed.
             for name in names:
                 try:
                     below = fsread.open_dir(name, top)
@@ -188,7 +189,7 @@ class LocalStorage(LocalDirs):
                     answers.append(_error(f"{prefix}/{name}", exc))
                     continue
                 try:
-                    answers.append(_read_in(below, leaf, limit, (prefix, name)))
+                    answers.append(read_in(below, leaf, limit, (prefix, name)))
                 except StorageError as exc:
                     answers.append(exc)
                 finally:
@@ -285,7 +286,8 @@ class LocalStorage(LocalDirs):
         `mkdir(2)`, atomic across processes and NFS clients: this is how the
         format allocates a record number. Its parent's fsync is deferred to the
         `create` of the record's marker (the new prefix holds nothing durable
-        before then), which saves a journal commit per record.
+        before then), which saves a journal commit per record. The new
+        directory and its parent stay held by this thread until that `create`.
         """
         parts = check_key(prefix, "storage prefix").split("/")
         parent, owned = self._read_fd(parts[:-1], make=True)
@@ -324,13 +326,13 @@ class LocalStorage(LocalDirs):
             assert parent is not None
 
             def publish(temp: str) -> None:
-                if _lexists(parts[-1], parent):
+                if lexists(parts[-1], parent):
                     raise _Taken
                 try:
                     # rename(2) onto an existing non-empty directory fails: no clobbering.
                     os.rename(temp, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)
                 except OSError:
-                    if _lexists(parts[-1], parent):
+                    if lexists(parts[-1], parent):
                         raise _Taken from None
                     raise
 
@@ -359,70 +361,3 @@ _listed = functools.partial(tuple.__new__, Listed)
 
 class _Taken(Exception):
     """`publish_dir`: something is at the key already."""
-
-
-def _lexists(name: str, dir_fd: int) -> bool:
-    try:
-        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
-
-
-def _read_in(parent: int, name: str, limit: int, where: tuple[str, ...]) -> bytes | None:
-    """The bytes of the regular file `name` in `parent`: None if absent, else at most `limit`.
-
-    Raises `TooLarge` past `limit` (nothing read), `StorageError` for anything
-    that stops the read (a symlink, a FIFO, an I/O error), naming the key:
-    `where` (the parts of `parent`'s key) and `name`, joined only then (this
-    runs once per marker of a listing).
-    """
-    try:
-        fd, st = fsread.open_file(name, parent)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise _error("/".join((*where, name)), exc) from exc
-    try:
-        data = None if st.st_size > limit else fsread.read_capped(fd, limit)
-    except OSError as exc:
-        raise _error("/".join((*where, name)), exc) from exc
-    finally:
-        os.close(fd)
-    if data is None:
-        raise TooLarge("/".join((*where, name)), limit)
-    return data
-
-
-def _create_in(parent: int, name: str, data: bytes, mode: int) -> bool:
-    """`create` of `name` in the directory `parent`: a temp written and fsynced, `parent`
-    fsynced, the temp linked to `name` (False if taken), unlinked, `parent` fsynced."""
-    temp = temp_name()
-    linked = False
-    try:
-        out = os.open(temp, _CREATE_FLAGS, 0o600, dir_fd=parent)
-        try:
-            os.fchmod(out, mode)
-            _write_all(out, data)
-            os.fsync(out)
-        finally:
-            os.close(out)
-        os.fsync(parent)
-        if not publish_once(temp, name, parent):
-            return False
-        # The temp name goes before the fsync, so one journal commit covers both.
-        linked = True
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp, dir_fd=parent)
-        os.fsync(parent)
-    finally:
-        if not linked:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp, dir_fd=parent)
-    return True
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
