@@ -5,6 +5,11 @@ same three files the bare way (temp, write, fsync, rename) with no directory
 fsyncs, no mkdir and no checks. Goal: median ratio <= 1.5x.
 
     python benchmarks/bench_store.py [--iterations 300] [--dir PATH]
+
+`--count N` writes N records after 5 warm-up records, untimed, and nothing
+else, for counting one record's system calls or instructions: run it under
+`strace -f -c` or `valgrind --tool=callgrind` with N and with 0 and divide the
+difference by N (PYTHONPATH at another checkout counts that one).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -57,8 +63,15 @@ def main() -> None:
     parser.add_argument(
         "--dir", type=Path, default=None, help="where to write (default: a temp dir)"
     )
+    parser.add_argument("--count", type=int, default=None, help="write N records, untimed")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bench-store-", dir=args.dir))
+    if args.count is not None:
+        session = Store(base / "store").create()
+        for i in range(5 + args.count):
+            record(session, i)
+        shutil.rmtree(base)
+        return
     print(f"python {sys.version.split()[0]} on {platform.platform()}, {os.cpu_count()} cpus")
     print(
         f"directory {base} ({os.statvfs(base).f_bsize} byte blocks), {args.iterations} iterations"

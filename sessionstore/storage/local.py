@@ -6,7 +6,11 @@ relative to the one before; every mkdir, open, link, rename and unlink is
 then relative to the last directory's fd. The fds of ancestors are cached
 (`local_dirs`) and used again only while their path still names the same
 directory (one lstat), so a component swapped for a symlink is refused at
-its step and nothing outside the root is ever reached. A symlink, FIFO
+its step and nothing outside the root is ever reached. A prefix `claim`
+made is held by fd until the `create` below it that seals it (a record: its
+files, then its marker), so a record's writes reach its directory with no
+lstat at all, and a swap on the way afterwards cannot redirect them
+(`local_dirs` argues why). A symlink, FIFO
 or file where a directory of the key belongs, or anything but a regular
 file where an object is read, is a `StorageError` naming the key at fault,
 at once (a FIFO is never opened for a blocking read).
@@ -47,18 +51,15 @@ from sessionstore._fs.atomic import (
     AtomicFile,
     build_dir,
     is_temp_name,
-    publish_once,
-    temp_name,
 )
 from sessionstore._fs.tree import remove_tree_at
-from sessionstore.errors import StorageError, TooLarge
+from sessionstore.errors import StorageError
 from sessionstore.storage.base import Listed, check_key, check_names, check_prefix, join
 from sessionstore.storage.local_dirs import LocalDirs
 from sessionstore.storage.local_dirs import error as _error
+from sessionstore.storage.local_files import create_in, lexists, read_in
 
 __all__ = ["LocalStorage"]
-
-_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class LocalStorage(LocalDirs):
@@ -81,58 +82,70 @@ class LocalStorage(LocalDirs):
 
     # -- the five operations of `Storage`, and `claim` ---------------------------
 
+    def _named(self, key: str, exc: OSError) -> OSError:
+        """`exc`, or if it names one of our temps, the same error naming the key's path: the
+        user never made `.sstmp-...`, and would look for it in vain (`Permission denied` on
+        an unwritable store directory, `No such file` when it vanished meanwhile)."""
+        name = exc.filename
+        if isinstance(name, str) and any(map(is_temp_name, name.split(os.sep))):
+            return OSError(exc.errno, exc.strerror, str(self.root / key))
+        return exc
+
     @contextlib.contextmanager
     def _naming(self, key: str) -> Iterator[None]:
-        """An OSError that names one of our temps names the key's path instead: the user
-        never made `.sstmp-...`, and would look for it in vain (`Permission denied` on
-        an unwritable store directory, `No such file` when it vanished meanwhile)."""
+        """`_named` for a block (the operations that run once per session, not per file)."""
         try:
             yield
         except OSError as exc:
-            name = exc.filename
-            if isinstance(name, str) and any(map(is_temp_name, name.split(os.sep))):
-                raise OSError(exc.errno, exc.strerror, str(self.root / key)) from None
-            raise
+            raise self._named(key, exc) from None
 
     def create(self, key: str, data: bytes) -> bool:
+        """`Storage.create`: the temp linked to the key; the deferred fsyncs around it.
+
+        Below a prefix this thread holds (`claim`), the held fds are used and the
+        pin is closed once the key is taken, by us or by a racing writer: the
+        prefix is sealed. On an I/O error it stays held, for a retry.
+        """
         parts = check_key(key).split("/")
-        with self._naming(key), self._parent(parts, make=True) as parent:
-            assert parent is not None
-            temp = temp_name()
-            try:
-                out = os.open(temp, _CREATE_FLAGS, 0o600, dir_fd=parent)
-                try:
-                    os.fchmod(out, self.file_mode)
-                    _write_all(out, data)
-                    os.fsync(out)
-                finally:
-                    os.close(out)
-                # What was put below this prefix is durable before this appears.
-                self._sync_put(parts[:-1])
-                os.fsync(parent)
-                if not publish_once(temp, parts[-1], parent):
-                    return False
-                # The temp name goes before the fsync, so one journal commit covers both.
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temp, dir_fd=parent)
-                os.fsync(parent)
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temp, dir_fd=parent)
-        # The directories above that a `claim` made (the record's own entry) last: losing
-        # them in a crash loses the whole record, marker included, never a part of it.
-        self._sync_above(parts[:-1])
-        return True
+        where = parts[:-1]
+        # What was put below this prefix is durable before this appears. First, before
+        # an fd of the cache is in use: it walks, and a walk may evict one.
+        self._sync_put(where)
+        pin = self._pinned(where)
+        try:
+            if pin is None:
+                with self._dir(where, make=True) as parent:
+                    assert parent is not None
+                    made = create_in(parent, parts[-1], data, self.file_mode)
+            else:
+                made = create_in(pin[0], parts[-1], data, self.file_mode)
+        except OSError as exc:
+            raise self._named(key, exc) from None
+        if made:
+            # The directories above that a `claim` made (the record's own entry) last:
+            # losing them in a crash loses the whole record, marker included, never a part.
+            self._sync_above(where, None if pin is None else pin[1])
+        if pin is not None:
+            self._unpin(where)
+        return made
 
     def put(self, key: str, data: bytes, *, mode: int | None = None) -> None:
         parts = check_key(key).split("/")
-        with self._naming(key), self._parent(parts, make=True) as parent:
-            assert parent is not None
+        where = parts[:-1]
+        # The cache's fd, not a duplicate: nothing below reads or writes through this storage.
+        parent, owned = self._read_fd(where, make=True)
+        assert parent is not None
+        try:
             mode = self.file_mode if mode is None else mode
             with AtomicFile(parts[-1], mode, sync_dir=False, dir_fd=parent) as f:
                 f.write(data)
+        except OSError as exc:
+            raise self._named(key, exc) from None
+        finally:
+            if owned:
+                os.close(parent)
         with self._lock:
-            self._unsynced.add(tuple(parts[:-1]))
+            self._unsynced.add(tuple(where))
 
     def get(self, key: str, limit: int) -> bytes | None:
         parts = check_key(key).split("/")
@@ -140,7 +153,7 @@ class LocalStorage(LocalDirs):
         if parent is None:
             return None
         try:
-            return _read_in(parent, parts[-1], limit, tuple(parts[:-1]))
+            return read_in(parent, parts[-1], limit, tuple(parts[:-1]))
         finally:
             if owned:
                 os.close(parent)
@@ -165,7 +178,7 @@ class LocalStorage(LocalDirs):
             return [None] * len(names)
         answers: list[bytes | StorageError | None] = []
         try:
-            # `_read_in` below each name, inline: this loop runs once per marker listed.
+            # `read_in` below each name, inline: this loop runs once per marker listed.
             for name in names:
                 try:
                     below = fsread.open_dir(name, top)
@@ -176,7 +189,7 @@ class LocalStorage(LocalDirs):
                     answers.append(_error(f"{prefix}/{name}", exc))
                     continue
                 try:
-                    answers.append(_read_in(below, leaf, limit, (prefix, name)))
+                    answers.append(read_in(below, leaf, limit, (prefix, name)))
                 except StorageError as exc:
                     answers.append(exc)
                 finally:
@@ -273,17 +286,23 @@ class LocalStorage(LocalDirs):
         `mkdir(2)`, atomic across processes and NFS clients: this is how the
         format allocates a record number. Its parent's fsync is deferred to the
         `create` of the record's marker (the new prefix holds nothing durable
-        before then), which saves a journal commit per record.
+        before then), which saves a journal commit per record. The new
+        directory and its parent stay held by this thread until that `create`.
         """
         parts = check_key(prefix, "storage prefix").split("/")
-        with self._parent(parts, make=True) as parent:
-            assert parent is not None
-            try:
-                self._mkdir(parent, parts[-1], sync=False)
-            except FileExistsError:
+        parent, owned = self._read_fd(parts[:-1], make=True)
+        assert parent is not None
+        try:
+            made = self._made(parent, parts[-1], sync=False)
+        except OSError as exc:
+            if owned:
+                os.close(parent)
+            if isinstance(exc, FileExistsError):
                 return False
-            except OSError as exc:
-                raise _error(prefix, exc) from exc
+            raise _error(prefix, exc) from exc
+        # Held until sealed, `parent` with it: the record's writes need no lstat of its
+        # path (`local_dirs`, where the safety of this is argued).
+        self._pin(parts, made, parent, owned)
         with self._lock:
             self._unsynced.add(tuple(parts[:-1]))
         return True
@@ -307,13 +326,13 @@ class LocalStorage(LocalDirs):
             assert parent is not None
 
             def publish(temp: str) -> None:
-                if _lexists(parts[-1], parent):
+                if lexists(parts[-1], parent):
                     raise _Taken
                 try:
                     # rename(2) onto an existing non-empty directory fails: no clobbering.
                     os.rename(temp, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)
                 except OSError:
-                    if _lexists(parts[-1], parent):
+                    if lexists(parts[-1], parent):
                         raise _Taken from None
                     raise
 
@@ -342,42 +361,3 @@ _listed = functools.partial(tuple.__new__, Listed)
 
 class _Taken(Exception):
     """`publish_dir`: something is at the key already."""
-
-
-def _lexists(name: str, dir_fd: int) -> bool:
-    try:
-        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
-
-
-def _read_in(parent: int, name: str, limit: int, where: tuple[str, ...]) -> bytes | None:
-    """The bytes of the regular file `name` in `parent`: None if absent, else at most `limit`.
-
-    Raises `TooLarge` past `limit` (nothing read), `StorageError` for anything
-    that stops the read (a symlink, a FIFO, an I/O error), naming the key:
-    `where` (the parts of `parent`'s key) and `name`, joined only then (this
-    runs once per marker of a listing).
-    """
-    try:
-        fd, st = fsread.open_file(name, parent)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise _error("/".join((*where, name)), exc) from exc
-    try:
-        data = None if st.st_size > limit else fsread.read_capped(fd, limit)
-    except OSError as exc:
-        raise _error("/".join((*where, name)), exc) from exc
-    finally:
-        os.close(fd)
-    if data is None:
-        raise TooLarge("/".join((*where, name)), limit)
-    return data
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]

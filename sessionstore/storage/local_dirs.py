@@ -3,8 +3,31 @@
 `_read_fd` (and `_dir`, its form for a block) opens each component of a key
 below the root with `O_NOFOLLOW|O_DIRECTORY`, relative to the one before
 (the root itself is followed: the user named it), starting from the deepest
-cached ancestor still at its path. Deferred directory fsyncs (`put`,
-`claim`) are remembered here and done by `create` (see `storage.local`).
+cached ancestor still at its path, or from a held (pinned) prefix. Deferred
+directory fsyncs (`put`, `claim`) are remembered here and done by `create`
+(see `storage.local`).
+
+A prefix this thread `claim`ed is held (pinned) until the `create` that seals
+it: the fd of the directory `claim` made, and of the one it made it in. Every
+operation on a key below a held prefix starts from the held fd with no lstat of
+the path, and the marker's deferred fsync of the parent uses the held parent fd.
+Why that never follows a symlink: the held directory was made by `mkdirat` in a
+parent reached as every other (each component `O_NOFOLLOW`, a cached one
+re-checked), then opened `O_NOFOLLOW|O_DIRECTORY` relative to that same parent
+fd; an fd names an inode, not a path, so a component on the way (the session,
+the collection, the record itself) swapped for a symlink afterwards changes
+what the path names, never what the fd names. Below the held fd each component
+is opened `O_NOFOLLOW` again and the leaf is opened `O_NOFOLLOW` (`O_EXCL` for
+a temp), so every write lands in the directory `claim` made or below it, and
+nothing a swap points at is ever reached. What a swap can do is move the held
+directory itself: the writer's files then follow it (they are written into the
+directory it made, wherever that now is), and its path names the swapped-in
+entry, which readers refuse as they would anyway. A held directory removed
+meanwhile (`rmdir`, `remove_tree`) refuses every new entry (`ENOENT`): a writer
+whose record was removed fails, it never re-creates the record. Pins are per
+thread (no lock, and no other thread can close one in use), at most
+`_PINS_MAX`, the oldest closed first (its prefix is then reached by the path
+again, re-checked as any other); a thread's pins close when it ends.
 """
 
 from __future__ import annotations
@@ -54,22 +77,64 @@ class LocalDirs:
             with self._lock:
                 self._unsynced.discard(d)
 
-    def _sync_above(self, parts: builtins.list[str]) -> None:
-        """fsync the directories above `parts` that a `claim` left unsynced."""
+    def _sync_above(self, parts: builtins.list[str], parent: int | None = None) -> None:
+        """fsync the directories above `parts` that a `claim` left unsynced.
+
+        `parent`: the fd of the directory `parts` was made in, when held (its pin):
+        the one whose entry for `parts` must be durable, whatever its path names now.
+        """
         top = tuple(parts)
         with self._lock:
             due = sorted(d for d in self._unsynced if d != top and top[: len(d)] == d)
         for d in due:
-            with self._dir(builtins.list(d)) as fd:
-                if fd is not None:
-                    os.fsync(fd)
+            if parent is not None and len(d) == len(top) - 1:
+                os.fsync(parent)
+            else:
+                with self._dir(builtins.list(d)) as fd:
+                    if fd is not None:
+                        os.fsync(fd)
             with self._lock:
                 self._unsynced.discard(d)
 
     def _forget(self, parts: tuple[str, ...]) -> None:
-        """Drop the deferred fsyncs at or below `parts` (a staged tree, synced and renamed)."""
+        """Drop the deferred fsyncs and this thread's pins at or below `parts` (a staged
+        tree, synced and renamed: its keys no longer name it)."""
         with self._lock:
             self._unsynced = {d for d in self._unsynced if d[: len(parts)] != parts}
+        pins = _read_cache().pins
+        key = (self._root_key, *parts)
+        for gone in [k for k in pins if k[: len(key)] == key]:
+            _close_pin(pins.pop(gone))
+
+    # -- held (pinned) prefixes ------------------------------------------------------
+
+    def _pin(self, parts: builtins.list[str], fd: int, parent: int, owned: bool) -> None:
+        """Hold `fd`, the directory `parts` this thread just made in `parent`, until sealed.
+
+        Takes `fd` over, and `parent` if `owned` (else it is the cache's: duplicated).
+        """
+        pins = _read_cache().pins
+        key = (self._root_key, *parts)
+        old = pins.pop(key, None)
+        if old is not None:
+            _close_pin(old)
+        try:
+            pins[key] = (fd, parent if owned else os.dup(parent))
+        except BaseException:
+            os.close(fd)
+            raise
+        if len(pins) > _PINS_MAX:
+            _close_pin(pins.popitem(last=False)[1])
+
+    def _pinned(self, parts: builtins.list[str]) -> tuple[int, int] | None:
+        """The held (fd, parent fd) of the prefix `parts`, or None (not held by this thread)."""
+        return _read_cache().pins.get((self._root_key, *parts))
+
+    def _unpin(self, parts: builtins.list[str]) -> None:
+        """Close the pin of `parts`, if held: it was sealed (its marker is there)."""
+        pin = _read_cache().pins.pop((self._root_key, *parts), None)
+        if pin is not None:
+            _close_pin(pin)
 
     # -- directory fds -----------------------------------------------------------
 
@@ -122,9 +187,15 @@ class LocalDirs:
     def _cached_ancestor(
         self, cache: _ReadCache, parts: builtins.list[str]
     ) -> tuple[int, int | None]:
-        """(depth, fd) of the deepest cached directory at or above `parts` still in place."""
+        """(depth, fd) of the deepest held, or cached and still in place, directory at or
+        above `parts` (a held one needs no check: see the module docstring)."""
+        pins = cache.pins
         for depth in range(len(parts), -1, -1):
             key = (self._root_key, *parts[:depth])
+            if pins:
+                pin = pins.get(key)
+                if pin is not None:
+                    return depth, pin[0]
             cached = cache.get(key)
             if cached is None:
                 continue
@@ -184,19 +255,25 @@ class LocalDirs:
         return self._dir(parts[:-1], make)
 
     def _mkdir(self, parent: int, name: str, *, sync: bool = True) -> None:
+        os.close(self._made(parent, name, sync=sync))
+
+    def _made(self, parent: int, name: str, *, sync: bool) -> int:
+        """`mkdir` of `name` in `parent` with the format's mode, and its fd (the caller's)."""
         os.mkdir(name, self.dir_mode, dir_fd=parent)
         try:
             fd = fsread.open_dir(name, parent)
             try:
                 os.fchmod(fd, self.dir_mode)  # mkdir honours the umask; the mode is the format's
-            finally:
+                if sync:
+                    os.fsync(parent)
+            except BaseException:
                 os.close(fd)
-            if sync:
-                os.fsync(parent)
+                raise
         except BaseException:
             with contextlib.suppress(OSError):
                 os.rmdir(name, dir_fd=parent)
             raise
+        return fd
 
 
 def _open_or_make(parent: int, name: str, mkdir: Callable[[int, str], None] | None) -> int | None:
@@ -214,15 +291,29 @@ def _open_or_make(parent: int, name: str, mkdir: Callable[[int, str], None] | No
 class _ReadCache(OrderedDict[tuple[str, ...], tuple[int, int, int]]):
     """One thread's cached directory fds: key (root, *parts) -> (fd, dev, ino), most
     recent last. Per thread, so that many storages (one per `Session.open(path)`)
-    share at most `_READ_FDS_MAX` of them; closed when the thread ends."""
+    share at most `_READ_FDS_MAX` of them; closed when the thread ends. `pins`: the
+    thread's held prefixes, key -> (fd, parent fd), oldest first (`LocalDirs._pin`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pins: OrderedDict[tuple[str, ...], tuple[int, int]] = OrderedDict()
 
     def __del__(self) -> None:
-        for fd, _, _ in self.values():
+        held = [fd for pin in self.pins.values() for fd in pin]
+        for fd in [fd for fd, _, _ in self.values()] + held:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
 
+def _close_pin(pin: tuple[int, int]) -> None:
+    for fd in pin:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 _READ_FDS_MAX = 16
+# Records a thread may have in flight at once at full speed; more are reached by path.
+_PINS_MAX = 8
 _THREAD = threading.local()
 
 
