@@ -43,10 +43,10 @@ STEPS: list[tuple[str, str, list[str], list[str]]] = [
         ["bench_mirror.py", "--files", "1000", "--runs", "1", "--skip-durable"],
     ),
     (
-        "mirror-200k",
-        "mirror no-op at 200k files vs rsync -a: per-file cost and peak RSS",
-        ["bench_mirror.py", "--files", "200000", "--runs", "5", "--only-noop"],
-        ["bench_mirror.py", "--files", "2000", "--runs", "1", "--only-noop"],
+        "mirror-scale",
+        "mirror no-op at 8k, 50k, 200k files vs rsync -a and Python floors: per-file drift, RSS",
+        ["bench_mirror.py", "--scale", "8000,50000,200000", "--bytes-scale", "0.1", "--runs", "5"],
+        ["bench_mirror.py", "--scale", "500,2000", "--bytes-scale", "0.1", "--runs", "1"],
     ),
     (
         "inspect-1000x50",
