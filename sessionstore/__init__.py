@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         StreamFinished,
         TemplateError,
         TooLarge,
+        Unavailable,
         WaitTimedOut,
     )
     from sessionstore.format.template import render
@@ -100,6 +101,7 @@ _EXPORTS = {
     "StreamFinished": "sessionstore.errors",
     "TemplateError": "sessionstore.errors",
     "TooLarge": "sessionstore.errors",
+    "Unavailable": "sessionstore.errors",
     "Verdict": "sessionstore.harness.verdict",
     "WaitTimedOut": "sessionstore.errors",
     "WatchConfig": "sessionstore.mirror.daemon",
@@ -150,6 +152,7 @@ __all__ = [
     "StreamFinished",
     "TemplateError",
     "TooLarge",
+    "Unavailable",
     "Verdict",
     "WaitTimedOut",
     "WatchConfig",

@@ -13,7 +13,8 @@ never contain a secret value: they name where a value came from instead.
     ├── SecretRefused          (ValueError)        a secret cannot be registered safely
     ├── TemplateError          (ValueError)        a prompt template is malformed
     ├── StorageError           (OSError)           a storage backend failed on a key
-    │   └── TooLarge                               an object exceeds the reader's limit
+    │   ├── TooLarge                               an object exceeds the reader's limit
+    │   └── Unavailable                            the server failed or did not answer: retry
     ├── SessionNotFound        (LookupError)       no session with that id or path
     ├── AmbiguousTarget        (LookupError)       an id prefix names several sessions
     ├── RecordNotFound         (LookupError)       no record with that number
@@ -159,6 +160,11 @@ class TooLarge(StorageError):
     def __init__(self, key: str, limit: int) -> None:
         self.limit = limit
         super().__init__(key, f"larger than the {limit}-byte limit; not read")
+
+
+class Unavailable(StorageError):
+    """The server did not answer, or failed (an HTTP 5xx, a timeout, no connection): the
+    same request may succeed later, unlike a refusal (a 4xx). `wait` polls on."""
 
 
 class SessionNotFound(SessionStoreError, LookupError):

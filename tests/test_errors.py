@@ -26,6 +26,7 @@ EXAMPLES: list[errors.SessionStoreError] = [
     errors.CorruptFile(Path("/s/session.json"), "not an object"),
     errors.StorageError("trials/1/trial.json", "a symlink is where a file belongs"),
     errors.TooLarge("trials/1/trial.json", 64 << 20),
+    errors.Unavailable("trials/1/trial.json", "HTTP 503 Service Unavailable"),
     errors.SecretRefused("env HF_TOKEN", "too short"),
     errors.TemplateError("unknown variable 'x'", 2, 7, "t.md"),
     errors.SessionNotFound("abc", Path("/store")),

@@ -32,7 +32,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessionstore.errors import InvalidInput, StorageError
+from sessionstore.errors import InvalidInput, StorageError, Unavailable
 from sessionstore.storage.base import check_key
 from sessionstore.storage.s3_path import S3Path
 
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 __all__ = [
     "S3Settings",
     "S3Url",
-    "Unavailable",
     "client_error",
     "is_s3_url",
     "open_bucket",
@@ -58,11 +57,6 @@ _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _IPV4 = re.compile(r"\d+\.\d+\.\d+\.\d+")
 # The user info of a URL (`scheme://USER:PASSWORD@`), up to the host's last '@'.
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
-
-
-class Unavailable(StorageError):
-    """The server did not answer, or failed (an HTTP 5xx, a timeout, no connection): the
-    same request may succeed later, unlike a refusal (a 4xx). `wait` polls on."""
 
 
 @dataclass(frozen=True)

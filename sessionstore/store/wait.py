@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from sessionstore._json import MAX_MARKER_BYTES
 from sessionstore._watch import READ_ONLY_KINDS, Change, Watcher
-from sessionstore.errors import InvalidInput, StorageError, TooLarge, WaitTimedOut
+from sessionstore.errors import InvalidInput, StorageError, TooLarge, Unavailable, WaitTimedOut
 from sessionstore.format.names import REPORT
 from sessionstore.storage.s3_path import S3Path
 from sessionstore.store.files import locate, object_of
@@ -214,8 +214,6 @@ def _read_remote(n: int, path: S3Path, marker: str) -> Record | None:
     """The record at `path` in a bucket; None while its server is unavailable (a 5xx, no
     answer: read again at the next poll). Another failure (access denied) raises: neither
     is an answer about the marker, so neither is read as a torn record."""
-    from sessionstore.storage.s3_config import Unavailable
-
     storage, key = locate(path, 1 if n == 0 else 3)
     try:
         got: bytes | StorageError | None = storage.get(f"{key}/{marker}", MAX_MARKER_BYTES)
