@@ -77,10 +77,11 @@ def _sub(pattern: str, text: str) -> str:
 
 
 def fmt_number(value: float) -> str:
-    """Short human form: integers whole, large values to one decimal, small to 4 digits."""
+    """Short human form: integers whole, large values to one decimal, small and huge ones
+    to 4 digits (1e300 is `1e+300`, not 301 digits that fill a table cell)."""
     if value.is_integer() and abs(value) < 1e15:
         return str(int(value))
-    if abs(value) >= 1000:
+    if 1000 <= abs(value) < 1e15:
         return f"{value:.1f}"
     return f"{value:.4g}"
 
