@@ -43,6 +43,13 @@ FILE_MODE = 0o644
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    """Write all of `data` to `fd`, looping over short writes so nothing is silently dropped."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def temp_name() -> str:
     """A fresh temp entry name: the fixed prefix, our pid, and randomness."""
     # os.urandom, not the secrets module: same source, and no import on the CLI's hot path.
@@ -114,11 +121,8 @@ class AtomicFile:
     def write(self, data: bytes | memoryview) -> None:
         """Append bytes; loops over short writes so nothing is silently dropped."""
         assert self._fd is not None, "write after commit or discard"
-        view = memoryview(data)
         self._synced = False
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
+        write_all(self._fd, data)
 
     def sync(self) -> None:
         """fsync the temp now, so `commit()` only renames (lets a caller order other fsyncs)."""

@@ -12,7 +12,7 @@ import contextlib
 import os
 
 from sessionstore._fs import read as fsread
-from sessionstore._fs.atomic import publish_once, temp_name
+from sessionstore._fs.atomic import publish_once, temp_name, write_all
 from sessionstore.errors import TooLarge
 from sessionstore.storage.local_dirs import error as _error
 
@@ -63,7 +63,7 @@ def create_in(parent: int, name: str, data: bytes, mode: int) -> bool:
         out = os.open(temp, _CREATE_FLAGS, 0o600, dir_fd=parent)
         try:
             os.fchmod(out, mode)
-            _write_all(out, data)
+            write_all(out, data)
             os.fsync(out)
         finally:
             os.close(out)
@@ -80,9 +80,3 @@ def create_in(parent: int, name: str, data: bytes, mode: int) -> bool:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp, dir_fd=parent)
     return True
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]

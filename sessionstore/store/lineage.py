@@ -58,7 +58,14 @@ from typing import TYPE_CHECKING
 
 from sessionstore._display import escape
 from sessionstore._fs import read as fsread
-from sessionstore._fs.atomic import DIR_MODE, FILE_MODE, build_dir, sweep_temps_at, temp_name
+from sessionstore._fs.atomic import (
+    DIR_MODE,
+    FILE_MODE,
+    build_dir,
+    sweep_temps_at,
+    temp_name,
+    write_all,
+)
 from sessionstore._fs.tree import remove_tree_at
 from sessionstore.errors import CorruptFile, LineageWarning, SessionNotFound
 from sessionstore.format.names import PREVIOUS_DIR
@@ -148,9 +155,7 @@ def _copy_file(src_fd: int, size: int, dir_fd: int, name: str) -> None:
         left = size
         while left > 0 and (chunk := os.read(src_fd, min(_CHUNK, left))):
             left -= len(chunk)
-            view = memoryview(chunk)
-            while view:
-                view = view[os.write(out, view) :]
+            write_all(out, chunk)
         os.fsync(out)
     finally:
         os.close(out)
