@@ -1,4 +1,5 @@
-"""The summary index's depth rule, decided by its one parse (`store.index._PAD`).
+"""The summary index's depth rule, decided by its one parse (`store.index._PAD`,
+or none for an index with fewer opening brackets than that parse admits levels).
 
 An index whose cached markers are nested too deeply to be written back inside
 the levels outputs put around a marker is unusable (ignored, rebuilt), and so
@@ -71,6 +72,30 @@ def test_a_marker_as_deep_as_the_index_can_hold_is_used_one_deeper_is_not(
     assert parse_object(orjson.dumps(_nested(deepest)))[1] is None
     index.write_bytes(orjson.dumps(_forged(s, _nested(deepest + 1))))
     assert _indexed(s, write=False) == truth
+
+
+def test_a_small_index_keeps_the_depth_rule_on_both_sides_of_the_bracket_count(
+    tmp_path: Path, settled: None
+) -> None:
+    # An index with fewer opening brackets than `_MAX_DEPTH` is parsed unpadded: one
+    # record's marker at each depth around the limit must be judged as the padded parse
+    # judges it, whichever way its index is parsed.
+    s = _session(tmp_path / "store", trials=1)
+    truth = _indexed(s)
+    deepest = 254 - ENVELOPE_DEPTH - 2 * index_module._INDEX_DEPTH
+    index = s.path / INDEX
+    counts = {}
+    for depth in range(deepest - 12, deepest + 3):
+        body = orjson.dumps(_forged(s, _nested(depth)))
+        counts[depth] = body.count(b"[") + body.count(b"{")
+        index.write_bytes(body)
+        used = _indexed(s, write=False)
+        if depth <= deepest:
+            assert used["trials"][0]["record"] == _nested(depth), depth
+        else:
+            assert used == truth, depth
+    limit = index_module._MAX_DEPTH
+    assert min(counts.values()) < limit <= max(counts.values())  # both parses were taken
 
 
 @pytest.mark.parametrize(
