@@ -28,6 +28,14 @@ whose record was removed fails, it never re-creates the record. Pins are per
 thread (no lock, and no other thread can close one in use), at most
 `_PINS_MAX`, the oldest closed first (its prefix is then reached by the path
 again, re-checked as any other); a thread's pins close when it ends.
+
+A reader may hold a prefix too, for a block (`_holding`: `inspect` holds each
+session while it reads it): the directory is reached once, as any other, and
+every operation below it in this thread starts from that fd, with no lstat of
+the path. The argument is the pins': the fd names the directory the block
+began with, so a swap on the way during the block changes nothing it reaches,
+and what the block reads (and the summary index it may write) is that one
+directory's, wherever a rename has since put it: a snapshot taken at its start.
 """
 
 from __future__ import annotations
@@ -136,6 +144,31 @@ class LocalDirs:
         if pin is not None:
             _close_pin(pin)
 
+    # -- a prefix held for reading ---------------------------------------------------
+
+    @contextlib.contextmanager
+    def _holding(self, parts: builtins.list[str]) -> Iterator[None]:
+        """For the block, this thread reaches `parts` and below from one fd opened now.
+
+        Nothing is held where `parts` cannot be reached (absent, a symlink on the way):
+        each operation then meets that itself, as without a hold.
+        """
+        holds = _read_cache().holds
+        key = (self._root_key, *parts)
+        fd: int | None = None
+        if key not in holds:  # an outer block of this thread holds it already
+            try:
+                fd, owned = self._read_fd(parts)
+            except StorageError:
+                fd = None
+            if fd is not None:
+                holds[key] = fd if owned else os.dup(fd)
+        try:
+            yield
+        finally:
+            if fd is not None:
+                os.close(holds.pop(key))
+
     # -- directory fds -----------------------------------------------------------
 
     def _read_fd(self, parts: builtins.list[str], make: bool = False) -> tuple[int | None, bool]:
@@ -187,15 +220,20 @@ class LocalDirs:
     def _cached_ancestor(
         self, cache: _ReadCache, parts: builtins.list[str]
     ) -> tuple[int, int | None]:
-        """(depth, fd) of the deepest held, or cached and still in place, directory at or
-        above `parts` (a held one needs no check: see the module docstring)."""
-        pins = cache.pins
+        """(depth, fd) of the deepest held (pinned or held for reading), or cached and still
+        in place, directory at or above `parts` (a held one needs no check: see the module
+        docstring)."""
+        pins, holds = cache.pins, cache.holds
         for depth in range(len(parts), -1, -1):
             key = (self._root_key, *parts[:depth])
             if pins:
                 pin = pins.get(key)
                 if pin is not None:
                     return depth, pin[0]
+            if holds:
+                held = holds.get(key)
+                if held is not None:
+                    return depth, held
             cached = cache.get(key)
             if cached is None:
                 continue
@@ -292,14 +330,16 @@ class _ReadCache(OrderedDict[tuple[str, ...], tuple[int, int, int]]):
     """One thread's cached directory fds: key (root, *parts) -> (fd, dev, ino), most
     recent last. Per thread, so that many storages (one per `Session.open(path)`)
     share at most `_READ_FDS_MAX` of them; closed when the thread ends. `pins`: the
-    thread's held prefixes, key -> (fd, parent fd), oldest first (`LocalDirs._pin`)."""
+    thread's held prefixes, key -> (fd, parent fd), oldest first (`LocalDirs._pin`);
+    `holds`: the prefixes its readers hold for a block (`LocalDirs._holding`)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.pins: OrderedDict[tuple[str, ...], tuple[int, int]] = OrderedDict()
+        self.holds: dict[tuple[str, ...], int] = {}  # key -> fd, for a block (`_holding`)
 
     def __del__(self) -> None:
-        held = [fd for pin in self.pins.values() for fd in pin]
+        held = [fd for pin in self.pins.values() for fd in pin] + [*self.holds.values()]
         for fd in [fd for fd, _, _ in self.values()] + held:
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -50,10 +50,10 @@ def each(storage: Storage, func: Callable[[T], R], items: Sequence[T]) -> Iterat
 def read_ahead(session: Session) -> contextlib.AbstractContextManager[None]:
     """While the block runs, a read of `session`'s report, constraints and collections (in
     this thread) is answered by requests sent at once: in a bucket, one LIST of its top
-    says which exist, then those are fetched together (`storage.s3_ahead`); nothing to do
-    locally, where each is one system call."""
+    says which exist, then those are fetched together (`storage.s3_ahead`); locally, each
+    is one system call below the session's directory, held open for the block."""
     if isinstance(session.storage, LocalStorage):
-        return contextlib.nullcontext()  # and obstore is never imported
+        return session.storage.holding(session.key)  # and obstore is never imported
     from sessionstore.storage.s3 import S3Storage
 
     assert isinstance(session.storage, S3Storage)

@@ -394,3 +394,48 @@ def test_a_threads_cached_fds_are_closed_when_it_ends(tmp_path: Path) -> None:
     thread.start()
     thread.join()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_held_prefix_reads_the_directory_the_block_began_with(tmp_path: Path) -> None:
+    # `holding`: every read below the prefix starts from the fd opened when the block
+    # began, so a swap for a symlink to an outside tree during the block is never read
+    # through; after the block the path is checked again, and refused.
+    outside = tmp_path / "outside"
+    (outside / "trials").mkdir(parents=True)
+    (outside / "session.json").write_bytes(b'{"outside": 1}')
+    storage = LocalStorage(tmp_path / "root")
+    storage.put("s/session.json", b'{"inside": 1}')
+    storage.put("s/trials/1/trial.json", b"{}")
+    session = tmp_path / "root" / "s"
+    before = len(os.listdir("/proc/self/fd"))
+    with storage.holding("s"):
+        session.rename(tmp_path / "moved")
+        session.symlink_to(outside)
+        assert storage.get("s/session.json", 100) == b'{"inside": 1}'
+        assert names(storage, "s/trials") == {"1": True}
+        assert storage.stat_each("s/trials", ["1"], "trial.json")[0] is not None
+        with storage.holding("s"):  # an inner block of the same prefix holds nothing more
+            assert storage.get("s/session.json", 100) == b'{"inside": 1}'
+        assert storage.get("s/session.json", 100) == b'{"inside": 1}'  # still held
+    with pytest.raises(StorageError) as info:
+        storage.get("s/session.json", 100)
+    assert info.value.key == "s"
+    assert len(os.listdir("/proc/self/fd")) <= before  # the held fd is closed
+
+
+def test_a_prefix_that_cannot_be_held_answers_as_without_a_hold(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "session.json").write_bytes(b"{}")
+    storage = LocalStorage(tmp_path / "root")
+    storage.put("real/session.json", b"{}")
+    (tmp_path / "root" / "link").symlink_to(outside)
+    with storage.holding("absent"):
+        assert storage.get("absent/session.json", 100) is None
+        storage.put("absent/session.json", b"{}")  # made meanwhile: reached by its path
+        assert storage.get("absent/session.json", 100) == b"{}"
+    with storage.holding("link"), pytest.raises(StorageError) as info:
+        storage.get("link/session.json", 100)
+    assert info.value.key == "link"
+    with pytest.raises(InvalidInput):
+        storage.holding("../real")
