@@ -75,15 +75,11 @@ class Compiled:
     needle_max: int
     patterns: bool
     shorts: frozenset[bytes]
-
-    @property
-    def max_len(self) -> int:
-        return max(self.needle_max, PATTERN_MAX_LEN if self.patterns else 0)
-
-    @property
-    def reach(self) -> int:
-        """How far a byte's fate can depend on the bytes after it (see `StreamRedactor`)."""
-        return 3 * self.max_len
+    # The longest occurrence, and how far a byte's fate can depend on the bytes after it
+    # (see `StreamRedactor`): fields, not properties, for a stream reads them several
+    # times per chunk (`_compiled` computes them).
+    max_len: int
+    reach: int
 
     def spans(self, buf: bytes, final: bool, whole: bool) -> list[Span]:
         """Every needle and token occurrence in `buf`; unless `final`, only the complete ones.
@@ -132,6 +128,8 @@ class Compiled:
         # secret) produces, so memory stays proportional to the block size.
         for block in range(0, limit, _BLOCK):
             hits = self._hits(view, block, _BLOCK)
+            if not hits:  # most blocks of a log: nothing to confirm
+                continue
             if len(hits) <= _SPARSE_HITS:
                 spans.extend(
                     self._confirm(view, _windows(hits, block, _BLOCK, self.needle_max, limit))
@@ -194,9 +192,32 @@ def merge(spans: list[Span]) -> list[Span]:
     return merged
 
 
+def _compiled(
+    marker: bytes,
+    detector: ahocorasick_rs.BytesAhoCorasick | None,
+    matcher: ahocorasick_rs.BytesAhoCorasick | None,
+    fast: HyperscanDetector | None,
+    needle_max: int,
+    patterns: bool,
+    shorts: set[bytes],
+) -> Compiled:
+    max_len = max(needle_max, PATTERN_MAX_LEN if patterns else 0)
+    return Compiled(
+        marker,
+        detector,
+        matcher,
+        fast,
+        needle_max,
+        patterns,
+        frozenset(shorts),
+        max_len,
+        3 * max_len,
+    )
+
+
 def build(marker: bytes, found: set[bytes], shorts: set[bytes], patterns: bool) -> Compiled:
     if not found:
-        return Compiled(marker, None, None, None, 0, patterns, frozenset(shorts))
+        return _compiled(marker, None, None, None, 0, patterns, shorts)
     ordered = sorted(found)
     prefixes = sorted({n[:_PREFIX_LEN] for n in ordered})
     small = ahocorasick_rs.Implementation.ContiguousNFA
@@ -218,4 +239,4 @@ def build(marker: bytes, found: set[bytes], shorts: set[bytes], patterns: bool) 
             matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST,
             implementation=dfa if len(prefixes) <= _DFA_MAX_PREFIXES else small,
         )
-    return Compiled(marker, detector, matcher, fast, needle_max, patterns, frozenset(shorts))
+    return _compiled(marker, detector, matcher, fast, needle_max, patterns, shorts)
