@@ -31,11 +31,13 @@ again, re-checked as any other); a thread's pins close when it ends.
 
 A reader may hold a prefix too, for a block (`_holding`: `inspect` holds each
 session while it reads it): the directory is reached once, as any other, and
-every operation below it in this thread starts from that fd, with no lstat of
-the path. The argument is the pins': the fd names the directory the block
-began with, so a swap on the way during the block changes nothing it reaches,
-and what the block reads (and the summary index it may write) is that one
-directory's, wherever a rename has since put it: a snapshot taken at its start.
+every read below it in this thread starts from that fd, with no lstat of the
+path. The argument is the pins': the fd names the directory the block began
+with, so a swap on the way during the block changes nothing it reaches, and
+what the block reads through this storage is that one directory's, wherever a
+rename has since put it. Writes never start from a hold: they reach their
+directory by its path, re-checked, as without one (so a cache written during
+the block into a session `rm` has renamed away is skipped, not written there).
 """
 
 from __future__ import annotations
@@ -155,23 +157,30 @@ class LocalDirs:
         """
         holds = _read_cache().holds
         key = (self._root_key, *parts)
-        fd: int | None = None
-        if key not in holds:  # an outer block of this thread holds it already
-            try:
-                fd, owned = self._read_fd(parts)
-            except StorageError:
-                fd = None
-            if fd is not None:
-                holds[key] = fd if owned else os.dup(fd)
+        mine = False
         try:
+            if key not in holds:  # else an outer block of this thread holds it already
+                try:
+                    fd, owned = self._read_fd(parts)
+                except StorageError:
+                    fd = None
+                if fd is not None:
+                    held = fd if owned else os.dup(fd)
+                    mine = True
+                    holds[key] = held
             yield
         finally:
-            if fd is not None:
-                os.close(holds.pop(key))
+            # Popped, not assumed: a thread that ends while a generator is suspended in
+            # the block closes its holds (`_ReadCache.__del__`) and empties them.
+            held_fd = holds.pop(key, None) if mine else None
+            if held_fd is not None:
+                os.close(held_fd)
 
     # -- directory fds -----------------------------------------------------------
 
-    def _read_fd(self, parts: builtins.list[str], make: bool = False) -> tuple[int | None, bool]:
+    def _read_fd(
+        self, parts: builtins.list[str], make: bool = False, *, read: bool = True
+    ) -> tuple[int | None, bool]:
         """The fd of the directory `parts` (None: absent and not `make`), and whether it
         is the caller's to close (else it is the cache's: use it, call nothing that
         reads or writes through this storage meanwhile, never keep it).
@@ -189,10 +198,12 @@ class LocalDirs:
         and its use can see its directory moved either way, whether it was
         opened just now or validated just now. The cache is per thread (so no
         lock, and no other thread can close a cached fd in use) and holds at
-        most 16 fds, closed on eviction and when the thread ends.
+        most 16 fds, closed on eviction and when the thread ends. A prefix this
+        thread holds for reading (`_holding`) starts a `read` with no lstat; a
+        write (`make`, or `read=False`: `_dir`) never starts from one.
         """
         cache = _read_cache()
-        depth, fd = self._cached_ancestor(cache, parts)
+        depth, fd = self._cached_ancestor(cache, parts, read and not make)
         owned = False
         if fd is None:  # nothing cached: from the root
             fd = self._open_root(make)
@@ -218,12 +229,12 @@ class LocalDirs:
         return fd, owned
 
     def _cached_ancestor(
-        self, cache: _ReadCache, parts: builtins.list[str]
+        self, cache: _ReadCache, parts: builtins.list[str], read: bool
     ) -> tuple[int, int | None]:
-        """(depth, fd) of the deepest held (pinned or held for reading), or cached and still
-        in place, directory at or above `parts` (a held one needs no check: see the module
-        docstring)."""
-        pins, holds = cache.pins, cache.holds
+        """(depth, fd) of the deepest held (pinned, or for a `read` held for reading), or
+        cached and still in place, directory at or above `parts` (a held one needs no
+        check: see the module docstring)."""
+        pins, holds = cache.pins, cache.holds if read else None
         for depth in range(len(parts), -1, -1):
             key = (self._root_key, *parts[:depth])
             if pins:
@@ -278,7 +289,7 @@ class LocalDirs:
         """The fd of the directory `parts` below the root (None: absent and not `make`),
         the block's own (`_read_fd`'s, duplicated when it is the cache's: a write may
         call this storage again, as `publish_dir`'s build does, and evict it)."""
-        fd, owned = self._read_fd(parts, make)
+        fd, owned = self._read_fd(parts, make, read=False)
         if fd is not None and not owned:
             fd = os.dup(fd)
         try:
@@ -340,6 +351,7 @@ class _ReadCache(OrderedDict[tuple[str, ...], tuple[int, int, int]]):
 
     def __del__(self) -> None:
         held = [fd for pin in self.pins.values() for fd in pin] + [*self.holds.values()]
+        self.holds.clear()  # a block still open elsewhere must not close them again
         for fd in [fd for fd, _, _ in self.values()] + held:
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -439,3 +439,57 @@ def test_a_prefix_that_cannot_be_held_answers_as_without_a_hold(tmp_path: Path) 
     assert info.value.key == "link"
     with pytest.raises(InvalidInput):
         storage.holding("../real")
+
+
+def test_writes_during_a_hold_reach_their_directory_by_its_path(tmp_path: Path) -> None:
+    # A hold serves reads only: a cache written during the block into a session renamed
+    # away meanwhile (as `rm` renames a session before deleting it) is not written there.
+    storage = LocalStorage(tmp_path / "root")
+    storage.put("s/session.json", b"{}")
+    session = tmp_path / "root" / "s"
+    away = tmp_path / "root" / "away"
+    with storage.holding("s"):
+        session.rename(away)
+        assert storage.get("s/session.json", 100) == b"{}"  # read from the held directory
+        storage.put_cache("s/.cache.json", b"{}")  # the path names nothing: skipped
+        storage.put("s/new.json", b"{}")  # a put makes its directory again, by the path
+    assert sorted(os.listdir(away)) == ["session.json"]
+    assert sorted(os.listdir(session)) == ["new.json"]
+
+
+def test_a_hold_left_open_by_a_thread_that_ended_closes_nothing_later(tmp_path: Path) -> None:
+    # A generator suspended inside a hold outlives the thread that opened it: the
+    # thread's cache closes the held fd when it ends; closing the generator afterwards
+    # must not close that fd number again (by then it is another file's).
+    import threading
+    from collections.abc import Generator
+
+    storage = LocalStorage(tmp_path / "root")
+    storage.put("s/session.json", b"{}")
+
+    def reader() -> Generator[bytes | None, None, None]:
+        with storage.holding("s"):
+            yield storage.get("s/session.json", 100)
+
+    gen = reader()
+    thread = threading.Thread(target=lambda: next(gen))
+    thread.start()
+    thread.join()
+    others = [os.open(tmp_path, os.O_RDONLY) for _ in range(8)]  # reuse the freed numbers
+    try:
+        gen.close()
+        for fd in others:
+            os.fstat(fd)  # each still open
+    finally:
+        for fd in others:
+            os.close(fd)
+
+
+def test_holding_the_root_holds_the_store_directory(tmp_path: Path) -> None:
+    storage = LocalStorage(tmp_path / "root")
+    storage.put("s/session.json", b"{}")
+    with storage.holding(""):
+        (tmp_path / "root").rename(tmp_path / "moved")
+        assert names(storage, "") == {"s": True}
+        assert storage.get("s/session.json", 100) == b"{}"
+    assert storage.get("s/session.json", 100) is None  # by the path again: nothing there
