@@ -149,7 +149,8 @@ class LocalStorage(LocalDirs):
 
     def holding(self, prefix: str) -> contextlib.AbstractContextManager[None]:
         """While the block runs, this thread reads `prefix` and below through one directory
-        fd opened now, with no lstat per operation (`local_dirs`: a snapshot of it)."""
+        fd opened now, with no lstat per read; writes still go by the path (`local_dirs`
+        argues why that is safe)."""
         return self._holding(check_prefix(prefix).split("/") if prefix else [])
 
     def get(self, key: str, limit: int) -> bytes | None:
