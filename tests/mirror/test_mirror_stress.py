@@ -144,6 +144,10 @@ def test_sigkilled_passes_never_leave_a_partial_file_and_the_next_pass_converges
     files = sorted(rel for rel in history if "/trials/" not in rel or _in_flight(rel))
     kills = 0
     started = time.monotonic()
+    # The longest wait before a kill. A pass that ends before its kill shrinks it to that
+    # wait, so the kills land inside passes on a fast machine as on a slow one (after the
+    # initial copy, a pass of 40 changed files takes a tenth of a second here).
+    window = 0.6
     for _ in range(20):
         for rel in rng.sample(files, 40):  # new work for the next pass
             put(rel, rng.randbytes(rng.randrange(1, 6000)))
@@ -152,10 +156,13 @@ def test_sigkilled_passes_never_leave_a_partial_file_and_the_next_pass_converges
         proc = cli_runner.popen(
             "mirror", src, dst, "--once", "--no-fsync", stdout=quiet, stderr=quiet
         )
-        time.sleep(rng.uniform(0.05, 0.6))
+        wait = rng.uniform(0.1, 1.0) * window
+        time.sleep(wait)
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             kills += 1
+        else:
+            window = wait
         proc.wait()
         for rel, data in tree(dst).items():
             assert data in history[rel], f"partial or foreign content under {rel}"

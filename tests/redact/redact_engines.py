@@ -13,20 +13,27 @@ Module scope, so hypothesis tests can use it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from sessionstore.redact import matcher
 
 
+def force(name: str, setattr: Callable[[Any, str, Any], None]) -> None:
+    """Make the redactor pick engine `name`; `setattr` is a monkeypatch's, or the builtin
+    in a fresh interpreter (a test that measures one there)."""
+    if name == "ahocorasick":
+        setattr(matcher, "load", lambda patterns, widths: None)
+    else:
+        setattr(matcher, "_PREFILTER_MAX_PREFIXES", 0)
+    if name == "hyperscan-prefixes":
+        setattr(matcher, "_HS_MAX_NEEDLES", 0)
+
+
 @pytest.fixture(scope="module", params=["ahocorasick", "hyperscan", "hyperscan-prefixes"])
 def engine(request: pytest.FixtureRequest) -> Iterator[str]:
     with pytest.MonkeyPatch.context() as patch:
-        if request.param == "ahocorasick":
-            patch.setattr(matcher, "load", lambda patterns, widths: None)
-        else:
-            patch.setattr(matcher, "_PREFILTER_MAX_PREFIXES", 0)
-        if request.param == "hyperscan-prefixes":
-            patch.setattr(matcher, "_HS_MAX_NEEDLES", 0)
+        force(request.param, patch.setattr)
         yield request.param
