@@ -25,7 +25,7 @@ straddle a given position, which is what settling a range asks
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import ahocorasick_rs
 
@@ -76,10 +76,15 @@ class Compiled:
     patterns: bool
     shorts: frozenset[bytes]
     # The longest occurrence, and how far a byte's fate can depend on the bytes after it
-    # (see `StreamRedactor`): fields, not properties, for a stream reads them several
-    # times per chunk (`_compiled` computes them).
-    max_len: int
-    reach: int
+    # (see `StreamRedactor`): fields set once, not properties, for a stream reads them
+    # several times per chunk.
+    max_len: int = field(init=False)
+    reach: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        max_len = max(self.needle_max, PATTERN_MAX_LEN if self.patterns else 0)
+        object.__setattr__(self, "max_len", max_len)  # frozen: set past its __setattr__
+        object.__setattr__(self, "reach", 3 * max_len)
 
     def spans(self, buf: bytes, final: bool, whole: bool) -> list[Span]:
         """Every needle and token occurrence in `buf`; unless `final`, only the complete ones.
@@ -192,32 +197,9 @@ def merge(spans: list[Span]) -> list[Span]:
     return merged
 
 
-def _compiled(
-    marker: bytes,
-    detector: ahocorasick_rs.BytesAhoCorasick | None,
-    matcher: ahocorasick_rs.BytesAhoCorasick | None,
-    fast: HyperscanDetector | None,
-    needle_max: int,
-    patterns: bool,
-    shorts: set[bytes],
-) -> Compiled:
-    max_len = max(needle_max, PATTERN_MAX_LEN if patterns else 0)
-    return Compiled(
-        marker,
-        detector,
-        matcher,
-        fast,
-        needle_max,
-        patterns,
-        frozenset(shorts),
-        max_len,
-        3 * max_len,
-    )
-
-
 def build(marker: bytes, found: set[bytes], shorts: set[bytes], patterns: bool) -> Compiled:
     if not found:
-        return _compiled(marker, None, None, None, 0, patterns, shorts)
+        return Compiled(marker, None, None, None, 0, patterns, frozenset(shorts))
     ordered = sorted(found)
     prefixes = sorted({n[:_PREFIX_LEN] for n in ordered})
     small = ahocorasick_rs.Implementation.ContiguousNFA
@@ -239,4 +221,4 @@ def build(marker: bytes, found: set[bytes], shorts: set[bytes], patterns: bool) 
             matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST,
             implementation=dfa if len(prefixes) <= _DFA_MAX_PREFIXES else small,
         )
-    return _compiled(marker, detector, matcher, fast, needle_max, patterns, shorts)
+    return Compiled(marker, detector, matcher, fast, needle_max, patterns, frozenset(shorts))
