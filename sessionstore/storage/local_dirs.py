@@ -165,16 +165,15 @@ class LocalDirs:
                 except StorageError:
                     fd = None
                 if fd is not None:
-                    held = fd if owned else os.dup(fd)
                     mine = True
-                    holds[key] = held
+                    holds[key] = fd if owned else os.dup(fd)
             yield
         finally:
             # Popped, not assumed: a thread that ends while a generator is suspended in
             # the block closes its holds (`_ReadCache.__del__`) and empties them.
-            held_fd = holds.pop(key, None) if mine else None
-            if held_fd is not None:
-                os.close(held_fd)
+            held = holds.pop(key, None) if mine else None
+            if held is not None:
+                os.close(held)
 
     # -- directory fds -----------------------------------------------------------
 
