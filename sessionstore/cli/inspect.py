@@ -20,7 +20,7 @@ from sessionstore.cli.common import (
     target_options,
 )
 from sessionstore.cli.listing import Listing, listing_options
-from sessionstore.cli.sessions import session_views
+from sessionstore.cli.sessions import session_rows, session_views
 from sessionstore.errors import InvalidInput
 from sessionstore.store.target import STORE_ENV, resolve_target, store_root
 
@@ -133,14 +133,15 @@ def _store_list(
         # Neither the records' modules nor rich for an empty list: start-up (issue 16).
         click.echo(no_sessions(root, listing.filtered))
         return
+    if listing.fmt is not None:
+        rows = session_rows(store, chosen, listing, goal()) if store is not None else iter(())
+        listing.emit(rows, SUMMARY_COLUMNS)
+        return
     views = (
         session_views(store, chosen, listing, goal(), write_index=True)
         if store is not None
         else iter(())
     )
-    if listing.fmt is not None:
-        listing.emit((v.summary() for v in views), SUMMARY_COLUMNS)
-        return
     # rich only for tables: the data formats never import it.
     from sessionstore.cli.views import make_console, session_list
 

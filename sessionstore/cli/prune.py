@@ -180,9 +180,9 @@ def _chosen(
         pairs.sort(key=lambda pair: name_order(pair[1].manifest, pair[0].id))
     else:
         from sessionstore.cli.sessions import best_key
-        from sessionstore.inspect.summary import SessionView
+        from sessionstore.inspect.summary import session_summary
 
-        pairs.sort(key=lambda pair: best_key(SessionView.load(pair[1], goal)))
+        pairs.sort(key=lambda pair: best_key(session_summary(pair[1], goal)["best"], goal))
     return [c for c, _ in pairs]
 
 

@@ -6,8 +6,8 @@ Shared by `inspect` (the rows), `scan` (the sessions scanned) and `prune`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sessionstore.cli.listing import Listing, name_order
 
@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from sessionstore.inspect.best import Objective
     from sessionstore.inspect.summary import SessionView
     from sessionstore.store.session import Session, Store
+
+T = TypeVar("T")
 
 
 def session_views(
@@ -32,24 +34,66 @@ def session_views(
     `write_index`: refresh each session's summary index (`inspect` only).
     """
     from sessionstore.inspect.summary import SessionView
+
+    return _listed(
+        store,
+        chosen,
+        listing,
+        lambda session: SessionView.load(session, goal, write_index=write_index),
+        lambda view: view.status,
+        lambda view: view.best.to_dict() if view.best else None,
+        goal,
+    )
+
+
+def session_rows(
+    store: Store, chosen: list[Session], listing: Listing, goal: Objective
+) -> Iterator[dict[str, Any]]:
+    """`session_views`' summaries (what `inspect` lists), each session's summary index
+    refreshed and its kept summary used where it still holds (`session_summary`)."""
+    from sessionstore.inspect.summary import session_summary
+
+    return _listed(
+        store,
+        chosen,
+        listing,
+        lambda session: session_summary(session, goal, write_index=True),
+        lambda row: row["status"],
+        lambda row: row["best"],
+        goal,
+    )
+
+
+def _listed(
+    store: Store,
+    chosen: list[Session],
+    listing: Listing,
+    load: Callable[[Session], T],
+    status: Callable[[T], str],
+    best: Callable[[T], dict[str, Any] | None],
+    goal: Objective,
+) -> Iterator[T]:
+    """What `load` makes of each chosen session, chosen and ordered by `listing`; `status`
+    and `best` (its `Best.to_dict()`) say what `--status` and `--sort best` look at."""
     from sessionstore.store.remote import each, read_ahead
 
-    def load(session: Session) -> SessionView:
+    def read(session: Session) -> tuple[Session, T]:
         with read_ahead(session):
-            return SessionView.load(session, goal, write_index=write_index)
+            return session, load(session)
 
     if listing.sort == "name":
         chosen.sort(key=lambda s: name_order(s.manifest, s.path.name))
     # A session removed (renamed away whole) while the list is read was not there: rows
     # stream for a while, and it must not show as an empty running session.
-    views: Iterable[SessionView] = (
-        view
-        for view in each(store.storage, load, chosen)
-        if listing.wants(view.status) and _still_there(view.session)
+    items: Iterable[T] = (
+        item
+        for session, item in each(store.storage, read, chosen)
+        if listing.wants(status(item)) and _still_there(session)
     )
     if listing.sort == "best":
-        views = sorted(views, key=best_key)  # every session is read first: no way round it
-    return listing.take(views)
+        # Every session is read first: no way round it.
+        items = sorted(items, key=lambda item: best_key(best(item), goal))
+    return listing.take(items)
 
 
 def _still_there(session: Session) -> bool:
@@ -60,12 +104,12 @@ def _still_there(session: Session) -> bool:
     return isinstance(session.path, S3Path) or session.path.is_dir()
 
 
-def best_key(view: SessionView) -> tuple[int, float]:
-    """Best first: sessions with a best trial by its value (the objective's direction),
-    those meeting the constraints before those that fell short, then those without one."""
+def best_key(best: dict[str, Any] | None, objective: Objective) -> tuple[int, float]:
+    """Best first, by a session's best trial (`Best.to_dict()`, or None): sessions with one
+    by its value (the objective's direction), those meeting the constraints before those
+    that fell short, then those without one."""
     from sessionstore.inspect.best import best_first
 
-    best = view.best
     if best is None:
-        return best_first(None, None, view.objective)
-    return best_first(best.value, best.meets_constraints, view.objective)
+        return best_first(None, None, objective)
+    return best_first(best["value"], best["meets_constraints"], objective)

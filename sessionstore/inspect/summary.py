@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessionstore._fs import read as fsread
+from sessionstore._orjson import orjson
 from sessionstore.errors import NoBestTrial
 from sessionstore.harness.verdict import Verdict, declares_output_contract, output_verdict
 from sessionstore.inspect.best import (
@@ -32,6 +33,7 @@ from sessionstore.store.session import Record, RecordState, Session, Store
 from sessionstore.store.status import (
     Progress,
     manifest_problem,
+    planned_trials,
     read_constraints,
     session_progress,
     session_status,
@@ -68,13 +70,23 @@ class SessionView:
         Unchanged markers come from the session's summary index (`store.index`, never
         trusted over the markers); `write_index` replaces an index out of date.
         """
-        objective = objective or Objective()
         index = SummaryIndex(session, write=write_index)
+        view = cls._read(session, objective or Objective(), index, read_constraints(session))
+        index.save()
+        return view
+
+    @classmethod
+    def _read(
+        cls,
+        session: Session,
+        objective: Objective,
+        index: SummaryIndex,
+        constraints_read: tuple[dict[str, Any], str | None],
+    ) -> SessionView:
         trials, trials_foreign = index.scan(session.trials)
         service, service_foreign = index.scan(session.service)
-        index.save()
         report = session.report()
-        constraints, constraints_error = read_constraints(session)
+        constraints, constraints_error = constraints_read
         trial_verdicts = _verdicts(trials)
         scores = score_trials(trials, constraints, objective, trial_verdicts)
         foreign = {
@@ -104,41 +116,40 @@ class SessionView:
 
     @property
     def name(self) -> str | None:
-        value = (self.session.manifest or {}).get("name")
-        return value if isinstance(value, str) else None
+        return _manifest_name(self.session.manifest)
 
     @property
     def created_at(self) -> str | None:
-        value = (self.session.manifest or {}).get("created_at")
-        return value if isinstance(value, str) else None
+        return _manifest_created_at(self.session.manifest)
 
     @property
     def previous(self) -> list[str]:
         """The pinned previous session ids (strings only)."""
-        value = (self.session.manifest or {}).get("previous")
-        return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+        return _manifest_previous(self.session.manifest)
 
     def summary(self) -> dict[str, Any]:
         """The list view's JSON: one object per session."""
+        return _summary(
+            self.session,
+            self.status,
+            self._derived(),
+            self.constraints,
+            self.constraints_error,
+            self.manifest_error,
+        )
+
+    def _derived(self) -> dict[str, Any]:
+        """The summary's fields derived from the records (what the summary index keeps)."""
         return {
-            "id": self.session.id,
-            "path": str(self.session.path),
-            "name": self.name,
-            "status": self.status,
             "progress": str(self.progress),
             "phase": self.progress.phase,
             "progress_counts": self.progress.to_dict(),
-            "created_at": self.created_at,
             "trial_counts": {
                 state.value: sum(1 for r in self.trials if r.state is state)
                 for state in RecordState
             },
             "service": len(self.service),
             "best": self.best.to_dict() if self.best else None,
-            "constraints": self.constraints,
-            "constraints_error": self.constraints_error,
-            "previous": self.previous,
-            "manifest_error": self.manifest_error,
         }
 
     def metric_paths(self, limit: int) -> list[str]:
@@ -199,6 +210,89 @@ def load_views(store: Store, objective: Objective | None = None) -> list[Session
     """`SessionView.load` of every session of `store`, newest first; an object store's
     sessions are read concurrently (`store.remote.each`: each is round trips, not CPU)."""
     return list(each(store.storage, lambda s: SessionView.load(s, objective), store.sessions()))
+
+
+def session_summary(
+    session: Session, objective: Objective | None = None, *, write_index: bool = False
+) -> dict[str, Any]:
+    """`SessionView.load(session, objective).summary()`, its record-derived fields taken
+    from the summary index while every record and every other input is the same.
+
+    The key of those fields is what they depend on besides the records: the
+    objective, the planned trial count and the constraints, as JSON (so that `1`,
+    `1.0` and `true` differ). A session with a trial that declares an output contract
+    keeps none: its verdicts come from logs, which no marker identity covers.
+    """
+    objective = objective or Objective()
+    index = SummaryIndex(session, write=write_index)
+    constraints_read = read_constraints(session)
+    constraints, constraints_error = constraints_read
+    key = [
+        objective.path,
+        objective.direction,
+        planned_trials(session),
+        orjson.dumps(constraints).decode(),
+    ]
+    fields = index.summary(key, session.trials, session.service)
+    if fields is None or fields.keys() != _DERIVED:
+        view = SessionView._read(session, objective, index, constraints_read)
+        fields = view._derived()
+        if not any(declares_output_contract(r) for r in view.trials):
+            index.keep(fields)
+        index.save()
+        status = view.status
+    else:
+        status = session_status(session, session.report())
+    manifest_error = session.manifest_error or manifest_problem(session.manifest or {})
+    return _summary(session, status, fields, constraints, constraints_error, manifest_error)
+
+
+# The keys of `SessionView._derived`: kept fields with other keys are no summary of ours.
+_DERIVED = {"progress", "phase", "progress_counts", "trial_counts", "service", "best"}
+
+
+def _summary(
+    session: Session,
+    status: str,
+    derived: dict[str, Any],
+    constraints: dict[str, Any],
+    constraints_error: str | None,
+    manifest_error: str | None,
+) -> dict[str, Any]:
+    """`SessionView.summary`, from its parts: one object, its keys in one order."""
+    manifest = session.manifest
+    return {
+        "id": session.id,
+        "path": str(session.path),
+        "name": _manifest_name(manifest),
+        "status": status,
+        "progress": derived["progress"],
+        "phase": derived["phase"],
+        "progress_counts": derived["progress_counts"],
+        "created_at": _manifest_created_at(manifest),
+        "trial_counts": derived["trial_counts"],
+        "service": derived["service"],
+        "best": derived["best"],
+        "constraints": constraints,
+        "constraints_error": constraints_error,
+        "previous": _manifest_previous(manifest),
+        "manifest_error": manifest_error,
+    }
+
+
+def _manifest_name(manifest: dict[str, Any] | None) -> str | None:
+    value = (manifest or {}).get("name")
+    return value if isinstance(value, str) else None
+
+
+def _manifest_created_at(manifest: dict[str, Any] | None) -> str | None:
+    value = (manifest or {}).get("created_at")
+    return value if isinstance(value, str) else None
+
+
+def _manifest_previous(manifest: dict[str, Any] | None) -> list[str]:
+    value = (manifest or {}).get("previous")
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
 def best_trial_number(session: Session, objective: Objective | None = None) -> int:

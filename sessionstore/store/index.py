@@ -12,14 +12,21 @@ cached object only where the identity is the same; every other record (no
 entry, a marker changed, gone or not a regular file, an entry of the wrong
 shape) is read from its marker exactly as without an index.
 
+The index's first line also keeps what a listing derives from the records
+(`summary`: progress, counts, the best trial) under the key it was derived
+from: the listing's other inputs (objective, planned count, constraints) and
+every record's name and identity. A listing that finds that key unchanged
+takes the fields and parses nothing else; the second line (the markers) is
+parsed only when some record changed.
+
 Why an unchanged identity means unchanged bytes: the kernel sets `st_ctime`
 on every change of a file's content, mode or name, and user space cannot set
 it (`touch` sets mtime, and changes ctime doing so); a new file under the
 same name has a new ctime too. The one gap is the clock's tick: a marker
 changed twice within one tick keeps its ctime, so a marker whose ctime is
 less than `SETTLE_NS` old when it is read is not cached (git's "racily
-clean" rule). Markers over `MAX_CACHED_BYTES` are not cached, so an index
-stays quick to load.
+clean" rule), nor any summary derived from it. Markers over
+`MAX_CACHED_BYTES` are not cached, so an index stays quick to load.
 
 Who writes it: a reader that asks to (`write=True`; `inspect` does), when the
 index was missing, unusable or out of date, atomically (a temp file renamed
@@ -50,29 +57,31 @@ if TYPE_CHECKING:
 
 __all__ = ["INDEX_FORMAT", "MAX_CACHED_BYTES", "SETTLE_NS", "SummaryIndex"]
 
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2
 # Markers bigger than this are read every time (the bench's markers are ~400 bytes).
 MAX_CACHED_BYTES = 64 * 1024
 # How old a marker's ctime must be when it is read for it to be cached: longer than any
 # filesystem's timestamp tick (ext4 and XFS: a jiffy; some: 1 s), with margin.
 SETTLE_NS = 2_000_000_000
-# Levels the index wraps a marker in (the object, the collection, the entry): a marker
-# deeper than a marker may be (docs/format.md, "Reading") makes the index unusable.
+# Levels the index's second line wraps a marker in (the object, the collection, the
+# entry): a marker deeper than a marker may be (docs/format.md, "Reading") makes it unusable.
 _INDEX_DEPTH = 3
 # orjson parses at most 1024 levels of nesting and writes at most 254 (a test checks
-# both): an index parsed inside this many lists is refused by the parse exactly when the
-# index inside `ENVELOPE_DEPTH + _INDEX_DEPTH` lists could not be written (a cached
+# both): markers parsed inside this many lists are refused by the parse exactly when
+# they inside `ENVELOPE_DEPTH + _INDEX_DEPTH` lists could not be written (a cached
 # marker at most 240 levels deep, its 3 levels in the index above it).
 _PAD = 1024 - (254 - jsonio.ENVELOPE_DEPTH - _INDEX_DEPTH)
-# The deepest index that parse admits.
+# The deepest markers line that parse admits.
 _MAX_DEPTH = 1024 - _PAD
 
 
 class SummaryIndex:
     """The summary index of one session, for one reading of its collections.
 
-    `scan` each collection (`trials`, `service`), then `save`: with `write`,
-    the index is replaced when what was read differs from it. Not thread-safe.
+    Optionally `summary` first (the kept fields, if still true), else `scan` each
+    collection (`trials`, `service`) and `keep` what was derived from them; then
+    `save`: with `write`, the index is replaced when what was read differs from it.
+    Not thread-safe.
     """
 
     def __init__(self, session: Session, *, write: bool = False) -> None:
@@ -84,47 +93,103 @@ class SummaryIndex:
         self._write = write and session.manifest is not None
         self._new: dict[str, dict[str, list[Any]]] = {}
         self._now = time.time_ns()
-        self._old, self._dirty = self._load() if self._storage is not None else ({}, False)
+        # Per collection: its record numbers, foreign names, and each record's identity.
+        self._listed: dict[str, tuple[list[int], list[str], list[list[int] | None]]] = {}
+        self._summary_key: list[Any] | None = None
+        self._kept: dict[str, Any] | None = None
+        self._whole = True  # every record scanned so far is cached in `_new`
+        self._head: dict[str, Any] = {}
+        self._markers: bytes | None = None  # the second line, until `_old` parses it
+        self._old: dict[str, Any] = {}
+        self._dirty = False
+        if self._storage is not None:
+            self._load()
 
-    def _load(self) -> tuple[dict[str, Any], bool]:
-        """The index's content, and whether what is at its name must be replaced anyway
-        (not a regular file, too large, not JSON, not an index of this format)."""
+    def _load(self) -> None:
+        """Read the index; what is at its name must be replaced (`_dirty`) when it is
+        not a regular file, too large, or its first line is no index of this format."""
         assert self._storage is not None
         try:
             data = self._storage.get(self._key, jsonio.MAX_MARKER_BYTES)
         except StorageError:  # a symlink, a FIFO, a directory, too large: never read
-            return {}, True
+            self._dirty = True
+            return
         if data is None:
-            return {}, False
-        # Nesting is at most the count of opening brackets: a small index (a few markers)
-        # is parsed as it is, for the lists below cost it seven times its plain parse.
-        pad = 0 if data.count(b"[") + data.count(b"{") < _MAX_DEPTH else _PAD
-        # Parsed inside `_PAD` levels of lists, so that orjson's own nesting limit refuses an
-        # index too deep to write back (see `_PAD`) in the one parse: writing the whole index
-        # again to find out was a fifth of its load (2.9 MB for 10,000 trials).
+            return
+        # orjson never writes a raw newline (one in a string is `\n`): the first is the end
+        # of the first line. A deep first line fails orjson's own limit: it is never
+        # written back, so it needs no depth rule of its own.
+        head, newline, self._markers = data.partition(b"\n")
         try:
-            value = orjson.loads(b"[" * pad + data + b"]" * pad)
+            value = orjson.loads(head)
         except orjson.JSONDecodeError:
-            return {}, True
-        for _ in range(pad):
-            # Each level must be the one list put around it: data such as `1],[2` parses
-            # inside them too, but it is no single document.
-            if type(value) is not list or len(value) != 1:
-                return {}, True
-            value = value[0]
-        if type(value) is not dict or value.get("format") != INDEX_FORMAT:
-            return {}, True
-        return value, False
+            value = None
+        if not newline or type(value) is not dict or value.get("format") != INDEX_FORMAT:
+            self._markers = None
+            self._dirty = True
+            return
+        self._head = value
+
+    def _cached(self) -> dict[str, Any]:
+        """The second line's cached markers, parsed when first needed ({} when unusable)."""
+        if self._markers is not None:
+            value = _parse_markers(self._markers)
+            self._markers = None
+            if type(value) is dict:
+                self._old = value
+            else:
+                self._dirty = True
+        return self._old
+
+    def _listing(self, collection: Collection) -> tuple[list[int], list[str], list[Any]]:
+        """The collection's numbers and foreign names (one listing) and each record's
+        marker identity (`stat_each`), taken once per reading."""
+        listed = self._listed.get(collection.name)
+        if listed is None:
+            assert self._storage is not None
+            numbers, foreign = collection.listing()
+            names = [str(n) for n in numbers]
+            idents = self._storage.stat_each(collection.key, names, collection.marker)
+            listed = self._listed[collection.name] = (numbers, foreign, idents)
+        return listed
+
+    def summary(self, key: list[Any], *collections: Collection) -> dict[str, Any] | None:
+        """The fields kept for `key` (the listing's other inputs, JSON values) when every
+        record of `collections` is still the one they were derived from, else None.
+
+        Lists and stats the collections (what `scan` would); `keep` then keeps new fields
+        under the same key.
+        """
+        if self._storage is None:
+            return None
+        full = list(key)
+        for collection in collections:
+            numbers, _, idents = self._listing(collection)
+            full += [numbers, idents]
+        self._summary_key = full
+        kept = self._head.get("summary")
+        if type(kept) is dict and kept.get("key") == full:
+            fields = kept.get("fields")
+            if type(fields) is dict:
+                return fields
+        return None
+
+    def keep(self, fields: dict[str, Any]) -> None:
+        """Keep `fields` (JSON values), derived from the records the scans returned, under
+        the key `summary` was last asked with: only if every one of them is cached."""
+        if self._summary_key is None or not self._whole or self._new.keys() != self._listed.keys():
+            return  # a record not cached, or a collection of the key not scanned
+        self._kept = {"key": self._summary_key, "fields": fields}
+        self._dirty = self._dirty or self._head.get("summary") != self._kept
 
     def scan(self, collection: Collection) -> tuple[list[Record], list[str]]:
         """`collection.scan()`: the records in numeric order, each as its marker says now,
         and the foreign names; the markers unchanged since they were cached are not read."""
         if self._storage is None:
             return collection.scan()
-        numbers, foreign = collection.listing()
+        numbers, foreign, idents = self._listing(collection)
         names = [str(n) for n in numbers]
-        idents = self._storage.stat_each(collection.key, names, collection.marker)
-        cached = self._old.get(collection.name)
+        cached = self._cached().get(collection.name)
         if type(cached) is not dict:
             self._dirty = self._dirty or cached is not None
             cached = {}
@@ -167,6 +232,7 @@ class SummaryIndex:
                 ):
                     kept[names[i]] = [ident, record.data]
                     self._dirty = True
+        self._whole = self._whole and len(kept) == len(names)
         self._new[collection.name] = kept
         return [r for r in records if r is not None], foreign
 
@@ -174,12 +240,38 @@ class SummaryIndex:
         """Replace the index with what the scans read, if asked to write and it differs.
 
         Collections not scanned are left out of it (their entries are rebuilt on the
-        next reading). Never raises for the index's sake: see the module docstring.
+        next reading), and so are fields not kept this reading. Never raises for the
+        index's sake: see the module docstring.
         """
         if not (self._write and self._dirty and self._storage is not None):
             return
-        body = orjson.dumps({"format": INDEX_FORMAT, **self._new})
+        head: dict[str, Any] = {"format": INDEX_FORMAT}
+        if self._kept is not None:
+            head["summary"] = self._kept
+        body = orjson.dumps(head) + b"\n" + orjson.dumps(self._new)
         # A cache that cannot be written (permissions, read-only, ENOSPC, a directory in
         # its place, the session removed meanwhile) changes nothing the reader shows.
         with contextlib.suppress(OSError, StorageError):
             self._storage.put_cache(self._key, body)
+
+
+def _parse_markers(data: bytes) -> Any:
+    """The index's second line, parsed; None when it is no single JSON document or is
+    nested deeper than its markers could be written back (see `_PAD`)."""
+    # Nesting is at most the count of opening brackets: a small index (a few markers)
+    # is parsed as it is, for the lists below cost it seven times its plain parse.
+    pad = 0 if data.count(b"[") + data.count(b"{") < _MAX_DEPTH else _PAD
+    # Parsed inside `_PAD` levels of lists, so that orjson's own nesting limit refuses an
+    # index too deep to write back (see `_PAD`) in the one parse: writing the whole index
+    # again to find out was a fifth of its load (2.9 MB for 10,000 trials).
+    try:
+        value = orjson.loads(b"[" * pad + data + b"]" * pad)
+    except orjson.JSONDecodeError:
+        return None
+    for _ in range(pad):
+        # Each level must be the one list put around it: data such as `1],[2` parses
+        # inside them too, but it is no single document.
+        if type(value) is not list or len(value) != 1:
+            return None
+        value = value[0]
+    return value

@@ -41,7 +41,7 @@ from sessionstore._json import dumps_exact
 from sessionstore.errors import InvalidId, RecordNotFound, SessionNotFound
 from sessionstore.format.names import SERVICE, TRIALS, record_number, validate_id
 from sessionstore.inspect.best import Objective
-from sessionstore.inspect.summary import SessionView
+from sessionstore.inspect.summary import SessionView, session_summary
 from sessionstore.store.lineage import lineage_info
 from sessionstore.store.session import Session, Store
 from sessionstore.store.status import session_status
@@ -138,8 +138,7 @@ class Site:
             return 200, _HTML, _PAGE_CSP, self._page("Sessions", body), {}
         if parts[0] == "api" and len(parts) in (2, 3) and parts[1] == "sessions":
             if len(parts) == 2:
-                views = [SessionView.load(s, self.objective) for s in self.store.sessions()]
-                value: Any = [v.summary() for v in views]
+                value: Any = [session_summary(s, self.objective) for s in self.store.sessions()]
             else:
                 value = SessionView.load(self._session(parts[2]), self.objective).detail()
             return 200, "application/json", FILE_CSP, dumps_exact(value), {}

@@ -14,8 +14,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import cli_runner
 import orjson
@@ -27,6 +28,8 @@ from sessionstore.inspect.summary import SessionView
 from sessionstore.storage.local import LocalStorage
 from sessionstore.store import index as index_module
 from sessionstore.store.session import Session, Store
+
+T = TypeVar("T")
 
 # Longer than any timestamp tick of the filesystems tests run on (a jiffy).
 _TICK = 0.05
@@ -50,14 +53,19 @@ def _session(root: Path, trials: int = 5) -> Session:
 
 
 def _truth(session: Session) -> dict[str, Any]:
-    """What the markers say, read with no index at all (it is moved away and back)."""
+    """What the markers say, read with no index at all."""
+    return without_index(session, lambda: SessionView.load(Session.open(session.path)).detail())
+
+
+def without_index(session: Session, read: Callable[[], T]) -> T:
+    """`read()` with the session's index moved away (and back after)."""
     index = session.path / INDEX
     aside = session.path.parent / "index-aside"
     present = os.path.lexists(index)
     if present:
         os.rename(index, aside)
     try:
-        return SessionView.load(Session.open(session.path)).detail()
+        return read()
     finally:
         if present:
             os.rename(aside, index)
@@ -67,10 +75,17 @@ def _indexed(session: Session, write: bool = True) -> dict[str, Any]:
     return SessionView.load(Session.open(session.path), write_index=write).detail()
 
 
+def _lines(session: Session) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The index's two lines, parsed: the head (format, kept summary) and the markers."""
+    head, body = (session.path / INDEX).read_bytes().split(b"\n")
+    data = orjson.loads(head)
+    assert data["format"] == 2
+    return data, orjson.loads(body)
+
+
 def _entries(session: Session) -> dict[str, Any]:
-    data = orjson.loads((session.path / INDEX).read_bytes())
-    assert data["format"] == 1
-    return {name: sorted(data[name], key=int) for name in ("trials", "service")}
+    markers = _lines(session)[1]
+    return {name: sorted(markers[name], key=int) for name in ("trials", "service")}
 
 
 def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -121,12 +136,21 @@ def test_a_lost_index_is_rebuilt(tmp_path: Path, settled: None) -> None:
     assert _entries(s)["trials"] == ["1", "2", "3", "4", "5"]
 
 
-def _forged(session: Session, data: Any) -> dict[str, Any]:
+def _forged(session: Session, data: Any) -> bytes:
     """The real index with each trial's cached marker replaced by `data`."""
-    real = orjson.loads((session.path / INDEX).read_bytes())
-    for entry in real["trials"].values():
+    head, markers = _lines(session)
+    for entry in markers["trials"].values():
         entry[1] = data
-    return dict(real)
+    return _index(head, markers)
+
+
+def _index(head: Any, markers: Any) -> bytes:
+    """An index's bytes: its two lines."""
+    return orjson.dumps(head) + b"\n" + orjson.dumps(markers)
+
+
+_HEAD = {"format": 2}
+_HEAD_BYTES = orjson.dumps(_HEAD)
 
 
 @pytest.mark.parametrize(
@@ -136,23 +160,26 @@ def _forged(session: Session, data: Any) -> dict[str, Any]:
         pytest.param(lambda s, b: b"", id="empty"),
         pytest.param(lambda s, b: b[: len(b) // 2], id="truncated"),
         pytest.param(lambda s, b: b"[1, 2, 3]", id="an-array"),
-        pytest.param(lambda s, b: b'{"format": 2, "trials": {}}', id="another-format"),
-        pytest.param(lambda s, b: b'{"format": 1, "trials": [1], "service": 7}', id="wrong-shape"),
+        pytest.param(lambda s, b: b.replace(b"\n", b" "), id="one-line"),
+        pytest.param(lambda s, b: b.split(b"\n")[1], id="no-head"),
+        pytest.param(lambda s, b: b'{"format": 1, "trials": {}}', id="format-1"),
+        pytest.param(lambda s, b: b.replace(b'"format":2', b'"format":3', 1), id="format-3"),
+        pytest.param(lambda s, b: _index(_HEAD, {"trials": [1], "service": 7}), id="wrong-shape"),
+        pytest.param(lambda s, b: _index(_HEAD, [1]), id="markers-not-an-object"),
+        pytest.param(lambda s, b: _HEAD_BYTES + b"\n" + b"\x00" * 40, id="markers-zeroed"),
+        pytest.param(lambda s, b: _forged(s, "not an object"), id="entry-not-an-object"),
         pytest.param(
-            lambda s, b: orjson.dumps(_forged(s, "not an object")), id="entry-not-an-object"
-        ),
-        pytest.param(
-            lambda s, b: orjson.dumps(
-                {"format": 1, "trials": {n: [[0, 0, 0, 0, 0], {"x": 1}] for n in "12345"}}
+            lambda s, b: _index(
+                _HEAD, {"trials": {n: [[0, 0, 0, 0, 0], {"x": 1}] for n in "12345"}}
             ),
             id="wrong-identities",
         ),
         pytest.param(
-            lambda s, b: orjson.dumps({"format": 1, "trials": {n: 5 for n in "12345"}}),
+            lambda s, b: _index(_HEAD, {"trials": {n: 5 for n in "12345"}}),
             id="entries-not-lists",
         ),
         pytest.param(
-            lambda s, b: b'{"format": 1, "trials": {"1": ' + b"[" * 300 + b"]" * 300 + b"}}",
+            lambda s, b: _HEAD_BYTES + b'\n{"trials": {"1": ' + b"[" * 300 + b"]" * 300 + b"}}",
             id="nested-too-deeply",
         ),
     ],
@@ -215,7 +242,7 @@ def test_a_symlink_in_place_of_the_index_is_never_followed_and_is_replaced(
     s = _session(tmp_path / "store")
     _indexed(s)
     # Outside the session: an index that matches every marker but lies about each.
-    forged = orjson.dumps(_forged(s, metrics(1e9)))
+    forged = _forged(s, metrics(1e9))
     outside = tmp_path / "forged.json"
     outside.write_bytes(forged)
     (s.path / INDEX).unlink()

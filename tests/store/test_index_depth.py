@@ -65,12 +65,12 @@ def test_a_marker_as_deep_as_the_index_can_hold_is_used_one_deeper_is_not(
     # _INDEX_DEPTH levels of its own above each marker.
     deepest = 254 - ENVELOPE_DEPTH - 2 * index_module._INDEX_DEPTH
     index = s.path / INDEX
-    index.write_bytes(orjson.dumps(_forged(s, _nested(deepest))))
+    index.write_bytes(_forged(s, _nested(deepest)))
     used = _indexed(s, write=False)
     assert [t["record"] for t in used["trials"][:5]] == [_nested(deepest)] * 5
     # A marker file this deep is a usable marker: the index may hold what it may.
     assert parse_object(orjson.dumps(_nested(deepest)))[1] is None
-    index.write_bytes(orjson.dumps(_forged(s, _nested(deepest + 1))))
+    index.write_bytes(_forged(s, _nested(deepest + 1)))
     assert _indexed(s, write=False) == truth
 
 
@@ -86,8 +86,9 @@ def test_a_small_index_keeps_the_depth_rule_on_both_sides_of_the_bracket_count(
     index = s.path / INDEX
     counts = {}
     for depth in range(deepest - 12, deepest + 3):
-        body = orjson.dumps(_forged(s, _nested(depth)))
-        counts[depth] = body.count(b"[") + body.count(b"{")
+        body = _forged(s, _nested(depth))
+        markers = body.split(b"\n")[1]  # the line the depth rule is about
+        counts[depth] = markers.count(b"[") + markers.count(b"{")
         index.write_bytes(body)
         used = _indexed(s, write=False)
         if depth <= deepest:
@@ -99,25 +100,28 @@ def test_a_small_index_keeps_the_depth_rule_on_both_sides_of_the_bracket_count(
 
 
 @pytest.mark.parametrize(
-    "body",
+    "markers",
     [
-        b'{"format": 1}],[{"format": 1}',  # two documents, balanced by the padding
-        b'{"format": 1}]',
-        b'[{"format": 1}',
-        b'{"format": 1}, {"format": 1}',
+        b"{M}],[{M}",  # two documents, balanced by the padding
+        b"{M}]",
+        b"[{M}",
+        b"{M}, {M}",
         b"",
         b"[]",
-        b'[{"format": 1}]',
+        b"[{M}]",
+        b"{M}\n{M}",
     ],
 )
-def test_what_is_no_single_index_document_is_ignored(
-    tmp_path: Path, settled: None, body: bytes
+def test_what_is_no_single_markers_document_is_ignored(
+    tmp_path: Path, settled: None, markers: bytes
 ) -> None:
     s = _session(tmp_path / "store")
     truth = _truth(s)
     assert _indexed(s) == truth  # written, so that it can be forged
     index = s.path / INDEX
-    index.write_bytes(body.replace(b'{"format": 1}', orjson.dumps(_forged(s, {"forged": 1}))))
+    head, forged = _forged(s, {"forged": 1}).split(b"\n")
+    index.write_bytes(head + b"\n" + markers.replace(b"{M}", forged))
     assert _indexed(s, write=False) == truth
     assert _indexed(s) == truth
-    assert orjson.loads(index.read_bytes())["format"] == 1  # rebuilt as one document
+    # Rebuilt as one document per line.
+    assert [type(orjson.loads(line)) for line in index.read_bytes().split(b"\n")] == [dict, dict]
