@@ -26,7 +26,7 @@ from sessionstore.inspect.best import (
     score_trials,
 )
 from sessionstore.storage.s3_path import S3Path
-from sessionstore.store.index import SummaryIndex
+from sessionstore.store.index import MAX_CACHED_BYTES, SummaryIndex
 from sessionstore.store.lineage import lineage_info
 from sessionstore.store.remote import each
 from sessionstore.store.session import Record, RecordState, Session, Store
@@ -227,13 +227,11 @@ def session_summary(
     index = SummaryIndex(session, write=write_index)
     constraints_read = read_constraints(session)
     constraints, constraints_error = constraints_read
-    key = [
-        objective.path,
-        objective.direction,
-        planned_trials(session),
-        orjson.dumps(constraints).decode(),
-    ]
-    fields = index.summary(key, session.trials, session.service)
+    text = orjson.dumps(constraints).decode()
+    key = [objective.path, objective.direction, planned_trials(session), text]
+    # Constraints as large as a marker is cached at most would make a large index.
+    small = len(text) <= MAX_CACHED_BYTES
+    fields = index.summary(key, session.trials, session.service) if small else None
     if fields is None or fields.keys() != _DERIVED:
         view = SessionView._read(session, objective, index, constraints_read)
         fields = view._derived()

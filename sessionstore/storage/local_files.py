@@ -16,7 +16,7 @@ from sessionstore._fs.atomic import publish_once, temp_name, write_all
 from sessionstore.errors import TooLarge
 from sessionstore.storage.local_dirs import error as _error
 
-__all__ = ["create_in", "lexists", "read_in"]
+__all__ = ["create_in", "lexists", "read_in", "read_with_stat"]
 
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -37,6 +37,14 @@ def read_in(parent: int, name: str, limit: int, where: tuple[str, ...]) -> bytes
     `where` (the parts of `parent`'s key) and `name`, joined only then (this
     runs once per marker of a listing).
     """
+    found = read_with_stat(parent, name, limit, where)
+    return None if found is None else found[0]
+
+
+def read_with_stat(
+    parent: int, name: str, limit: int, where: tuple[str, ...]
+) -> tuple[bytes, os.stat_result] | None:
+    """`read_in`, with the `fstat` of the very file read (what a cache may key it by)."""
     try:
         fd, st = fsread.open_file(name, parent)
     except FileNotFoundError:
@@ -51,7 +59,7 @@ def read_in(parent: int, name: str, limit: int, where: tuple[str, ...]) -> bytes
         os.close(fd)
     if data is None:
         raise TooLarge("/".join((*where, name)), limit)
-    return data
+    return data, st
 
 
 def create_in(parent: int, name: str, data: bytes, mode: int) -> bool:

@@ -49,7 +49,7 @@ from sessionstore._orjson import orjson
 from sessionstore.errors import StorageError
 from sessionstore.format.names import INDEX
 from sessionstore.storage.local import LocalStorage
-from sessionstore.store.records import Record, RecordState, read_records
+from sessionstore.store.records import Record, RecordState, records_of
 
 if TYPE_CHECKING:
     from sessionstore.store.collection import Collection
@@ -217,24 +217,55 @@ class SummaryIndex:
         if len(kept) != len(cached):
             self._dirty = True  # entries of records gone, changed or malformed
         if unread:
-            read = read_records(
-                [numbers[i] for i in unread], path, collection.marker, self._storage, collection.key
+            read = self._read(
+                collection,
+                [numbers[i] for i in unread],
+                [names[i] for i in unread],
+                [idents[i] for i in unread],
+                kept,
             )
-            settled = self._now - SETTLE_NS
             for i, record in zip(unread, read):  # noqa: B905
                 records[i] = record
-                ident = idents[i]
-                if (
-                    record.state is completed
-                    and ident is not None
-                    and ident[2] <= MAX_CACHED_BYTES
-                    and ident[4] < settled
-                ):
-                    kept[names[i]] = [ident, record.data]
-                    self._dirty = True
         self._whole = self._whole and len(kept) == len(names)
         self._new[collection.name] = kept
         return [r for r in records if r is not None], foreign
+
+    def _read(
+        self,
+        collection: Collection,
+        numbers: list[int],
+        names: list[str],
+        idents: list[Any],
+        kept: dict[str, list[Any]],
+    ) -> list[Record]:
+        """The records `numbers` (named `names`, listed with `idents`) as their markers
+        say; each completed, settled and small one is cached in `kept`."""
+        assert self._storage is not None
+        answers = self._storage.read_each(
+            collection.key, names, collection.marker, jsonio.MAX_MARKER_BYTES
+        )
+        read = records_of(
+            numbers,
+            names,
+            collection.path,
+            collection.marker,
+            collection.key,
+            [answer for answer, _ in answers],
+        )
+        settled = self._now - SETTLE_NS
+        for name, ident, record, (_, read_ident) in zip(names, idents, read, answers):  # noqa: B905
+            # The file read must be the one listed: a record renamed away and back
+            # between the two would cache one marker's bytes under another's identity.
+            if (
+                record.state is RecordState.COMPLETED
+                and ident is not None
+                and read_ident == ident
+                and ident[2] <= MAX_CACHED_BYTES
+                and ident[4] < settled
+            ):
+                kept[name] = [ident, record.data]
+                self._dirty = True
+        return read
 
     def save(self) -> None:
         """Replace the index with what the scans read, if asked to write and it differs.
@@ -248,10 +279,12 @@ class SummaryIndex:
         head: dict[str, Any] = {"format": INDEX_FORMAT}
         if self._kept is not None:
             head["summary"] = self._kept
-        body = orjson.dumps(head) + b"\n" + orjson.dumps(self._new)
-        # A cache that cannot be written (permissions, read-only, ENOSPC, a directory in
-        # its place, the session removed meanwhile) changes nothing the reader shows.
-        with contextlib.suppress(OSError, StorageError):
+        # A cache that cannot be written changes nothing the reader shows: a value JSON
+        # cannot hold (`TypeError`: an objective path that is no UTF-8, a timestamp past
+        # 64-bit nanoseconds), permissions, read-only, ENOSPC, a directory in its place,
+        # the session removed meanwhile.
+        with contextlib.suppress(TypeError, OSError, StorageError):
+            body = orjson.dumps(head) + b"\n" + orjson.dumps(self._new)
             self._storage.put_cache(self._key, body)
 
 

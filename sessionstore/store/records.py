@@ -197,6 +197,19 @@ def read_records(
     all markers read by one `Storage.get_each`."""
     names = [str(n) for n in numbers]
     answers = storage.get_each(key, names, marker, jsonio.MAX_MARKER_BYTES)
+    return records_of(numbers, names, path, marker, key, answers)
+
+
+def records_of(
+    numbers: Sequence[int],
+    names: Sequence[str],
+    path: Path,
+    marker: str,
+    key: str,
+    answers: Sequence[bytes | StorageError | None],
+) -> list[Record]:
+    """Each record `n` (named `names[i]`) of the collection at `path` (`key`) as its
+    marker's read derives it: `answers` holds one `Storage.get` answer per record."""
     # zip without strict=True (equal by construction): its keyword parse is per record.
     below = Record.below
     found: list[Record] = []

@@ -89,15 +89,16 @@ def _entries(session: Session) -> dict[str, Any]:
 
 
 def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every marker name read through the storage seam from now on (a spy on the real reads)."""
+    """Every marker name read through the storage seam from now on (a spy on the real reads:
+    `get_each` is `read_each` too)."""
     seen: list[str] = []
-    real = LocalStorage.get_each
+    real = LocalStorage.read_each
 
     def spy(self: LocalStorage, prefix: str, names: Any, leaf: str, limit: int) -> Any:
         seen.extend(f"{prefix}/{n}" for n in names)
         return real(self, prefix, names, leaf, limit)
 
-    monkeypatch.setattr(LocalStorage, "get_each", spy)
+    monkeypatch.setattr(LocalStorage, "read_each", spy)
     return seen
 
 
