@@ -17,7 +17,7 @@ import cli_runner
 import orjson
 import pytest
 from inspect_helpers import attempt, metrics, trial
-from test_index import _TICK, _index, _lines, _reads, settled, without_index
+from test_index import _TICK, _entries, _index, _lines, _reads, settled, without_index
 
 from sessionstore._fs.atomic import write_atomic
 from sessionstore.format.names import CONSTRAINTS, INDEX, MANIFEST
@@ -289,3 +289,16 @@ def test_the_listing_formats_agree_with_and_without_kept_summaries(
     assert written == without and taken == without
     assert [orjson.loads(row)["id"] for row in without[1][1].splitlines()] == ["s0", "s2", "s1"]
     assert all(_kept(store.open(f"s{k}")) is not None for k in range(3))
+
+
+def test_constraints_larger_than_a_cached_marker_keep_no_summary(
+    tmp_path: Path, settled: None
+) -> None:
+    """The key holds the constraints: ones over `MAX_CACHED_BYTES` would make every index
+    as large (a 40 MB file, an 80 MB index read and rewritten by each listing)."""
+    s = _session(tmp_path / "store")
+    large = {"max_ttft_ms.mean": 200, "note": "x" * index_module.MAX_CACHED_BYTES}
+    write_atomic(s.path / CONSTRAINTS, orjson.dumps(large))
+    assert _summary(s) == _truth(s)
+    assert _kept(s) is None and _entries(s)["trials"] == ["1", "2", "3", "4"]
+    assert (s.path / INDEX).stat().st_size < index_module.MAX_CACHED_BYTES
