@@ -18,9 +18,9 @@ the full needles confirms them, only on those regions. The detector is
   start; the Aho-Corasick detector where Hyperscan is not installed.
 
 `Compiled.spans` finds the occurrences in a buffer (needles, token patterns
-and, for a whole file, short secrets); `Compiled.crossing` the ones that
+and, for a whole file, short secrets); `Compiled.crossing_end` the ones that
 straddle a given position, which is what settling a range asks
-(`sessionstore.redact.stream`).
+(`sessionstore.redact.stream`), unless `Compiled.inert` says none can.
 """
 
 from __future__ import annotations
@@ -75,6 +75,9 @@ class Compiled:
     needle_max: int
     patterns: bool
     shorts: frozenset[bytes]
+    # No occurrence can hold a byte of a rendered range (see `_inert`), so settling
+    # a range never moves it and `crossing_end` need not be asked.
+    inert: bool
     # The longest occurrence, and how far a byte's fate can depend on the bytes after it
     # (see `StreamRedactor`): fields set once, not properties, for a stream reads them
     # several times per chunk.
@@ -101,15 +104,19 @@ class Compiled:
                 found.append((start, start + len(core)))
         return found
 
-    def crossing(self, window: bytes, at: int) -> list[Span]:
-        """Occurrences in `window` that contain both `window[at - 1]` and `window[at]`."""
-        found: list[Span] = []
+    def crossing_end(self, window: bytes, at: int) -> int:
+        """The furthest end of an occurrence in `window` holding `window[at - 1]` and
+        `window[at]`; 0 if there is none."""
+        end = 0
         if self.matcher is not None:
-            hits = self.matcher.find_matches_as_indexes(window, overlapping=True)
-            found.extend((s, e) for _, s, e in hits if s < at < e)
+            for _, s, e in self.matcher.find_matches_as_indexes(window, overlapping=True):
+                if s < at < e:
+                    end = max(end, e)
         if self.patterns:
-            found.extend((s, e) for s, e in pattern_spans(window, True) if s < at < e)
-        return found
+            for s, e in pattern_spans(window, True):
+                if s < at < e:
+                    end = max(end, e)
+        return end
 
     def _literal_spans(self, buf: bytes) -> list[Span]:
         """Spans covering every needle occurrence in `buf`, sorted by start, mostly merged.
@@ -199,11 +206,13 @@ def merge(spans: list[Span]) -> list[Span]:
 
 def build(marker: bytes, found: set[bytes], shorts: set[bytes], patterns: bool) -> Compiled:
     if not found:
-        return Compiled(marker, None, None, None, 0, patterns, frozenset(shorts))
+        return Compiled(
+            marker, None, None, None, 0, patterns, frozenset(shorts), _inert(marker, [], patterns)
+        )
     ordered = sorted(found)
     prefixes = sorted({n[:_PREFIX_LEN] for n in ordered})
     small = ahocorasick_rs.Implementation.ContiguousNFA
-    # The full automaton also answers `crossing` on small windows, where its
+    # The full automaton also answers `crossing_end` on small windows, where its
     # per-call cost matters more than its speed.
     matcher = ahocorasick_rs.BytesAhoCorasick(ordered, implementation=small)
     needle_max = max(map(len, ordered))
@@ -221,4 +230,20 @@ def build(marker: bytes, found: set[bytes], shorts: set[bytes], patterns: bool) 
             matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST,
             implementation=dfa if len(prefixes) <= _DFA_MAX_PREFIXES else small,
         )
-    return Compiled(marker, detector, matcher, fast, needle_max, patterns, frozenset(shorts))
+    inert = _inert(marker, ordered, patterns)
+    return Compiled(marker, detector, matcher, fast, needle_max, patterns, frozenset(shorts), inert)
+
+
+def _inert(marker: bytes, needles: list[bytes], patterns: bool) -> bool:
+    """Whether no occurrence can hold a byte of a marker or of the line breaks kept after it.
+
+    Then no occurrence crosses into a marker (it would end with a head of the
+    marker, or hold it whole) nor out of a rendering (it would start with a
+    tail of the marker or a line break, or hold the marker whole). Token
+    patterns are not taken apart: with them on, no marker is inert.
+    """
+    if patterns:
+        return False
+    heads = tuple(marker[:k] for k in range(1, len(marker)))
+    tails = (b"\r", b"\n", *(marker[k:] for k in range(1, len(marker))))
+    return not any(n.endswith(heads) or n.startswith(tails) or marker in n for n in needles)

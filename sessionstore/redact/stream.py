@@ -23,6 +23,11 @@ contained. The ranges are settled against the output, not the input:
   contain the marker; no token ends in a line break) and was seen by R's
   last left check, so R's start would have moved. Each step covers one more input
   byte, so settling ends.
+* Most needle sets cannot touch a marker: no needle holds it, ends with a
+  head of it, or starts with a tail of it or a line break
+  (`Compiled.inert`). Then no occurrence crosses into a marker or out of a
+  rendering, every check above would find nothing, and settling skips them
+  and the output tail they read.
 * Moving right is unbounded but streams: the range stays open. Moving left
   cannot stream in bounded memory in general (secret `aaaaaaaR`: in
   `aaa...a` + another secret, every `a` before the marker completes it, so
@@ -77,8 +82,8 @@ class StreamRedactor:
         # and what they hold is in `_pending` (found, not yet rendered).
         self._scan_from = 0
         self._pending: list[Span] = []
-        # The last max_len bytes of output: the context a needle or token could
-        # share with a marker.
+        # The last max_len bytes of output before this call: the context a needle
+        # or token could share with a marker (never read, so not kept, if it is inert).
         self._tail = b""
         # A range whose marker was emitted may still grow: it covers the first
         # `_carried` bytes of `_buf` (already rendered) and continues from there.
@@ -168,9 +173,9 @@ class StreamRedactor:
         the index to keep the buffer from are returned instead.
 
         Long because the loop is one state machine (`pos`, `idx`, `current` and
-        the output tail shared by every step, the `emit`/`grow` closures in the
-        hot path): the proof sketch in the module docstring reads against it
-        as one piece, and splitting it would pass that state around per byte.
+        the output shared by every step, the `grow` closure in the hot path):
+        the proof sketch in the module docstring reads against it as one
+        piece, and splitting it would pass that state around per byte.
         """
         c = self._c
         width = c.max_len
@@ -186,20 +191,15 @@ class StreamRedactor:
         idx = 0  # ranges[idx:] are not yet part of the output
         current = self._open  # a range ends at pos, its marker emitted, and may grow
 
-        def emit(data: bytes | memoryview) -> None:
-            if not data:
-                return
-            out.append(data)
-            tail = data[-width:] if len(data) >= width else self._tail + data
-            self._tail = bytes(tail[-width:])
-
         def grow(end: int) -> None:
             # Extend the current range to `end`, merging ranges it reaches or touches.
             nonlocal pos, idx
             while idx < len(ranges) and ranges[idx][0] <= end:
                 end = max(end, ranges[idx][1])
                 idx += 1
-            emit(buf.slice(pos, end).translate(None, _NOT_NEWLINE))
+            breaks = buf.slice(pos, end).translate(None, _NOT_NEWLINE)
+            if breaks:
+                out.append(breaks)
             pos = end
 
         if current:
@@ -215,31 +215,48 @@ class StreamRedactor:
             if current:
                 if not final and n - pos < c.reach:
                     break
-                nxt = ranges[idx][0] if idx < len(ranges) else n
-                look = buf.slice(pos, min(nxt, pos + width - 1))
-                crossing = c.crossing(self._tail + look, len(self._tail))
-                if crossing:
-                    grow(pos + max(e for _, e in crossing) - len(self._tail))
-                    continue
-                # A range close enough that moving its start left could reach this one.
-                near = idx < len(ranges) and nxt - pos <= width
-                if near and self._start(buf, pos, nxt) == pos:
-                    grow(nxt)
-                    continue
+                # An inert marker is never crossed: nothing here could move a range.
+                if not c.inert:
+                    nxt = ranges[idx][0] if idx < len(ranges) else n
+                    look = buf.slice(pos, min(nxt, pos + width - 1))
+                    tail = self._tail_of(out)
+                    end = c.crossing_end(tail + look, len(tail))
+                    if end:
+                        grow(pos + end - len(tail))
+                        continue
+                    # A range close enough that moving its start left could reach this one.
+                    near = idx < len(ranges) and nxt - pos <= width
+                    if near and self._start(buf, pos, nxt, out) == pos:
+                        grow(nxt)
+                        continue
                 current = False
             if idx == len(ranges) or ranges[idx][0] >= defer:
                 break
-            start = self._start(buf, pos, ranges[idx][0])
-            for part in buf.parts(pos, start):
-                emit(part)
-            emit(c.marker)
+            start = self._start(buf, pos, ranges[idx][0], out)
+            out += buf.parts(pos, start)
+            out.append(c.marker)
             pos = start
             grow(ranges[idx][0])
             current = True
         keep = n if final else self._hold(buf, pos, current, ranges[idx:], hold)
-        for part in buf.parts(pos, keep):
-            emit(part)
+        out += buf.parts(pos, keep)
+        if not c.inert:
+            self._tail = self._tail_of(out)
         return out, keep
+
+    def _tail_of(self, out: list[bytes | memoryview]) -> bytes:
+        """The last `max_len` bytes of this stream's output, `out` being this call's so far.
+
+        Taken when a check reads it rather than kept up to date per part: an
+        inert marker (`Compiled.inert`) needs no check, hence no tail.
+        """
+        width = self._c.max_len
+        tail = b""
+        for part in reversed(out):
+            tail = bytes(part[len(tail) - width :]) + tail
+            if len(tail) >= width:
+                return tail
+        return (self._tail + tail)[-width:]
 
     def _hold(self, buf: Pieces, pos: int, current: bool, waiting: list[Span], whole: bool) -> int:
         """Where the bytes to hold back for the next call begin; records what it needs.
@@ -276,19 +293,23 @@ class StreamRedactor:
         self._pending = [(s - keep, e - keep) for s, e in waiting]
         return keep
 
-    def _start(self, buf: Pieces, floor: int, start: int) -> int:
+    def _start(self, buf: Pieces, floor: int, start: int, out: list[bytes | memoryview]) -> int:
         """Where a range found at `start` begins so no occurrence crosses into its marker.
 
         Moves left one byte at a time, at most `max_len` bytes and not below
-        `floor` (the end of the previous range: reaching it merges the two).
-        Raises RedactionUnsafe past that bound, rather than emit such an occurrence.
+        `floor` (the end of the previous range: reaching it merges the two;
+        `out` is the output up to there). Raises RedactionUnsafe past that
+        bound, rather than emit such an occurrence.
         """
         c = self._c
+        if c.inert:
+            return start
         width = c.max_len
+        before = self._tail_of(out)
         pos = start
         while pos > floor:
-            ctx = (self._tail + buf.slice(max(floor, pos - width), pos))[-width:]
-            if not c.crossing(ctx + c.marker, len(ctx)):
+            ctx = (before + buf.slice(max(floor, pos - width), pos))[-width:]
+            if not c.crossing_end(ctx + c.marker, len(ctx)):
                 break
             pos -= 1
             if start - pos > width:

@@ -11,7 +11,9 @@ import pytest
 from redact_engines import engine  # noqa: F401  (a fixture, used by name)
 
 from sessionstore.errors import InvalidInput, RedactionUnsafe, SecretRefused
+from sessionstore.redact.matcher import build
 from sessionstore.redact.redactor import Redactor
+from sessionstore.redact.stream import StreamRedactor
 
 # Every case runs under both matching engines (redact_engines.py).
 pytestmark = pytest.mark.usefixtures("engine")
@@ -270,3 +272,36 @@ def test_leak_run_the_marker_would_complete_is_refused_not_written() -> None:
     with pytest.raises(RedactionUnsafe):
         chunked(r, [data[i : i + 7] for i in range(0, len(data), 7)])
     assert r.redact(b"a" * 9 + b"firstsecret1") == b"a" * 6 + M  # a short run settles
+
+
+def test_an_ordinary_secret_leaves_the_marker_inert() -> None:
+    # Inert: settling skips its checks (the fast path); any marker overlap turns it off.
+    assert redactor(SECRET)._compile().inert
+    for overlapping in (b"EDabcdefgh", b"abcdefgR"):
+        assert not redactor(SECRET, overlapping)._compile().inert
+    assert not Redactor(patterns=True)._compile().inert
+
+
+@pytest.mark.parametrize(
+    ("needles", "data"),
+    [
+        # Needle sets no Redactor registers (it adds the stripped form, refuses the
+        # marker), as `build` takes them: each would be whole in the output if
+        # settling were skipped.
+        ({b"k9Xw2mPq\nzz", b"\nPQRSTUVWX"}, b"k9Xw2mPq\nzzPQRSTUVWX!"),
+        ({b"k9Xw2mPq\rzz", b"\rPQRSTUVWX"}, b"k9Xw2mPq\rzzPQRSTUVWX!"),
+        ({b"abcdefghij", b"xxREDACTEDyy"}, b"xxabcdefghijyy"),
+    ],
+)
+def test_leak_needle_crossing_out_of_a_rendering_without_a_marker_tail(
+    needles: set[bytes], data: bytes
+) -> None:
+    compiled = build(M, needles, set(), False)
+    assert not compiled.inert
+    outs = [StreamRedactor.redact_whole(compiled, data)]
+    for size in (1, 3):
+        s = StreamRedactor(compiled)
+        outs.append(b"".join([s.feed(data[i : i + size]) for i in range(0, len(data), size)]))
+        outs[-1] += s.finish()
+    assert outs[0] == outs[1] == outs[2]
+    assert not any(needle in outs[0] for needle in needles)
