@@ -128,40 +128,40 @@ class Compiled:
             return []
         if self.fast is not None and self.fast.exact:
             return self.fast.windows(buf)
-        view = memoryview(buf)
         if len(buf) <= _DENSE_BLOCK:
             # A name, a small file, the seam between two chunks: one window, no detector call.
-            return self._confirm(view, [(0, len(buf))])
+            return self._confirm(buf, [(0, len(buf))])
+        view = memoryview(buf)
         if self.fast is not None:
             return self._confirm(view, self.fast.windows(buf))
-        spans: list[Span] = []
-        limit = len(buf)
         # Blocks bound the match lists a dense input (a long run of one
         # secret) produces, so memory stays proportional to the block size.
+        assert self.detector is not None
+        find = self.detector.find_matches_as_indexes
+        spans: list[Span] = []
+        limit = len(buf)
         for block in range(0, limit, _BLOCK):
-            hits = self._hits(view, block, _BLOCK)
+            # The detector sees 7 bytes past the block so every prefix starting
+            # inside it is whole; hits starting past the block are the next one's.
+            hits = find(view[block : block + _BLOCK + _PREFIX_LEN - 1])
             if not hits:  # most blocks of a log: nothing to confirm
                 continue
             if len(hits) <= _SPARSE_HITS:
-                spans.extend(
-                    self._confirm(view, _windows(hits, block, _BLOCK, self.needle_max, limit))
-                )
+                spans += self._confirm(view, _windows(hits, block, _BLOCK, self.needle_max, limit))
                 continue
             for sub in range(block, min(block + _BLOCK, limit), _DENSE_BLOCK):
-                hits = self._hits(view, sub, _DENSE_BLOCK)
-                spans.extend(
-                    self._confirm(view, _windows(hits, sub, _DENSE_BLOCK, self.needle_max, limit))
+                hits = find(view[sub : sub + _DENSE_BLOCK + _PREFIX_LEN - 1])
+                spans += self._confirm(
+                    view, _windows(hits, sub, _DENSE_BLOCK, self.needle_max, limit)
                 )
         return spans
 
-    def _hits(self, view: memoryview, block: int, size: int) -> list[tuple[int, int, int]]:
-        assert self.detector is not None
-        # The detector sees 7 bytes past the block so every prefix starting
-        # inside it is whole; hits starting past the block are the next one's.
-        return self.detector.find_matches_as_indexes(view[block : block + size + _PREFIX_LEN - 1])
+    def _confirm(self, view: bytes | memoryview, windows: list[Span]) -> list[Span]:
+        """The occurrences in each window, merged window by window (bounded lists).
 
-    def _confirm(self, view: memoryview, windows: list[Span]) -> list[Span]:
-        """The occurrences in each window, merged window by window (bounded lists)."""
+        `view`: a view of a large buffer, or a small one itself (one window over
+        all of it: slicing bytes whole returns them uncopied, with no view to make).
+        """
         assert self.matcher is not None
         spans: list[Span] = []
         for start, end in windows:
@@ -184,7 +184,9 @@ def _windows(
     for _, start, end in hits:
         if start >= size:
             break
-        start, end = offset + start, min(limit, offset + end + needle_max - 1)
+        start, end = offset + start, offset + end + needle_max - 1
+        if end > limit:  # not min(): a builtin call costs 5x a comparison, once a hit
+            end = limit
         if windows and start <= windows[-1][1]:
             windows[-1] = (windows[-1][0], end)
         else:

@@ -41,12 +41,13 @@ class Pieces:
     def parts(self, i: int, j: int) -> list[bytes | memoryview]:
         """Bytes [i, j) without copying: views, or a piece itself when all of it is wanted."""
         k = self.split
-        out: list[bytes | memoryview] = []
-        if i < min(j, k):
-            out.append(_part(self.head, i, min(j, k)))
-        if j > max(i, k):
-            out.append(_part(self.body, max(i, k) - k, j - k))
-        return out
+        if i >= j:
+            return []
+        if i >= k:
+            return [_part(self.body, i - k, j - k)]
+        if j <= k:
+            return [_part(self.head, i, j)]
+        return [_part(self.head, i, k), _part(self.body, 0, j - k)]
 
     def rest(self, i: int) -> bytes:
         """Bytes [i, n) to hold back: the chunk itself (uncopied) if it starts there."""
@@ -70,8 +71,9 @@ def spans(c: Compiled, buf: Pieces, scan_from: int, final: bool, whole: bool) ->
         joined = head + body if head and body else head or body
         return _shifted(c.spans(joined, final, whole), scan_from if head else buf.split)
     seam = head + body[: c.max_len]
-    found = [(s, e) for s, e in c.spans(seam, True, False) if s < len(head)]
-    return _shifted(found, scan_from) + _shifted(c.spans(body, final, False), buf.split)
+    cut = len(head)
+    found = [(scan_from + s, scan_from + e) for s, e in c.spans(seam, True, False) if s < cut]
+    return found + _shifted(c.spans(body, final, False), buf.split)
 
 
 def _shifted(found: list[Span], offset: int) -> list[Span]:

@@ -195,7 +195,8 @@ class StreamRedactor:
             # Extend the current range to `end`, merging ranges it reaches or touches.
             nonlocal pos, idx
             while idx < len(ranges) and ranges[idx][0] <= end:
-                end = max(end, ranges[idx][1])
+                if ranges[idx][1] > end:  # not max(): a builtin call costs 5x a comparison
+                    end = ranges[idx][1]
                 idx += 1
             breaks = buf.slice(pos, end).translate(None, _NOT_NEWLINE)
             if breaks:
@@ -282,14 +283,19 @@ class StreamRedactor:
             self._scan_from = 0
             self._pending = []
             return keep
-        first = waiting[0][0] if waiting else n + width
-        keep = max(pos, min(n - 2 * width, first - width))
+        # The last 2 * width bytes, from `width` before the first range waiting if
+        # that is earlier, but nothing rendered (comparisons: see `grow`).
+        keep = n - 2 * width
+        if waiting and waiting[0][0] - width < keep:
+            keep = waiting[0][0] - width
+        if keep < pos:
+            keep = pos
         # Holding back more is as correct: hold the whole chunk rather than copy its
         # tail, so a chunk with no secret leaves (next call) as the object it came as.
         if whole and pos <= buf.split <= keep:
             keep = buf.split
         # Every occurrence starting before n - width was complete, hence found.
-        self._scan_from = max(0, n - width - keep)
+        self._scan_from = n - width - keep if n - width > keep else 0
         self._pending = [(s - keep, e - keep) for s, e in waiting]
         return keep
 
