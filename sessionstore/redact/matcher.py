@@ -165,9 +165,10 @@ class Compiled:
         assert self.matcher is not None
         spans: list[Span] = []
         for start, end in windows:
-            found = self.matcher.find_matches_as_indexes(view[start:end], overlapping=True)
-            if found:
-                spans.extend(merge([(start + s, start + e) for _, s, e in found]))
+            hits = self.matcher.find_matches_as_indexes(view[start:end], overlapping=True)
+            if hits:
+                found = [(start + s, start + e) for _, s, e in hits]
+                spans += merge(found) if len(found) > 1 else found  # one: already merged
         return spans
 
 

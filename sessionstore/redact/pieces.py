@@ -72,7 +72,9 @@ def spans(c: Compiled, buf: Pieces, scan_from: int, final: bool, whole: bool) ->
         return _shifted(c.spans(joined, final, whole), scan_from if head else buf.split)
     seam = head + body[: c.max_len]
     cut = len(head)
-    found = [(scan_from + s, scan_from + e) for s, e in c.spans(seam, True, False) if s < cut]
+    found = c.spans(seam, True, False)
+    if found:  # seldom: a secret across two chunks
+        found = [(scan_from + s, scan_from + e) for s, e in found if s < cut]
     return found + _shifted(c.spans(body, final, False), buf.split)
 
 

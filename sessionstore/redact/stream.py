@@ -296,7 +296,7 @@ class StreamRedactor:
             keep = buf.split
         # Every occurrence starting before n - width was complete, hence found.
         self._scan_from = n - width - keep if n - width > keep else 0
-        self._pending = [(s - keep, e - keep) for s, e in waiting]
+        self._pending = [(s - keep, e - keep) for s, e in waiting] if waiting else []
         return keep
 
     def _start(self, buf: Pieces, floor: int, start: int, out: list[bytes | memoryview]) -> int:
