@@ -168,7 +168,7 @@ class Compiled:
             hits = self.matcher.find_matches_as_indexes(view[start:end], overlapping=True)
             if hits:
                 found = [(start + s, start + e) for _, s, e in hits]
-                spans += merge(found) if len(found) > 1 else found  # one: already merged
+                spans += merge(found)
         return spans
 
 
@@ -196,7 +196,12 @@ def _windows(
 
 
 def merge(spans: list[Span]) -> list[Span]:
-    """Sort and merge overlapping *and adjacent* spans: one marker per merged range."""
+    """Sort and merge overlapping *and adjacent* spans: one marker per merged range.
+
+    Most calls get one span (a chunk's occurrence, a window's): it comes back as it is.
+    """
+    if len(spans) < 2:
+        return spans
     merged: list[Span] = []
     for start, end in sorted(spans):
         if merged and start <= merged[-1][1]:
