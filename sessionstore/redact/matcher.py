@@ -129,7 +129,10 @@ class Compiled:
         if self.fast is not None and self.fast.exact:
             return self.fast.windows(buf)
         if len(buf) <= _DENSE_BLOCK:
-            # A name, a small file, the seam between two chunks: one window, no detector call.
+            # A name, a small file, the seam between two chunks: one window. The
+            # prefilter rules out most for a third of what confirming a seam costs.
+            if self.detector is not None and not self.detector.find_matches_as_indexes(buf):
+                return []
             return self._confirm(buf, [(0, len(buf))])
         view = memoryview(buf)
         if self.fast is not None:
