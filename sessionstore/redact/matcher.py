@@ -162,16 +162,15 @@ class Compiled:
     def _confirm(self, view: bytes | memoryview, windows: list[Span]) -> list[Span]:
         """The occurrences in each window, merged window by window (bounded lists).
 
-        `view`: a view of a large buffer, or a small one itself (one window over
-        all of it: slicing bytes whole returns them uncopied, with no view to make).
+        `view`: a view of a large buffer, or a small buffer itself, whose one window
+        is all of it (a whole slice of bytes is the object itself: no view to make).
         """
         assert self.matcher is not None
         spans: list[Span] = []
         for start, end in windows:
-            hits = self.matcher.find_matches_as_indexes(view[start:end], overlapping=True)
-            if hits:
-                found = [(start + s, start + e) for _, s, e in hits]
-                spans += merge(found)
+            found = self.matcher.find_matches_as_indexes(view[start:end], overlapping=True)
+            if found:
+                spans += merge([(start + s, start + e) for _, s, e in found])
         return spans
 
 
