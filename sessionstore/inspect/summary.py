@@ -110,7 +110,7 @@ class SessionView:
             best=best_trial(trials, constraints, objective, scores, trial_verdicts),
             constraints_error=constraints_error,
             foreign=foreign,
-            manifest_error=session.manifest_error or manifest_problem(session.manifest or {}),
+            manifest_error=_manifest_error(session),
             trial_verdicts=trial_verdicts,
         )
 
@@ -241,8 +241,9 @@ def session_summary(
         status = view.status
     else:
         status = session_status(session, session.report())
-    manifest_error = session.manifest_error or manifest_problem(session.manifest or {})
-    return _summary(session, status, fields, constraints, constraints_error, manifest_error)
+    return _summary(
+        session, status, fields, constraints, constraints_error, _manifest_error(session)
+    )
 
 
 # The keys of `SessionView._derived`: kept fields with other keys are no summary of ours.
@@ -276,6 +277,11 @@ def _summary(
         "previous": _manifest_previous(manifest),
         "manifest_error": manifest_error,
     }
+
+
+def _manifest_error(session: Session) -> str | None:
+    """A torn manifest's error, else what is wrong with its fields (status `unknown`)."""
+    return session.manifest_error or manifest_problem(session.manifest or {})
 
 
 def _manifest_name(manifest: dict[str, Any] | None) -> str | None:
