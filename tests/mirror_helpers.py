@@ -14,9 +14,10 @@ from typing import Any
 
 import cli_runner
 import orjson
+import pytest
 
 from sessionstore._fs.atomic import is_temp_name
-from sessionstore.mirror.mirror import RESERVED_PREFIX, Mirror, PassReport
+from sessionstore.mirror.mirror import CACHE_NAME, RESERVED_PREFIX, Mirror, PassReport
 
 # Wider than the default racy window (10 ms or one tick), so a file written
 # before `settle()` is always trusted by the next pass.
@@ -229,3 +230,38 @@ class DaemonProcess:
             self.proc.stdout.close()
             self.proc.stderr.close()
         return code, "".join(self._err)
+
+
+class SourceReads:
+    """Counts opens and reads of files under the source (not the cache, not the dest)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, src: Path) -> None:
+        self.opens: list[str] = []
+        self.reads = 0
+        real_open, real_read = os.open, os.read
+        src_fds: set[int] = set()
+
+        def counting_open(path: object, flags: int, *args: object, **kwargs: object) -> int:
+            fd = real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+            if os.readlink(f"/proc/self/fd/{fd}").startswith(str(src)) and not os.path.isdir(
+                f"/proc/self/fd/{fd}"
+            ):
+                self.opens.append(str(path))
+                src_fds.add(fd)
+            return fd
+
+        def counting_read(fd: int, n: int) -> bytes:
+            if fd in src_fds:
+                self.reads += 1
+            return real_read(fd, n)
+
+        monkeypatch.setattr(os, "open", counting_open)
+        monkeypatch.setattr(os, "read", counting_read)
+
+
+def dest_state(dst: Path) -> dict[str, tuple[int, int]]:
+    return {
+        p.relative_to(dst).as_posix(): (p.stat().st_ino, p.stat().st_mtime_ns)
+        for p in dst.rglob("*")
+        if p.is_file() and p.name != CACHE_NAME
+    }

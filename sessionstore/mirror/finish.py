@@ -23,12 +23,13 @@ order (one fd per level, never a path string):
 
 from __future__ import annotations
 
+import operator
 import stat
-from collections.abc import Container
+from collections.abc import Callable, Container
 from typing import TYPE_CHECKING
 
 from sessionstore.format.names import MARKERS, record_number
-from sessionstore.mirror.cache import CACHE_NAME, Entry
+from sessionstore.mirror.cache import CACHE_NAME, Cache, Entry, Stored, join
 from sessionstore.mirror.layout import DIRTY_NAME, STORE_OWNED
 from sessionstore.storage.local_tree import LocalDir, describe
 
@@ -195,30 +196,7 @@ def finish_pass(run: Pass) -> None:
             "the change cache is missing or untrusted (torn, or made with other secrets), "
             "so no file is known to be this mirror's; nothing was deleted"
         )
-    # Entries this pass did not re-establish stay ours: a file unstable now, outside
-    # the subtrees of a subset pass, or gone from the source was still committed by
-    # this mirror (what --delete relies on).
-    # A no-op pass re-establishes every key: a C-level superset check, no dict walk.
-    cached = cache.entries
-    if not cache.trusted or run.entries.keys() >= cached.keys():
-        leftovers: dict[str, Entry] = {}
-    else:
-        leftovers = {k: v for k, v in cached.items() if k not in run.entries}
-    # Only those under what this pass walked can be proven gone.
-    if "" in run.tops:
-        walked = list(leftovers)
-    else:
-        prefixes = tuple(f"{top}/" for top in run.tops)
-        walked = [k for k in leftovers if k.startswith(prefixes)]
-    entries = run.entries
-    if walked:
-        from sessionstore.mirror.finish import settle_leftovers  # rare: off the no-op path
-
-        delete = m.delete and report.delete_skipped is None
-        dropped = settle_leftovers(run, {k: leftovers[k] for k in walked}, delete)
-        leftovers = {k: v for k, v in leftovers.items() if k not in dropped}
-    if leftovers:
-        entries = {**leftovers, **entries}
+    groups, changed = _new_groups(run, cache)
     report.diverged = [
         {
             "path": record,
@@ -228,12 +206,11 @@ def finish_pass(run: Pass) -> None:
         for record, files in sorted(run.diverged.items())
     ]
     root = run.tree.root
-    if not (cache.trusted and entries == cache.entries):
-        cache.entries = entries
+    if changed:
         try:
             if run.tree.check(root):
                 run.touch()
-                doc = cache.document(run.redactor, m.fingerprints)
+                doc = cache.document(groups, run.redactor, m.fingerprints)
                 cache.save(run.tree, doc)
         except OSError as exc:
             run.error(CACHE_NAME, f"cannot write the change cache: {describe(exc)}")
@@ -242,3 +219,67 @@ def finish_pass(run: Pass) -> None:
         # destination if the flag was set before it started.
         run.tree.flush()
         run.tree.clear_flag(DIRTY_NAME)
+
+
+def _new_groups(run: Pass, cache: Cache) -> tuple[dict[str, Stored], bool]:
+    """The new cache's groups (leftovers settled), and whether they differ from the stored.
+
+    Entries this pass did not re-establish stay ours: a file unstable now, outside
+    the subtrees of a subset pass, or gone from the source was still committed by
+    this mirror (what --delete relies on). Only groups that are not the stored text
+    itself are parsed: in a no-op pass that is none (identity checks, no parse).
+    """
+    stored = run.stored
+    # The no-op pass: every stored group found again as itself (C-level), no other.
+    if not (run.regrouped or cache.rewrite) and all(
+        map(operator.is_, map(run.groups.get, stored), stored.values())
+    ):
+        return run.groups, not cache.trusted
+    groups = dict(run.groups)
+    walked = _walked(run.tops)
+    leftovers: dict[str, Entry] = {}
+    for rel, text in stored.items():
+        mine = groups.get(rel)
+        if mine is text:
+            continue
+        if mine is None and not walked(rel):
+            groups[rel] = text  # outside this pass: kept as stored
+            continue
+        for name, entry in cache.group(rel).items():
+            if mine is None or name not in mine:
+                leftovers[join(rel, name)] = entry
+    if leftovers:  # only under what this pass walked: those can be proven gone
+        delete = run.m.delete and run.report.delete_skipped is None
+        dropped = settle_leftovers(run, leftovers, delete)
+        for key, entry in leftovers.items():
+            if key not in dropped:
+                rel, _, name = key.rpartition("/")
+                group = groups.get(rel)
+                if not isinstance(group, dict):
+                    group = groups[rel] = {}
+                group[name] = entry
+    changed = not cache.trusted or cache.rewrite or not stored.keys() <= groups.keys()
+    for rel, group in groups.items():
+        before = stored.get(rel)
+        if group is before:
+            continue
+        if not group:
+            changed = changed or before is not None
+        elif before is not None and group == cache.group(rel):
+            groups[rel] = before  # the same entries, found again the slow way
+        else:
+            changed = True
+    return groups, changed
+
+
+def _walked(tops: list[str]) -> Callable[[str], bool]:
+    """Whether a destination directory is in the subtrees this pass walked."""
+    if "" in tops:
+        return _everything
+    prefixes = tuple(f"{top}/" for top in tops)
+    inside = frozenset(tops)
+    return lambda rel: rel in inside or rel.startswith(prefixes)
+
+
+def _everything(_rel: str) -> bool:
+    return True

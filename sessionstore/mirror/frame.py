@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 
 from sessionstore.format.names import MARKERS, record_number
+from sessionstore.mirror.cache import Group
 from sessionstore.storage.local_tree import UNKNOWN, LocalDir
 
 # Directory levels below the root a pass walks. Two fds per level (source and
@@ -25,11 +26,14 @@ class Frame(LocalDir):
     """
 
     __slots__ = (
+        "cached",
+        "entries",
         "files",
         "held",
         "parent_name",
         "pending",
         "record",
+        "same",
         "sealed",
         "src_fd",
         "src_name",
@@ -54,7 +58,11 @@ class Frame(LocalDir):
         self.ident: tuple[int, int] | None = None
         self.created = self.touched = self.verified = False
         self.held: Child | None = None  # the marker, kept for last
-        self.files = self.pending = 0
+        self.files = self.pending = self.same = 0
+        # The change cache's group for this directory (parsed by `open_group`, only read)
+        # and the one this pass makes; `same` counts the files `unchanged` vouched for.
+        self.cached: Group = _NO_GROUP
+        self.entries: Group = {}
         self.sealed: bool | None = None  # record frames: is the marker in the destination?
         self.subdirs: Iterator[Child] = _NO_CHILDREN
         self.src_fd = src_fd
@@ -68,4 +76,5 @@ class Frame(LocalDir):
             self.record = up.record if up else None
 
 
+_NO_GROUP: Group = {}  # never written: `cached` is only read
 _NO_CHILDREN: Iterator[Child] = iter(())  # exhausted: shared by every frame until `enter`

@@ -20,7 +20,7 @@ from sessionstore._orjson import orjson
 from sessionstore.errors import RedactionUnsafe
 from sessionstore.format.names import MARKERS
 from sessionstore.mirror import copy as rd
-from sessionstore.mirror.cache import Entry
+from sessionstore.mirror.cache import ENTRY_LEN, Stored, is_entry, parse_group
 from sessionstore.mirror.report import PassReport
 from sessionstore.storage.local_tree import LocalDir, LocalTree, describe
 from sessionstore.storage.tree import Sealed, Writer
@@ -45,14 +45,16 @@ class FileOps:
     redactor: Redactor | None
     tree: DestTree
     report: PassReport
-    entries: dict[str, Entry]
+    groups: dict[str, Stored]  # the new cache, by directory (`open_group`, `close_group`)
+    stored: dict[str, str]  # the trusted cache's groups, else none
+    encoded: bool  # a stored group may hold an encoded name
+    regrouped: bool  # some directory's new group is not its stored one
     diverged: dict[str, list[str]]
-    cached: Callable[[str], Entry | None]
     dest_entry: Callable[[LocalDir, str, str], os.stat_result | None]  # tree.entry, bound once
     name: Callable[[str], str]  # source name -> destination name
     late = 0  # markers `settle_late` held back (read off the hot path: a class default)
 
-    def unchanged(self, dest: LocalDir, e: os.DirEntry[str], dname: str, drel: str) -> bool:
+    def unchanged(self, dest: Frame, e: os.DirEntry[str], dname: str, drel: str) -> bool:
         """The no-read fast path: two stats and a cache lookup.
 
         The source must still be the committed version (ctime first: it moves on
@@ -61,9 +63,9 @@ class FileOps:
         the checks are inline, and the caller counts it in `report.unchanged`
         (once per directory, not once per file).
         """
-        cached = self.cached(drel)
-        if cached is None:
-            return False
+        cached = dest.cached.get(dname)
+        if type(cached) is not list or len(cached) != ENTRY_LEN:
+            return False  # none, or not an entry (groups are parsed unchecked)
         try:
             st = e.stat(follow_symlinks=False)
         except OSError:
@@ -86,8 +88,23 @@ class FileOps:
             and _S_ISREG(dst.st_mode)
         ):
             return False
-        self.entries[drel] = cached
+        dest.entries[dname] = cached
         return True
+
+    def open_group(self, frame: Frame) -> None:
+        """On entering a directory: its stored group parsed, its new one registered."""
+        stored = self.stored.get(frame.rel)
+        if stored is not None:
+            frame.cached = parse_group(stored, self.encoded)
+        self.groups[frame.rel] = frame.entries
+
+    def close_group(self, frame: Frame) -> None:
+        """On leaving it: the stored text itself if all its files, and no others, are unchanged."""
+        cached = frame.cached
+        if cached and frame.same == len(cached) == len(frame.entries):
+            self.groups[frame.rel] = self.stored[frame.rel]  # equal by identity, not re-encoded
+        elif cached or frame.entries:
+            self.regrouped = True
 
     def changed(
         self, frame: Frame, e: os.DirEntry[str], dname: str, drel: str, marker: bool
@@ -172,7 +189,7 @@ class FileOps:
         self,
         fd: int,
         st: os.stat_result,
-        dest: LocalDir,
+        dest: Frame,
         dname: str,
         drel: str,
         existed: bool,
@@ -184,7 +201,7 @@ class FileOps:
         """
         m = self.m
         # No record of what the destination holds: compare before writing.
-        compare = existed and self.cached(drel) is None
+        compare = existed and not is_entry(dest.cached.get(dname))
         hook = self.hook(drel)
         mode = stat.S_IMODE(st.st_mode) & 0o777
         data: bytes | None = None
@@ -198,10 +215,10 @@ class FileOps:
         if compare:
             same = self.compare(fd, st, dest, dname, data, hook, fix_mode=mode)
             if same is not None:
-                self.entries[drel] = [*rd.signature(st), *same]
+                dest.entries[dname] = [*rd.signature(st), *same]
                 self.report.unchanged += 1
                 return True
-        seal = marker and getattr(dest, "record", None) is dest
+        seal = marker and dest.record is dest
         if marker:
             self.marker_ready(dest, seal)
 
@@ -219,7 +236,7 @@ class FileOps:
         written = commit(dest, dname, mode, fill)
         if written is None:
             return False
-        self.entries[drel] = [*rd.signature(st), *_dest_sig(written)]
+        dest.entries[dname] = [*rd.signature(st), *_dest_sig(written)]
         self.report.copied.append(drel)
         if not existed:
             self.report.new.append(drel)
@@ -300,7 +317,7 @@ class FileOps:
         if same is None:
             self.diverged.setdefault(record, []).append(drel)
         else:
-            self.entries[drel] = [*rd.signature(st), *same]
+            frame.entries[dname] = [*rd.signature(st), *same]
             self.report.unchanged += 1
 
     def settle_late(self) -> int:
@@ -325,7 +342,10 @@ class FileOps:
             report.copied = [rel for rel in report.copied if rel not in failed]
             report.new = [rel for rel in report.new if rel not in failed]
             for rel in failed:
-                self.entries.pop(rel, None)
+                where, _, name = rel.rpartition("/")
+                group = self.groups.get(where)
+                if isinstance(group, dict):  # a group kept as stored text had no commit
+                    group.pop(name, None)
         return len(tree.failed) + self.late
 
     def hook(self, drel: str) -> Callable[[], None] | None:

@@ -1,18 +1,18 @@
 """One mirror pass: the walk, the per-file decisions, and the end-of-pass bookkeeping.
 
 `Mirror` (in `sessionstore.mirror.mirror`) builds a `Pass` per pass from a
-`PassConfig`. The walk is
-iterative: an explicit stack of `Frame`s, one per directory level (at most
-`MAX_DEPTH`; deeper subtrees are reported, not followed), each holding the
-source directory's fd and its destination `LocalDir`. Source entries are
+`PassConfig`. The walk is iterative: an explicit stack of `Frame`s, one per
+directory level (at most `MAX_DEPTH`; deeper subtrees are reported, not
+followed), each holding the source directory's fd and its destination `LocalDir`. Source entries are
 opened relative to their directory's fd with `O_NOFOLLOW`, so renaming a
 directory to a symlink mid-pass cannot redirect a read outside the source;
 the destination is touched only through `dest.LocalTree`, which does
 the same for every write. Per directory: list the source, map names through
 `redact_name` (collisions are errors), then regular files (each through the
 no-read fast path `unchanged`, else `sync`: the per-file half, `FileOps`, is
-in `sync`), subdirectories, and last the record's marker, committed
-only when nothing below it is pending.
+in `sync`), subdirectories, and last the record's marker, committed only when
+nothing below it is pending. The directory's group of the change cache
+(`cache`) is parsed when it is entered and dropped when it is left.
 
 Exclusion (`exclude`): a directory's entries are filtered by the patterns
 right after it is listed, before any of them is looked at; a subset pass
@@ -25,10 +25,9 @@ Its files are only compared (`check_sealed`); a difference is reported as
 `session.json`), the store's own files at its top are skipped.
 
 The destination is read only where needed: one `O_PATH` open (and close) per
-directory, by name under its parent's fd (`LocalTree.open_below`), and each
-file's lstat through it for the fast path,
-and a record's marker once something in the record needs more than the fast
-path. Directories are listed only after an interrupted pass (the
+directory, by name under its parent's fd (`LocalTree.open_below`), each file's
+lstat through it for the fast path, and a record's marker once something in
+the record needs more than the fast path. Directories are listed only after an interrupted pass (the
 in-progress flag `DIRTY_NAME`, which triggers the temp sweep); `--delete`
 works from the change cache (`finish`), not from listings.
 """
@@ -43,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from sessionstore._fs.atomic import TEMP_PREFIX
 from sessionstore.format.names import MANIFEST, MARKERS, REPORT
-from sessionstore.mirror.cache import Cache, Entry
+from sessionstore.mirror.cache import Cache, Stored, join
 from sessionstore.mirror.finish import finish_pass
 from sessionstore.mirror.frame import MAX_DEPTH, Child, Frame
 from sessionstore.mirror.layout import (
@@ -76,7 +75,9 @@ class Pass(FileOps):
         self.name: Callable[[str], str] = safe_name(self.redactor) if self.redactor else identity
         self.tree: DestTree
         self.cache: Cache | None = None
-        self.entries: dict[str, Entry] = {}
+        self.groups: dict[str, Stored] = {}
+        self.stored: dict[str, str] = {}
+        self.encoded = self.regrouped = False
         # Dest rel of each listed dir -> the destination names the source accounts for:
         # a list (no redactor) that `listed` makes a set of only when the end of the
         # pass asks. Not the DirEntry lists: kept alive, the collector walks them.
@@ -88,7 +89,6 @@ class Pass(FileOps):
         self.dirty = False  # the in-progress flag exists
         self.sweep = False  # ... and existed at the start: sweep temps on the way
         self.is_session = False
-        self.cached: Callable[[str], Entry | None] = _no_entry
         self.exclude = config.exclude
         self.src_rels: dict[str, str] = {}  # with exclude only: dest rel -> source rel
 
@@ -136,7 +136,8 @@ class Pass(FileOps):
         tree, root = self.tree, self.tree.root
         self.dest_id = tree.identity()
         self.cache = Cache.load(tree, self.redactor, self.m.fingerprints)
-        self.cached = self.cache.entries.get if self.cache.trusted else _no_entry
+        self.stored = self.cache.groups if self.cache.trusted else {}
+        self.encoded = self.cache.encoded
         self.dest_entry = tree.entry
         self.dirty = self.sweep = tree.lstat(root, DIRTY_NAME) is not None
         self.is_session = tree.lstat(root, MANIFEST) is not None
@@ -152,14 +153,14 @@ class Pass(FileOps):
                     return  # an event below an excluded directory: nothing there is mirrored
                 dname = self.name(part)
                 if self.redactor is not None and self.collides(fd, part, dname):
-                    self.error(_join(rel, dname), "name collision: source names map to this name")
+                    self.error(join(rel, dname), "name collision: source names map to this name")
                     return
                 try:
                     fd = os.open(part, OPEN_DIR, dir_fd=fd)
                 except OSError:
                     return  # gone or replaced since the caller saw it; a full pass settles it
                 fds.append(fd)
-                rel = _join(rel, dname)
+                rel = join(rel, dname)
                 if len(fds) < len(parts):
                     dest = LocalDir(dest, dname, rel)
                     nodes.append(dest)
@@ -220,6 +221,8 @@ class Pass(FileOps):
             self.tree.sweep(frame)
         if self.exclude is not None:  # before any entry is looked at: excluded is never read
             entries = self.not_excluded(frame, entries)
+        rel = frame.rel
+        self.open_group(frame)
         src_name, parent_name = frame.src_name, frame.parent_name
         marker: str | None = None
         if frame.record is frame:
@@ -227,7 +230,6 @@ class Pass(FileOps):
             marker = MARKERS[parent_name]
         elif src_name is None and not self.is_session:
             marker = REPORT  # a full pass's root: report.json waits for everything
-        rel = frame.rel
         # Destination name of each source name, unless names map to themselves (no
         # redactor: no collision possible); then the loop lists them as it goes. No
         # map, zip or set per directory: they cost the no-op pass more than the loop.
@@ -276,7 +278,7 @@ class Pass(FileOps):
                 self.skip(drel, "symlink")
             else:
                 self.skip(drel, special_kind(e))
-        frame.files, frame.pending = files, pending
+        frame.files, frame.pending, frame.same = files, pending, same
         self.report.unchanged += same
         frame.subdirs = iter(subdirs)
         return True
@@ -294,8 +296,10 @@ class Pass(FileOps):
                 frame.pending += 1
             elif self.unchanged(frame, e, dname, drel):
                 self.report.unchanged += 1
+                frame.same += 1
             else:
                 frame.pending += self.changed(frame, e, dname, drel, True)
+        self.close_group(frame)
         if frame.created:  # by this pass (or, in a dry run, it would be)
             self.report.created_dirs.append(frame.rel)
         if frame.fd is not None or frame.touched:  # `release`, inline: once per directory
@@ -390,11 +394,3 @@ class Pass(FileOps):
             return
         self.tree.set_flag(DIRTY_NAME)
         self.dirty = True
-
-
-def _join(rel: str, name: str) -> str:
-    return f"{rel}/{name}" if rel else name
-
-
-def _no_entry(_rel: str) -> None:
-    return None

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mirror_helpers import paths, run, settle, write
+from mirror_helpers import SourceReads, dest_state, paths, run, settle, write
 
 from sessionstore.mirror.copy import CLOCK_COARSE
 from sessionstore.mirror.mirror import CACHE_NAME, Mirror
@@ -21,41 +21,6 @@ def src(tmp_path: Path) -> Path:
         write(tmp_path / "src" / f"d{i % 4}" / f"f{i}.txt", f"version one of {i}\n".encode())
     settle()
     return tmp_path / "src"
-
-
-class SourceReads:
-    """Counts opens and reads of files under the source (not the cache, not the dest)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, src: Path) -> None:
-        self.opens: list[str] = []
-        self.reads = 0
-        real_open, real_read = os.open, os.read
-        src_fds: set[int] = set()
-
-        def counting_open(path: object, flags: int, *args: object, **kwargs: object) -> int:
-            fd = real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
-            if os.readlink(f"/proc/self/fd/{fd}").startswith(str(src)) and not os.path.isdir(
-                f"/proc/self/fd/{fd}"
-            ):
-                self.opens.append(str(path))
-                src_fds.add(fd)
-            return fd
-
-        def counting_read(fd: int, n: int) -> bytes:
-            if fd in src_fds:
-                self.reads += 1
-            return real_read(fd, n)
-
-        monkeypatch.setattr(os, "open", counting_open)
-        monkeypatch.setattr(os, "read", counting_read)
-
-
-def dest_state(dst: Path) -> dict[str, tuple[int, int]]:
-    return {
-        p.relative_to(dst).as_posix(): (p.stat().st_ino, p.stat().st_mtime_ns)
-        for p in dst.rglob("*")
-        if p.is_file() and p.name != CACHE_NAME
-    }
 
 
 def test_a_no_op_pass_opens_and_reads_no_source_file(
@@ -86,6 +51,10 @@ def test_the_spy_does_see_reads(src: Path, dst: Path, monkeypatch: pytest.Monkey
             lambda p: p.write_bytes(b'{"version": 1, "redactor": null, "files": {"x": [1]}}'),
             id="bad-entry",
         ),
+        pytest.param(
+            lambda p: p.write_bytes(b'{"version": 2, "redactor": null, "dirs": {"d1": 1}}'),
+            id="group-not-text",
+        ),
     ],
 )
 def test_a_lost_cache_costs_reads_never_rewrites(src: Path, dst: Path, damage: object) -> None:
@@ -104,7 +73,7 @@ def test_an_interrupted_pass_leaves_a_cache_without_some_entries_but_no_rewrite(
 ) -> None:
     run(src, dst)
     before = dest_state(dst)
-    write(dst / CACHE_NAME, b'{"version": 1, "redactor": null, "files": {}}')
+    write(dst / CACHE_NAME, b'{"version": 2, "redactor": null, "dirs": {}}')
     assert run(src, dst).copied == []
     assert dest_state(dst) == before
 
