@@ -327,19 +327,23 @@ def noop_at_scale(args: argparse.Namespace, sizes: list[int]) -> None:
         f" {'RSS MiB':>7} {'rsync':>6} {'ratio':>6}",
         flush=True,
     )
-    first = 0.0
+    first = (0.0, 0.0)
     for files in sizes:
         work = Path(tempfile.mkdtemp(prefix="bench-mirror-", dir=args.dir))
         ENV["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
         try:
-            net = _scale_row(args, work, files, first)
-            first = first or net
+            nets = _scale_row(args, work, files, first)
+            first = first if first[0] else nets
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _scale_row(args: argparse.Namespace, work: Path, files: int, first: float) -> float:
-    """Measure and print one size of `noop_at_scale`; returns its net us per file."""
+def _scale_row(
+    args: argparse.Namespace, work: Path, files: int, first: tuple[float, float]
+) -> tuple[float, float]:
+    """Measure and print one size of `noop_at_scale`; returns the net us per file of the
+    pass and of the both-trees floor (less `python -c pass`), to which later sizes'
+    drifts are taken."""
     src = work / "src"
     n = generate(src, max(1, files // (5 * TRIALS)), scale=args.bytes_scale)
     time.sleep(0.05)  # let the tree leave the racy window
@@ -357,17 +361,37 @@ def _scale_row(args: argparse.Namespace, work: Path, files: int, first: float) -
     empty = [*ss, "mirror", str(work / "empty"), str(work / "dst-e"), "--once"]
     cmds = [("sessionstore", m), ("rsync", r), ("floor", floor)]
     cmds += [("floor", [*floor, str(work / "dst-ss")]), ("empty", empty)]
-    a, b, f_src, f_both, f_empty = (statistics.median(t) for t in rotated(args.runs, cmds))
+    cmds += [("python", [sys.executable, "-c", "pass"])]  # the floors' start-up
+    if args.against is not None:  # the other checkout: its own copy, in the same rounds
+        other = ["env", f"PYTHONPATH={args.against.resolve()}", sys.executable, "-m"]
+        other += ["sessionstore", "mirror"]
+        timed([*other, str(src), str(work / "dst-other"), "--once", "--no-fsync"], label="copy")
+        cmds += [("other", [*other, str(src), str(work / "dst-other"), "--once"])]
+        cmds += [("other-empty", [*other, str(work / "empty"), str(work / "dst-oe"), "--once"])]
+    medians = [statistics.median(t) for t in rotated(args.runs, cmds)]
+    a, b, f_src, f_both, f_empty, f_pass = medians[:6]
     ca, cb = statistics.median(CPU["sessionstore"]), statistics.median(CPU["rsync"])
     ss_kib, rs_kib = PEAK_RSS["sessionstore"], PEAK_RSS["rsync"]
-    per, net = a / n * 1e6, (a - f_empty) / n * 1e6
+    per, net, f_net = a / n * 1e6, (a - f_empty) / n * 1e6, (f_both - f_pass) / n * 1e6
     print(
         f"{n:7} {a * 1e3:7.0f} {b * 1e3:7.0f} {a / b:5.2f}x {per:8.1f} {net:6.1f}"
-        f" {net / (first or net) - 1:+6.0%} {ca / cb:8.2f}x {f_src / b:8.2f}x {f_both / b:9.2f}x"
+        f" {net / (first[0] or net) - 1:+6.0%} {ca / cb:8.2f}x {f_src / b:8.2f}x {f_both / b:9.2f}x"
         f" {ss_kib / 1024:7.1f} {rs_kib / 1024:6.1f} {ss_kib / rs_kib:5.2f}x",
         flush=True,
     )
-    return net
+    print(
+        f"{'':7} floor both net {f_net:.1f} us/file, drift {f_net / (first[1] or f_net) - 1:+.0%}",
+        flush=True,
+    )
+    if args.against is not None:
+        o, o_empty, o_kib = medians[6], medians[7], PEAK_RSS["other"]
+        print(
+            f"{'':7} {args.against.name}: {o * 1e3:.0f} ms, {o / b:.2f}x rsync,"
+            f" net {(o - o_empty) / n * 1e6:.1f} us/file, RSS {o_kib / 1024:.1f} MiB;"
+            f" this checkout's time {a / o:.2f}x its, RSS {ss_kib / o_kib:.2f}x",
+            flush=True,
+        )
+    return net, f_net
 
 
 def main() -> None:
@@ -406,7 +430,8 @@ def main() -> None:
         metavar="CHECKOUT",
         help="also time the no-op pass of another checkout's sessionstore (its root"
         " directory) against the installed one, run by run: a before/after ratio"
-        " (its second column is that checkout, not rsync)",
+        " (its second column is that checkout, not rsync; with --scale, a line"
+        " under each size)",
     )
     args = parser.parse_args()
     if shutil.which("rsync") is None:
