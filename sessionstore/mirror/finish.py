@@ -29,7 +29,7 @@ from collections.abc import Callable, Container
 from typing import TYPE_CHECKING
 
 from sessionstore.format.names import MARKERS, record_number
-from sessionstore.mirror.cache import CACHE_NAME, Cache, Entry, Stored, join
+from sessionstore.mirror.cache import CACHE_NAME, Cache, Entry, Stored, join, parse_group
 from sessionstore.mirror.layout import DIRTY_NAME, STORE_OWNED
 from sessionstore.storage.local_tree import LocalDir, describe
 
@@ -265,7 +265,7 @@ def _new_groups(run: Pass, cache: Cache) -> tuple[dict[str, Stored], bool]:
             continue
         if not group:
             changed = changed or before is not None
-        elif before is not None and group == cache.group(rel):
+        elif before is not None and group == parse_group(before, cache.encoded):
             groups[rel] = before  # the same entries, found again the slow way
         else:
             changed = True

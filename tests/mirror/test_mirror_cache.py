@@ -207,3 +207,22 @@ def test_non_utf8_names_round_trip_through_the_groups(tmp_path: Path, dst: Path)
     settle()
     assert run(src, dst).copied == [os.fsdecode(b"d\xff/f\xfe.txt")]
     assert os.path.exists(os.fsencode(dst) + b"/d\xff/f\xfe.txt")
+
+
+def test_a_value_that_is_no_entry_is_dropped_and_the_cache_converges(src: Path, dst: Path) -> None:
+    run(src, dst, delete=True)
+    doc = load(dst)
+    dirs = doc["dirs"]
+    assert isinstance(dirs, dict)
+    group = orjson.loads(dirs["d2"])
+    group["ghost.txt"] = "not an entry"  # no such file in the source
+    dirs["d2"] = orjson.dumps(group).decode()
+    (dst / CACHE_NAME).write_bytes(orjson.dumps(doc))
+    (dst / "d2" / "ghost.txt").write_bytes(b"not the mirror's\n")
+    report = run(src, dst, delete=True)
+    assert report.copied == [] and report.deleted == [] and report.unchanged == 13
+    assert "ghost.txt" not in groups(dst)["d2"]  # not ours: dropped, never deleted
+    assert (dst / "d2" / "ghost.txt").read_bytes() == b"not the mirror's\n"
+    data = (dst / CACHE_NAME).read_bytes()
+    assert run(src, dst, delete=True).unchanged == 13
+    assert (dst / CACHE_NAME).read_bytes() == data
