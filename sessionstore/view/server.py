@@ -15,9 +15,10 @@ Rules (docs/viewer.md, "Safety"):
 - A connection idle for `TIMEOUT` seconds is closed, and one that has not sent
   its whole request head within `HEAD_TIMEOUT` is cut off (`view.watchdog`):
   a stalled or dribbling client holds one thread for a while, never the
-  server; the kernel queues `BACKLOG` connections while the accepting thread
-  is busy, so a burst is never dropped (a dropped SYN costs a client a
-  second or more).
+  server. At most `MAX_CONNECTIONS` are handled at once (`view.limits`); the
+  kernel queues `BACKLOG` more while the accepting thread is busy or waits,
+  so a burst is never dropped (a dropped SYN costs a client a second or
+  more), and an accept short of descriptors backs off rather than spinning.
 - On loopback, a request whose `Host` names anything but loopback is 403: a
   page of another site whose name was rebound to 127.0.0.1 (DNS rebinding)
   reads nothing. A non-loopback `--host` serves any `Host`: the user chose it.
@@ -47,6 +48,7 @@ from sessionstore.store.session import Session, Store
 from sessionstore.store.status import session_status
 from sessionstore.view.files import Stream, read_file, stream
 from sessionstore.view.html import FILE_CSP, page, page_csp, text, url_name
+from sessionstore.view.limits import BoundedServer
 from sessionstore.view.list_page import ListQuery, list_body
 from sessionstore.view.record_page import RecordRef, file_parts, record_body
 from sessionstore.view.render import is_binary
@@ -334,8 +336,7 @@ class Handler(BaseHTTPRequestHandler):
         sys.stderr.write(f"{self.address_string()} {line}\n")
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(BoundedServer):
     request_queue_size = BACKLOG
 
 
