@@ -20,6 +20,11 @@ _SNIFF = 8192
 _VERDICT = re.compile(r"^(PASS|FAIL)(:.*)?$")
 _YAML_KEY = re.compile(r"^(\s*(?:- )?)([^\s:#][^:#]*?)(:)(?=\s|$)")
 CONFIG_SUFFIXES = (".json", ".yml", ".yaml", ".toml")
+# Tokens of text already known to be JSON: a string, a structural character, or the
+# rest (a number, true, false, null) up to the next of those or whitespace.
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],:]|[^\s{}\[\],:"]+')
+_OPENERS, _CLOSERS = ("{", "["), ("}", "]")
+_INDENTED_LIMIT = 4 * SHOW_LIMIT  # characters
 # A configuration diff's inputs: difflib is quadratic on lines that half match (two
 # 8,000-line files: minutes of one thread holding the GIL, every other page waiting).
 DIFF_LIMIT = 64 * 1024
@@ -73,13 +78,8 @@ def render(path: str, data: bytes, size: int | None = None) -> str:
     shown, note = _clip(data, tail=found == "log", size=len(data) if size is None else size)
     body = shown.decode("utf-8", "replace")
     note_html = f'<p class="dim">{note}</p>' if note else ""
-    if found == "json" and not note:
-        try:
-            pretty = orjson.dumps(orjson.loads(data), option=orjson.OPT_INDENT_2).decode()
-        except (orjson.JSONDecodeError, TypeError):
-            pretty = None
-        if pretty is not None:
-            return f'<pre class="json">{text_lines(pretty)}</pre>'
+    if found == "json" and not note and (pretty := _indented_json(data)) is not None:
+        return f'<pre class="json">{text_lines(pretty)}</pre>'
     if found == "yaml":
         return note_html + f'<pre class="yaml">{_yaml(body)}</pre>'
     if found == "diff":
@@ -87,6 +87,46 @@ def render(path: str, data: bytes, size: int | None = None) -> str:
     if found == "log":
         return note_html + f'<pre class="log">{_log(body)}</pre>'
     return note_html + f"<pre>{text_lines(body)}</pre>"
+
+
+def _indented_json(data: bytes) -> str | None:
+    """`data` indented two spaces a level, each token as the file spells it; None if it is
+    not JSON, or if indenting it would pass `_INDENTED_LIMIT`.
+
+    Not parsed and dumped again: that shows one of two duplicate keys, `1.1` for
+    `1.10` and `é` for `\\u00e9`, a page that says the file holds what it does not.
+    """
+    try:
+        orjson.loads(data)  # JSON, so the tokens below are all there is
+    except orjson.JSONDecodeError:
+        return None
+    tokens = _JSON_TOKEN.findall(data.decode())
+    pieces: list[str] = []
+    size = depth = i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token in _OPENERS:
+            if i + 1 < len(tokens) and tokens[i + 1] in _CLOSERS:  # empty: `{}`, `[]`
+                i += 1
+                piece = token + tokens[i]
+            else:
+                depth += 1
+                piece = token + "\n" + "  " * depth
+        elif token in _CLOSERS:
+            depth -= 1
+            piece = "\n" + "  " * depth + token
+        elif token == ",":
+            piece = ",\n" + "  " * depth
+        elif token == ":":
+            piece = ": "
+        else:
+            piece = token
+        size += len(piece)
+        if size > _INDENTED_LIMIT:  # deep nesting: indentation would dwarf the file
+            return None
+        pieces.append(piece)
+        i += 1
+    return "".join(pieces)
 
 
 def _yaml(body: str) -> str:

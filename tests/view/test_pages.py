@@ -33,6 +33,29 @@ from sessionstore.view.render import SHOW_LIMIT
 MANY = 120  # sessions beyond the rich one: three pages of 50
 # Past the 16 MiB a page reads whole: tailed from the end, served in chunks.
 HUGE_LOG = b"".join(b"step %08d\n" % i for i in range(READ_LIMIT // 14 + 10)) + b"PASS\n"
+# JSON that a parse-and-dump would misstate: a duplicate key, number spellings, escapes.
+SPELLED_JSON = (
+    b'{"lr": 0.10, "lr": 1e-3, "steps": [1, [2, 3], []], "opt": {},'
+    b' "note": "\\u00e9 \\" ,:{<b>", "ok": true, "none": null}'
+)
+SPELLED_SHOWN = """{
+  "lr": 0.10,
+  "lr": 1e-3,
+  "steps": [
+    1,
+    [
+      2,
+      3
+    ],
+    []
+  ],
+  "opt": {},
+  "note": "\\u00e9 \\" ,:{<b>",
+  "ok": true,
+  "none": null
+}"""
+# Nesting whose indentation would be far larger than the file: shown as it is.
+DEEP_JSON = b"[" * 1000 + b"0," * 20000 + b"0" + b"]" * 1000
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +67,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Viewer, Sto
     (writer.path / "big.log").write_bytes(b"".join(b"line %d\n" % i for i in range(60000)))
     (writer.path / "huge.log").write_bytes(HUGE_LOG)
     (writer.path / "huge.bin").write_bytes(b"\0" * (READ_LIMIT + 1))
+    (writer.path / "out").mkdir()  # below the record: not a config file to diff
+    (writer.path / "out/spelled.json").write_bytes(SPELLED_JSON)
+    (writer.path / "out/deep.json").write_bytes(DEEP_JSON)
     for i in range(MANY):
         s = store.create(
             id=f"s{i:04d}",
@@ -154,6 +180,25 @@ def test_a_torn_manifest_is_listed_and_shown_with_its_problem(
     facts = {dt.get_text(): sibling(dt, "dd").get_text() for dt in doc.select("dl dt")}
     assert facts["id"] == "(no manifest)"
     assert facts["manifest"].startswith("session.json: invalid JSON")
+
+
+def _shown(doc: BeautifulSoup, name: str) -> Tag:
+    heading = next(h for h in doc.find_all("h3") if h.get_text() == name)
+    shown = heading.find_next_sibling("pre")
+    assert isinstance(shown, Tag)
+    return shown
+
+
+def test_json_is_indented_as_the_file_spells_it(site: tuple[Viewer, Store]) -> None:
+    view, _ = site
+    doc = _page(view, "/s/rich0001/trials/1")
+    spelled = _shown(doc, "out/spelled.json")
+    assert spelled["class"] == ["json"]
+    assert spelled.get_text() == SPELLED_SHOWN  # both keys, 0.10, 1e-3, the escapes
+    assert spelled.find("b") is None  # the string's markup is text
+    deep = _shown(doc, "out/deep.json")
+    assert deep.get("class") is None  # not indented: 2 MB of spaces for a 40 KB file
+    assert deep.get_text() == DEEP_JSON.decode()
 
 
 def test_record_page_shows_files_rendered(site: tuple[Viewer, Store]) -> None:
