@@ -33,7 +33,9 @@ index was missing, unusable or out of date, atomically (a temp file renamed
 over it) but without fsync: a crash can lose or tear it, and a torn index is
 one more corrupt index, ignored and rebuilt. A write that fails (no write
 permission, a read-only filesystem, a full disk, a directory in its place)
-is skipped: the answer came from the markers anyway. Other readers (`view`,
+is skipped: the answer came from the markers anyway. An index the reader
+may not read (another user's: it is 0600) is left as it is, its markers read
+instead; replacing it would lock its owner out in turn. Other readers (`view`,
 the library by default) use it and never write it. Local stores only: in an
 object store the reads are the round trips a listing would cost anyway.
 """
@@ -111,8 +113,13 @@ class SummaryIndex:
         assert self._storage is not None
         try:
             data = self._storage.get(self._key, jsonio.MAX_MARKER_BYTES)
-        except StorageError:  # a symlink, a FIFO, a directory, too large: never read
-            self._dirty = True
+        except StorageError as exc:  # a symlink, a FIFO, a directory, too large: never read
+            # Another user's index (0600) is theirs: replacing it would make this one
+            # unreadable to them, and two users listing a store would each rewrite it.
+            if isinstance(exc.__cause__, PermissionError):
+                self._write = False
+            else:
+                self._dirty = True
             return
         if data is None:
             return

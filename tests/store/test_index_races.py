@@ -152,6 +152,40 @@ def test_a_reader_who_cannot_read_a_marker_is_not_served_it_from_the_index(
         shutil.rmtree(base, ignore_errors=True)
 
 
+def test_an_index_the_reader_may_not_read_is_left_to_its_writer(settled: None) -> None:
+    """Another user's index (0600) is not replaced, even by a listing that may write the
+    session directory: it would lock its writer out in turn, and two users listing one
+    store would each rewrite it every time. Here the other user is `nobody` under root;
+    run unprivileged, the index is made unreadable to this user instead."""
+    base = Path(tempfile.mkdtemp(dir="/dev/shm", prefix="index-owner-"))  # others may enter
+    try:
+        os.chmod(base, 0o755)
+        s = _session(base / "store")
+        truth = orjson.loads(orjson.dumps(_truth(s)))
+        assert session_summary(Session.open(s.path), write_index=True) == truth
+        subprocess.run(["chmod", "-R", "a+rwX", str(base / "store")], check=True)
+        index = s.path / INDEX
+        os.chmod(index, 0o600 if os.geteuid() == 0 else 0)
+        before, names = index.stat(), sorted(os.listdir(s.path))
+
+        def listing() -> dict[str, Any]:
+            return session_summary(Session.open(s.path), write_index=True)
+
+        if os.geteuid() == 0:
+            assert orjson.loads(_as_nobody(listing)) == truth
+        else:
+            assert orjson.loads(orjson.dumps(listing())) == truth
+        after = index.stat()
+        assert (after.st_ino, after.st_uid, after.st_mtime_ns) == (
+            before.st_ino,
+            before.st_uid,
+            before.st_mtime_ns,
+        )
+        assert sorted(os.listdir(s.path)) == names  # no temp left behind either
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def _reading(s: Session) -> list[Any]:
     """What a reader that does not write the index shows: the list row and the detail."""
     return [session_summary(Session.open(s.path)), _detail(s)]
