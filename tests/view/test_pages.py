@@ -54,6 +54,18 @@ SPELLED_SHOWN = """{
   "ok": true,
   "none": null
 }"""
+# Spelled as orjson spells it, whitespace apart: the same layout, by orjson.
+PLAIN_JSON = b' {"a":[1,{"b":[],"c":"\xc3\xa9"}],\n"d":{}}\n'
+PLAIN_SHOWN = """{
+  "a": [
+    1,
+    {
+      "b": [],
+      "c": "\u00e9"
+    }
+  ],
+  "d": {}
+}"""
 # Nesting whose indentation would be far larger than the file: shown as it is.
 DEEP_JSON = b"[" * 1000 + b"0," * 20000 + b"0" + b"]" * 1000
 
@@ -70,6 +82,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Viewer, Sto
     (writer.path / "out").mkdir()  # below the record: not a config file to diff
     (writer.path / "out/spelled.json").write_bytes(SPELLED_JSON)
     (writer.path / "out/deep.json").write_bytes(DEEP_JSON)
+    (writer.path / "out/plain.json").write_bytes(PLAIN_JSON)
     for i in range(MANY):
         s = store.create(
             id=f"s{i:04d}",
@@ -196,6 +209,7 @@ def test_json_is_indented_as_the_file_spells_it(site: tuple[Viewer, Store]) -> N
     assert spelled["class"] == ["json"]
     assert spelled.get_text() == SPELLED_SHOWN  # both keys, 0.10, 1e-3, the escapes
     assert spelled.find("b") is None  # the string's markup is text
+    assert _shown(doc, "out/plain.json").get_text() == PLAIN_SHOWN
     deep = _shown(doc, "out/deep.json")
     assert deep.get("class") is None  # not indented: 2 MB of spaces for a 40 KB file
     assert deep.get_text() == DEEP_JSON.decode()
