@@ -25,9 +25,7 @@ NUMBER = st.one_of(
     st.sampled_from(["1.10", "1e3", "-0", "0.0", "1E-7", "2.50e+10"]),
 )
 STRING = st.one_of(
-    st.text(st.characters(codec="utf-8"), max_size=6).map(
-        lambda s: orjson.dumps(s).decode()
-    ),
+    st.text(st.characters(codec="utf-8"), max_size=6).map(lambda s: orjson.dumps(s).decode()),
     st.sampled_from(['"\\u00e9"', '"\\/"', '"a\\"b"', '"\\\\"', '"\\n"', '"{[,:]}"', '"<b>"']),
 )
 SCALAR = st.one_of(NUMBER, STRING, st.sampled_from(["true", "false", "null"]))
