@@ -105,20 +105,32 @@ def _race(s: Session, command: IO[bytes], answer: IO[bytes], truth: dict[str, An
 
 # Swaps trials 1 and 4 and back (`_swap` twice), at most 1,000,000 times; between two
 # cycles, with every record in place, a line "pause" on stdin holds it until the next
-# line ("go"), and the end of stdin stops it.
+# line ("go"), and the end of stdin stops it. Lines are read from fd 0 itself: `select`
+# sees only the fd, so a "pause" read ahead into `sys.stdin`'s buffer along with the
+# "go" before it would go unnoticed, and the test would wait for the million cycles.
 _SWAPPER = r"""
 import os, select, sys
 trials = sys.argv[1]
+pending = b""
+def command():
+    global pending
+    while b"\n" not in pending:
+        chunk = os.read(0, 64)
+        if not chunk:
+            return b""
+        pending += chunk
+    line, _, pending = pending.partition(b"\n")
+    return line
 def swap():
     os.rename(f"{trials}/1", f"{trials}/x")
     os.rename(f"{trials}/4", f"{trials}/1")
     os.rename(f"{trials}/x", f"{trials}/4")
 for _ in range(1_000_000):
-    if select.select([sys.stdin], [], [], 0)[0]:
-        if sys.stdin.readline() != "pause\n":
+    if pending or select.select([0], [], [], 0)[0]:
+        if command() != b"pause":
             break
         print("paused", flush=True)
-        if sys.stdin.readline() != "go\n":
+        if command() != b"go":
             break
     swap()
     swap()
