@@ -295,6 +295,49 @@ while stack:
         os.close(dfd)
 """
 
+# The lean bound of a no-op pass that checks what the mirror checks (whole process;
+# imports os, gc and orjson): per directory the source's open, the `fstat` that it is
+# the directory listed, its scandir and close, the destination's O_PATH open and close,
+# the cache group parsed; per file both lstats and the eight integers compared. No
+# names, exclusions, markers, sealing, report or --delete listings. Fails (exit 1)
+# unless it vouched for every file (argv[3]): a floor that skipped work would flatter.
+CHECKS = """
+import gc, os, sys
+import orjson
+gc.disable()
+O = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+P = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+src, dst, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with open(os.path.join(dst, ".sessionstore-mirror.json"), "rb") as f:
+    groups = orjson.loads(f.read())["dirs"]
+same = 0
+stack = [(os.open(src, O), os.open(dst, P), "")]
+while stack:
+    fd, dfd, rel = stack.pop()
+    stored = groups.get(rel)
+    group = orjson.loads(stored) if stored is not None else {}
+    with os.scandir(fd) as it:
+        for e in it:
+            if e.is_dir(follow_symlinks=False):
+                sub = os.open(e.name, O, dir_fd=fd)
+                if os.fstat(sub).st_ino != e.inode():
+                    sys.exit("replaced during the walk")
+                sub_rel = f"{rel}/{e.name}" if rel else e.name
+                stack.append((sub, os.open(e.name, P, dir_fd=dfd), sub_rel))
+                continue
+            c = group.get(e.name)
+            st = e.stat(follow_symlinks=False)
+            if c is None or c[2] != st.st_ctime_ns or c[0] != st.st_size:
+                continue
+            if c[1] != st.st_mtime_ns or c[3] != st.st_ino or c[4] != st.st_dev:
+                continue
+            d = os.lstat(e.name, dir_fd=dfd)
+            same += c[6] == d.st_mtime_ns and c[5] == d.st_size and c[7] == d.st_ino
+    os.close(fd)
+    os.close(dfd)
+sys.exit(0 if same == want else f"vouched for {same} of {want} files")
+"""
+
 
 def rotated(runs: int, cmds: list[tuple[str, list[str]]]) -> list[list[float]]:
     """Each (label, command) timed once per round, the first to go rotating, after a
@@ -311,7 +354,8 @@ def rotated(runs: int, cmds: list[tuple[str, list[str]]]) -> list[list[float]]:
 
 def noop_at_scale(args: argparse.Namespace, sizes: list[int]) -> None:
     """The no-op pass at each size against `rsync -a` (issue 16): wall and CPU per file, RSS,
-    and the two Python floors (`FLOOR`) in the same rounds; one line per size as it is done.
+    the two Python floors (`FLOOR`) and the lean same-checks bound (`CHECKS`) in the same
+    rounds; one line per size as it is done.
 
     Each size gets a fresh work directory, removed before the next one (three
     trees of 200k files at once would be gigabytes). `--bytes-scale` shrinks the
@@ -362,6 +406,7 @@ def _scale_row(
     cmds = [("sessionstore", m), ("rsync", r), ("floor", floor)]
     cmds += [("floor", [*floor, str(work / "dst-ss")]), ("empty", empty)]
     cmds += [("python", [sys.executable, "-c", "pass"])]  # the floors' start-up
+    cmds += [("checks", [sys.executable, "-c", CHECKS, str(src), str(work / "dst-ss"), str(n)])]
     if args.against is not None:  # the other checkout: its own copy, in the same rounds
         other = ["env", f"PYTHONPATH={args.against.resolve()}", sys.executable, "-m"]
         other += ["sessionstore", "mirror"]
@@ -369,7 +414,7 @@ def _scale_row(
         cmds += [("other", [*other, str(src), str(work / "dst-other"), "--once"])]
         cmds += [("other-empty", [*other, str(work / "empty"), str(work / "dst-oe"), "--once"])]
     medians = [statistics.median(t) for t in rotated(args.runs, cmds)]
-    a, b, f_src, f_both, f_empty, f_pass = medians[:6]
+    a, b, f_src, f_both, f_empty, f_pass, f_checks = medians[:7]
     ca, cb = statistics.median(CPU["sessionstore"]), statistics.median(CPU["rsync"])
     ss_kib, rs_kib = PEAK_RSS["sessionstore"], PEAK_RSS["rsync"]
     per, net, f_net = a / n * 1e6, (a - f_empty) / n * 1e6, (f_both - f_pass) / n * 1e6
@@ -380,11 +425,13 @@ def _scale_row(
         flush=True,
     )
     print(
-        f"{'':7} floor both net {f_net:.1f} us/file, drift {f_net / (first[1] or f_net) - 1:+.0%}",
+        f"{'':7} floor both net {f_net:.1f} us/file, drift {f_net / (first[1] or f_net) - 1:+.0%};"
+        f" the same checks, lean (CHECKS): {f_checks * 1e3:.0f} ms, {f_checks / b:.2f}x rsync,"
+        f" sessionstore {a / f_checks:.2f}x it",
         flush=True,
     )
     if args.against is not None:
-        o, o_empty, o_kib = medians[6], medians[7], PEAK_RSS["other"]
+        o, o_empty, o_kib = medians[7], medians[8], PEAK_RSS["other"]
         print(
             f"{'':7} {args.against.name}: {o * 1e3:.0f} ms, {o / b:.2f}x rsync,"
             f" net {(o - o_empty) / n * 1e6:.1f} us/file, RSS {o_kib / 1024:.1f} MiB;"
