@@ -10,8 +10,9 @@ spins a core until a descriptor frees.
 Here at most `MAX_CONNECTIONS` are handled at once. At the bound the
 accepting thread waits for one to end (each is bounded: `HEAD_TIMEOUT`, the
 idle `TIMEOUT`), and new connections wait in the kernel's backlog, as in a
-burst: none is refused or dropped. An accept that fails for want of a
-descriptor or of memory waits `ACCEPT_BACKOFF` before the next try.
+burst: none is refused (past the backlog the kernel drops SYNs, and the
+client retries). An accept that fails for want of a descriptor or of memory
+waits `ACCEPT_BACKOFF` before the next try.
 """
 
 from __future__ import annotations
