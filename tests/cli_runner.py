@@ -8,7 +8,8 @@
   is killed and `subprocess.TimeoutExpired` fails the test). Text by default;
   `text=False` returns the raw bytes (text mode turns every `\\r` into `\\n`).
 - `popen(ARGS)`: the same process left running, for tests that signal or race
-  it; `finish(proc)` collects it, bounded the same way.
+  it; `finish(proc)` collects it, bounded the same way, and `wait_for` polls
+  for what it does meanwhile, bounded too.
 
 `environ(NAME=VALUE, ...)` is this process's environment with overrides, for
 `env=`: a child given `env` gets exactly that environment.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,3 +184,12 @@ def finish(proc: subprocess.Popen[bytes], timeout: float = TIMEOUT) -> tuple[int
         proc.communicate()
         raise
     return proc.returncode, out.decode(), err.decode()
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Poll `condition` until true (bounded: a hang guard, not a timed assert)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import time
-from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -23,12 +21,3 @@ def pass_json(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr
     parsed: dict[str, Any] = orjson.loads(done.stdout)
     return parsed
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    """Poll `condition` until true (bounded: a hang guard, not a timed assert)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)

@@ -16,7 +16,7 @@ from pathlib import Path
 import cli_runner
 import pytest
 from mirror_helpers import settle, write
-from mirror_s3_helpers import pass_json, settings, wait_for
+from mirror_s3_helpers import pass_json, settings
 from s3_servers import S3Server
 
 from sessionstore.mirror.mirror import Mirror
@@ -192,7 +192,9 @@ def test_the_daemon_mirrors_into_the_bucket(moto_s3: S3Server, bucket: str, src:
     env = moto_s3.env()
     daemon = cli_runner.popen("mirror", src, url, "-q", "--full-every", "0.5", env=env)
     try:
-        wait_for(lambda: "p/daemon/first.txt" in moto_s3.keys(bucket), "the initial pass")
+        cli_runner.wait_for(
+            lambda: "p/daemon/first.txt" in moto_s3.keys(bucket), "the initial pass"
+        )
         lease = "p/daemon/.sessionstore-mirror.lock"
         assert lease in moto_s3.keys(bucket)
         # A second daemon on the same destination is refused: the lease is held.
@@ -201,7 +203,9 @@ def test_the_daemon_mirrors_into_the_bucket(moto_s3: S3Server, bucket: str, src:
         assert "already locked" in second.stderr and len(second.stderr.splitlines()) == 1
         write(src / "trials/1/log.txt", b"later\n")
         write(src / "trials/1/trial.json", b'{"n": 1}')
-        wait_for(lambda: "p/daemon/trials/1/trial.json" in moto_s3.keys(bucket), "an event pass")
+        cli_runner.wait_for(
+            lambda: "p/daemon/trials/1/trial.json" in moto_s3.keys(bucket), "an event pass"
+        )
     finally:
         daemon.send_signal(signal.SIGTERM)
         _out, err = daemon.communicate(timeout=60)

@@ -16,7 +16,7 @@ import cli_runner
 import orjson
 import pytest
 from mirror_helpers import settle, write
-from mirror_s3_helpers import pass_json, settings, wait_for
+from mirror_s3_helpers import pass_json, settings
 from s3_proxy import counting_proxy
 from s3_servers import S3Server, free_port
 
@@ -117,7 +117,7 @@ def test_kill_9_mid_upload_leaves_no_object_and_the_next_pass_converges(
         env = moto_s3.env(AWS_ENDPOINT_URL=proxy.endpoint)
         child = cli_runner.popen("mirror", src, url, "--once", env=env)
         try:
-            wait_for(lambda: proxy.snapshot().get("PART", 0) >= 1, "a part upload")
+            cli_runner.wait_for(lambda: proxy.snapshot().get("PART", 0) >= 1, "a part upload")
         finally:
             child.send_signal(signal.SIGKILL)
             child.communicate(timeout=30)

@@ -11,11 +11,12 @@ import resource
 import select
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
+from cli_runner import wait_for
 from inspect_helpers import trial
 from view_helpers import Viewer, viewer
 
@@ -42,15 +43,6 @@ def _cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 
-def _wait_for(ok: Callable[[], bool], seconds: float = 10) -> bool:
-    """`ok()` polled every 50 ms until true or `seconds` pass (bounded); its last value."""
-    for _ in range(int(seconds / 0.05)):
-        if ok():
-            return True
-        time.sleep(0.05)
-    return ok()
-
-
 @contextmanager
 def _connections(port: int, count: int) -> Iterator[list[socket.socket]]:
     with ExitStack() as stack:
@@ -74,7 +66,7 @@ def test_idle_connections_past_the_bound_wait_in_the_queue_and_are_served_in_tur
     extra = 10
     with _connections(view.port, MAX_CONNECTIONS + extra) as socks:
         # Every one up to the bound gets its thread; none past it.
-        assert _wait_for(lambda: _threads(pid) >= base + MAX_CONNECTIONS)
+        wait_for(lambda: _threads(pid) >= base + MAX_CONNECTIONS, "a thread each", timeout=10)
         last = socks[-1]
         last.sendall(REQUEST)
         assert not _answered(last, 1.0), "answered past the bound: no bound"
@@ -85,7 +77,7 @@ def test_idle_connections_past_the_bound_wait_in_the_queue_and_are_served_in_tur
         assert last.recv(12) == b"HTTP/1.0 200"
     assert view.get("/api/sessions/limits01")[0] == 200
     # Every slot comes back once the clients are gone.
-    assert _wait_for(lambda: _threads(pid) == base)
+    wait_for(lambda: _threads(pid) == base, "every slot back", timeout=10)
 
 
 def test_short_of_descriptors_it_backs_off_and_serves_again_once_they_free(view: Viewer) -> None:
