@@ -17,8 +17,9 @@ Rules (docs/viewer.md, "Safety"):
   a stalled or dribbling client holds one thread for a while, never the
   server. At most `MAX_CONNECTIONS` are handled at once (`view.limits`); the
   kernel queues `BACKLOG` more while the accepting thread is busy or waits,
-  so a burst is never dropped (a dropped SYN costs a client a second or
-  more), and an accept short of descriptors backs off rather than spinning.
+  so a burst that fits is never dropped (a dropped SYN costs a client a
+  second or more), and an accept short of descriptors backs off rather than
+  spinning.
 - On loopback, a request whose `Host` names anything but loopback is 403: a
   page of another site whose name was rebound to 127.0.0.1 (DNS rebinding)
   reads nothing. A non-loopback `--host` serves any `Host`: the user chose it.
