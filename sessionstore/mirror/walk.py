@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING
 
 from sessionstore._fs.atomic import TEMP_PREFIX
 from sessionstore.format.names import MANIFEST, MARKERS, REPORT
-from sessionstore.mirror.cache import Cache, Stored, join
+from sessionstore.mirror import split
+from sessionstore.mirror.cache import Cache, Stored
 from sessionstore.mirror.finish import finish_pass
 from sessionstore.mirror.frame import MAX_DEPTH, Child, Frame
 from sessionstore.mirror.layout import (
@@ -55,8 +56,9 @@ from sessionstore.mirror.layout import (
     special_kind,
 )
 from sessionstore.mirror.report import PassReport
+from sessionstore.mirror.subtree import visit_subtree
 from sessionstore.mirror.sync import FileOps
-from sessionstore.storage.local_tree import OPEN_DIR, LocalDir, describe
+from sessionstore.storage.local_tree import OPEN_DIR, describe
 from sessionstore.storage.trees import make_tree
 
 if TYPE_CHECKING:
@@ -91,6 +93,8 @@ class Pass(FileOps):
         self.is_session = False
         self.exclude = config.exclude
         self.src_rels: dict[str, str] = {}  # with exclude only: dest rel -> source rel
+        self.split_at: str | None = None  # the directory whose subdirs `split` shares out
+        self.verifier: split.Verifier | None = None
 
     # -- the pass ------------------------------------------------------------
 
@@ -114,16 +118,18 @@ class Pass(FileOps):
             self.tree = make_tree(m.remote, root, self.error, self.touch, m.durable, m.dry_run)
         try:
             if self.tree.open_root(str(m.remote or m.dest_real)):
-                self.start()
+                self.start(full=subtrees is None or () in subtrees)
                 if subtrees is None or () in subtrees:
                     self.tops.append("")
                     if self.enter(root):
                         self.walk(root)
                 else:
                     for parts in subtrees:
-                        self.visit_subtree(root_fd, parts)
+                        visit_subtree(self, root_fd, parts)
                 finish_pass(self)
         finally:
+            if self.verifier is not None:
+                self.verifier.close()
             self.tree.close_all()
             os.close(root_fd)
             # The tree holds bound methods of the pass (`error`, `touch`): without this the
@@ -131,8 +137,11 @@ class Pass(FileOps):
             self.__dict__.pop("dest_entry", None)
             del self.tree
 
-    def start(self) -> None:
-        """What the pass needs to know about the destination root before the walk."""
+    def start(self, *, full: bool) -> None:
+        """What the pass needs to know about the destination root before the walk.
+
+        `full`: the pass walks the whole source (only such a pass shares its walk, `split`).
+        """
         tree, root = self.tree, self.tree.root
         self.dest_id = tree.identity()
         self.cache = Cache.load(tree, self.redactor, self.m.fingerprints)
@@ -141,44 +150,8 @@ class Pass(FileOps):
         self.dest_entry = tree.entry
         self.dirty = self.sweep = tree.lstat(root, DIRTY_NAME) is not None
         self.is_session = tree.lstat(root, MANIFEST) is not None
-
-    def visit_subtree(self, root_fd: int, parts: tuple[str, ...]) -> None:
-        """Walk down to one source subtree (without visiting what is above it) and visit it."""
-        fd, dest, rel = root_fd, self.tree.root, ""
-        fds: list[int] = []
-        nodes: list[LocalDir] = []
-        try:
-            for i, part in enumerate(parts, 1):
-                if self.exclude is not None and self.exclude.excluded("/".join(parts[:i]), True):
-                    return  # an event below an excluded directory: nothing there is mirrored
-                dname = self.name(part)
-                if self.redactor is not None and self.collides(fd, part, dname):
-                    self.error(join(rel, dname), "name collision: source names map to this name")
-                    return
-                try:
-                    fd = os.open(part, OPEN_DIR, dir_fd=fd)
-                except OSError:
-                    return  # gone or replaced since the caller saw it; a full pass settles it
-                fds.append(fd)
-                rel = join(rel, dname)
-                if len(fds) < len(parts):
-                    dest = LocalDir(dest, dname, rel)
-                    nodes.append(dest)
-            parent_name = parts[-2] if len(parts) > 1 else None
-            frame = Frame(dest, dname, rel, fds.pop(), parts[-1], parent_name, None)
-            self.src_rels[rel] = "/".join(parts)
-            self.tops.append(rel)
-            if self.enter(frame):
-                self.walk(frame, len(parts))
-        finally:
-            for node in reversed(nodes):
-                self.tree.close(node)
-            for f in fds:
-                os.close(f)
-
-    def collides(self, dir_fd: int, name: str, dname: str) -> bool:
-        with os.scandir(dir_fd) as it:
-            return any(e.name != name and self.name(e.name) == dname for e in it)
+        if full and len(self.stored) >= split.MIN_GROUPS and split.allowed(self):
+            self.split_at = split.plan(self.stored, split.MIN_GROUPS)
 
     # -- the walk ------------------------------------------------------------
 
@@ -281,6 +254,9 @@ class Pass(FileOps):
         frame.files, frame.pending, frame.same = files, pending, same
         self.report.unchanged += same
         frame.subdirs = iter(subdirs)
+        if rel == self.split_at:
+            self.split_at = None
+            frame.subdirs = split.start(self, frame, subdirs)
         return True
 
     def leave(self, frame: Frame) -> None:

@@ -108,7 +108,8 @@ class LocalDirs:
     and closing.
 
     `error(path, message)` receives one line per unusable directory;
-    `before_change()` runs before the first change of the pass (the in-progress flag).
+    `before_change()` runs before every change (the pass sets the in-progress flag at
+    the first; the mirror's read-only verifier, mirror/split.py, stops there).
     """
 
     def __init__(

@@ -1,0 +1,252 @@
+"""Half of a big pass's checks in a forked, read-only verifier.
+
+A no-op pass is system calls: listing and stating every file on both sides. On
+two cores a second process halves the wall time, as rsync's sender and
+receiver do. `plan` picks, from the stored change cache alone, the directory
+whose subdirectories split the cached directories in two; when the walk has
+entered it, `start` forks a child that runs the same walk over about half of
+them while the parent walks the rest.
+
+The child writes nothing, anywhere. It only vouches: a subdirectory is *clean*
+when every file under it passed the no-read fast path, every directory's new
+cache group is the stored text itself, no stored group under it went missing,
+and nothing was reported (no skip, error, hold, unstable file or pending
+change). Whatever would do more than vouch stops that subdirectory in the
+child at once. The parent adopts the clean ones (their stored groups kept
+as they are, their files counted unchanged) and walks every other one itself,
+so a changed file is always handled by the process that writes. A child that
+fails, crashes or is killed costs only time: its whole share is walked again
+by the parent. The pipe carries indices and counts, never a name.
+
+The fork is only made where it is safe and pays: a full local pass in a
+process with no other thread (the daemon's watcher has threads; so may a
+program that uses the Python API), more than one CPU to run on, a trusted
+cache, no sweep pending, and at least `MIN_GROUPS` cached directories (below
+that the fork costs more than the half walk saves). The child ends with
+`os._exit`: no atexit handler, flushed buffer or finalizer of the parent's
+runs twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, NoReturn
+
+from sessionstore._orjson import orjson
+
+if TYPE_CHECKING:
+    from sessionstore.mirror.frame import Child, Frame
+    from sessionstore.mirror.walk import Pass
+
+# Cached directories (groups) a pass must have for the fork to pay (measured in
+# docs/benchmarks.md: about 20 us per directory against a few ms per fork).
+MIN_GROUPS = 1000
+# Descend to a subdirectory while it holds more than this share of what is below.
+_DOMINANT = 0.75
+_MAX_DESCENT = 8
+
+
+def allowed(run: Pass) -> bool:
+    """Whether this pass may fork a verifier at all."""
+    m, cache = run.m, run.cache
+    return (
+        hasattr(os, "fork")
+        and m.remote is None
+        and not m.dry_run
+        and cache is not None
+        and cache.trusted
+        and not run.sweep
+        and threading.active_count() == 1
+        and _cores() > 1
+    )
+
+
+def _cores() -> int:
+    """The CPUs this process may run on (a second process on one CPU only adds a fork)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def plan(stored: dict[str, str], min_groups: int) -> str | None:
+    """The destination rel of the directory to split at, or None (too small to pay).
+
+    From the cache's directory names only: each level's subdirectories are
+    weighed by how many cached directories are below them, and a level whose
+    heaviest subdirectory holds most of the weight is passed for that one.
+    """
+    prefix = ""
+    rels = list(stored)
+    for _ in range(_MAX_DESCENT):
+        counts = _weights(rels, prefix)
+        total = sum(counts.values())
+        if total < min_groups:
+            return None
+        top, most = max(counts.items(), key=_count)
+        if most <= total * _DOMINANT:
+            return prefix
+        prefix = f"{prefix}/{top}" if prefix else top
+        below = f"{prefix}/"
+        rels = [rel for rel in rels if rel.startswith(below)]
+    return None
+
+
+def _count(item: tuple[str, int]) -> int:
+    return item[1]
+
+
+def _weights(rels: list[str], prefix: str) -> dict[str, int]:
+    """Cached directories below `prefix` by the name of its subdirectory they are in."""
+    start = len(prefix) + 1 if prefix else 0
+    counts: dict[str, int] = {}
+    for rel in rels:
+        if len(rel) > start:  # not `prefix` itself (rels are all below it)
+            top = rel[start:].partition("/")[0]
+            counts[top] = counts.get(top, 0) + 1
+    return counts
+
+
+def start(run: Pass, frame: Frame, subdirs: list[Child]) -> Iterator[Child]:
+    """Fork the verifier for about half of `frame`'s subdirectories; the parent's iterator.
+
+    It yields the parent's share, then (after the child is done) every one of
+    the child's share that the child could not vouch for.
+    """
+    under = _stored_below(run.stored, frame.rel)
+    weight = {dname: len(rels) for dname, rels in under.items()}
+    mine: list[Child] = []
+    theirs: list[Child] = []
+    loads = [0, 0]
+    # Heaviest first, each to the lighter side; the parent also has the rest of the pass.
+    for child in sorted(subdirs, key=lambda c: weight.get(c[1], 0), reverse=True):
+        side = 1 if loads[1] < loads[0] and weight.get(child[1], 0) else 0
+        (theirs if side else mine).append(child)
+        loads[side] += weight.get(child[1], 0) or 1
+    if not theirs:
+        return iter(mine)
+    verifier = Verifier(run, frame, theirs, [under.get(c[1], []) for c in theirs])
+    run.verifier = verifier
+    return verifier.subdirs(mine)
+
+
+def _stored_below(stored: dict[str, str], rel: str) -> dict[str, list[str]]:
+    """The cached directories below `rel`, by the name of its subdirectory they are in."""
+    start = len(rel) + 1 if rel else 0
+    below = f"{rel}/" if rel else ""
+    found: dict[str, list[str]] = {}
+    for key in stored:
+        if key.startswith(below) and len(key) > start:
+            found.setdefault(key[start:].partition("/")[0], []).append(key)
+    return found
+
+
+class _NotClean(Exception):
+    """In the child: this subdirectory needs more than vouching; the parent walks it."""
+
+
+def _not_clean(*_args: object) -> NoReturn:
+    raise _NotClean
+
+
+class Verifier:
+    """The forked child and what the parent needs to adopt its work."""
+
+    def __init__(self, run: Pass, frame: Frame, theirs: list[Child], rels: list[list[str]]):
+        self.run, self.theirs, self.rels = run, theirs, rels
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            status = 1
+            try:
+                os.close(read)
+                result = _verify(run, frame, theirs, rels)
+                _write_all(write, orjson.dumps(result))
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(write)
+        self.pid: int | None = pid
+        self.read = read
+
+    def subdirs(self, mine: list[Child]) -> Iterator[Child]:
+        yield from mine
+        clean = self.result()
+        run = self.run
+        stored, groups = run.stored, run.groups
+        for i, child in enumerate(self.theirs):
+            same = clean.get(i)
+            if same is None:
+                yield child
+                continue
+            for rel in self.rels[i]:
+                groups[rel] = stored[rel]  # as stored: the identity `finish` looks for
+            run.report.unchanged += same
+
+    def result(self) -> dict[int, int]:
+        """The child's clean subdirectories (index -> files vouched for); {} if it failed."""
+        chunks = []
+        try:
+            while chunk := os.read(self.read, 1 << 16):
+                chunks.append(chunk)
+        finally:
+            os.close(self.read)
+            status = self.reap()
+        if status != 0:
+            return {}
+        try:
+            pairs = orjson.loads(b"".join(chunks))
+            return {int(i): int(n) for i, n in pairs}
+        except (orjson.JSONDecodeError, TypeError, ValueError):
+            return {}
+
+    def reap(self) -> int:
+        pid, self.pid = self.pid, None
+        if pid is None:
+            return 1
+        _, status = os.waitpid(pid, 0)
+        return status
+
+    def close(self) -> None:
+        """After an exception in the parent: stop and reap the child if it still runs."""
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            self.reap()
+            os.close(self.read)
+
+
+def _verify(run: Pass, frame: Frame, theirs: list[Child], rels: list[list[str]]) -> list[list[int]]:
+    """In the child: walk each subdirectory read-only; [index, files vouched for] of the clean."""
+    # Everything that would write, or report anything, stops the subdirectory instead:
+    # the pass's own decisions, and the tree's hook that runs before each of its changes.
+    for name in ("changed", "touch", "error", "unstable", "hold", "skip"):
+        setattr(run, name, _not_clean)
+    run.tree.before_change = _not_clean
+    depth = frame.rel.count("/") + 2 if frame.rel else 1
+    report, stored, groups = run.report, run.stored, run.groups
+    clean: list[list[int]] = []
+    for i, child in enumerate(theirs):
+        before, pending = report.unchanged, frame.pending
+        try:
+            entered = run.child(frame, child, depth)
+            if entered is None:
+                continue
+            run.walk(entered, depth)
+        except _NotClean:
+            continue
+        # Nothing is pending without a report or a change, which stopped it above: checked
+        # anyway, as it is what clean means. A stored group not found again as itself is
+        # a file gone or a directory not walked.
+        if frame.pending == pending and all(groups.get(rel) is stored[rel] for rel in rels[i]):
+            clean.append([i, report.unchanged - before])
+    return clean
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

@@ -1,0 +1,59 @@
+"""A subset pass's way down: from the source root to one subtree, without visiting above it.
+
+The daemon's passes after events walk only the subtrees that changed. Each is
+reached by opening its path component by component (relative to the parent's
+fd, never through a symlink), mapping names as a full pass would, and then
+entered as a frame of its own with its destination directories above it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from sessionstore.mirror.cache import join
+from sessionstore.mirror.frame import Frame
+from sessionstore.storage.local_tree import OPEN_DIR, LocalDir
+
+if TYPE_CHECKING:
+    from sessionstore.mirror.walk import Pass
+
+
+def visit_subtree(run: Pass, root_fd: int, parts: tuple[str, ...]) -> None:
+    """Walk down to one source subtree (without visiting what is above it) and visit it."""
+    fd, dest, rel = root_fd, run.tree.root, ""
+    fds: list[int] = []
+    nodes: list[LocalDir] = []
+    try:
+        for i, part in enumerate(parts, 1):
+            if run.exclude is not None and run.exclude.excluded("/".join(parts[:i]), True):
+                return  # an event below an excluded directory: nothing there is mirrored
+            dname = run.name(part)
+            if run.redactor is not None and _collides(run, fd, part, dname):
+                run.error(join(rel, dname), "name collision: source names map to this name")
+                return
+            try:
+                fd = os.open(part, OPEN_DIR, dir_fd=fd)
+            except OSError:
+                return  # gone or replaced since the caller saw it; a full pass settles it
+            fds.append(fd)
+            rel = join(rel, dname)
+            if len(fds) < len(parts):
+                dest = LocalDir(dest, dname, rel)
+                nodes.append(dest)
+        parent_name = parts[-2] if len(parts) > 1 else None
+        frame = Frame(dest, dname, rel, fds.pop(), parts[-1], parent_name, None)
+        run.src_rels[rel] = "/".join(parts)
+        run.tops.append(rel)
+        if run.enter(frame):
+            run.walk(frame, len(parts))
+    finally:
+        for node in reversed(nodes):
+            run.tree.close(node)
+        for f in fds:
+            os.close(f)
+
+
+def _collides(run: Pass, dir_fd: int, name: str, dname: str) -> bool:
+    with os.scandir(dir_fd) as it:
+        return any(e.name != name and run.name(e.name) == dname for e in it)
