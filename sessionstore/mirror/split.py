@@ -33,7 +33,7 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, NoReturn
 
 from sessionstore._orjson import orjson
@@ -80,34 +80,32 @@ def plan(stored: dict[str, str], min_groups: int) -> str | None:
     heaviest subdirectory holds most of the weight is passed for that one.
     """
     prefix = ""
-    rels = list(stored)
+    rels: Iterable[str] = stored
     for _ in range(_MAX_DESCENT):
-        counts = _weights(rels, prefix)
-        total = sum(counts.values())
+        below = _below(rels, prefix)
+        total = sum(map(len, below.values()))
         if total < min_groups:
             return None
-        top, most = max(counts.items(), key=_count)
-        if most <= total * _DOMINANT:
+        top, most = max(below.items(), key=_weight)
+        if len(most) <= total * _DOMINANT:
             return prefix
-        prefix = f"{prefix}/{top}" if prefix else top
-        below = f"{prefix}/"
-        rels = [rel for rel in rels if rel.startswith(below)]
+        prefix, rels = f"{prefix}/{top}" if prefix else top, most
     return None
 
 
-def _count(item: tuple[str, int]) -> int:
-    return item[1]
+def _weight(item: tuple[str, list[str]]) -> int:
+    return len(item[1])
 
 
-def _weights(rels: list[str], prefix: str) -> dict[str, int]:
-    """Cached directories below `prefix` by the name of its subdirectory they are in."""
-    start = len(prefix) + 1 if prefix else 0
-    counts: dict[str, int] = {}
-    for rel in rels:
-        if len(rel) > start:  # not `prefix` itself (rels are all below it)
-            top = rel[start:].partition("/")[0]
-            counts[top] = counts.get(top, 0) + 1
-    return counts
+def _below(rels: Iterable[str], rel: str) -> dict[str, list[str]]:
+    """The cached directories below `rel`, by the name of its subdirectory they are in."""
+    start = len(rel) + 1 if rel else 0
+    prefix = f"{rel}/" if rel else ""
+    found: dict[str, list[str]] = {}
+    for key in rels:
+        if len(key) > start and key.startswith(prefix):
+            found.setdefault(key[start:].partition("/")[0], []).append(key)
+    return found
 
 
 def start(run: Pass, frame: Frame, subdirs: list[Child]) -> Iterator[Child]:
@@ -116,7 +114,7 @@ def start(run: Pass, frame: Frame, subdirs: list[Child]) -> Iterator[Child]:
     It yields the parent's share, then (after the child is done) every one of
     the child's share that the child could not vouch for.
     """
-    under = _stored_below(run.stored, frame.rel)
+    under = _below(run.stored, frame.rel)
     weight = {dname: len(rels) for dname, rels in under.items()}
     mine: list[Child] = []
     theirs: list[Child] = []
@@ -128,20 +126,12 @@ def start(run: Pass, frame: Frame, subdirs: list[Child]) -> Iterator[Child]:
         loads[side] += weight.get(child[1], 0) or 1
     if not theirs:
         return iter(mine)
-    verifier = Verifier(run, frame, theirs, [under.get(c[1], []) for c in theirs])
+    try:
+        verifier = Verifier(run, frame, theirs, [under.get(c[1], []) for c in theirs])
+    except OSError:  # no fork (EAGAIN, ENOMEM) or no pipe (EMFILE): one process walks it all
+        return iter(subdirs)
     run.verifier = verifier
     return verifier.subdirs(mine)
-
-
-def _stored_below(stored: dict[str, str], rel: str) -> dict[str, list[str]]:
-    """The cached directories below `rel`, by the name of its subdirectory they are in."""
-    start = len(rel) + 1 if rel else 0
-    below = f"{rel}/" if rel else ""
-    found: dict[str, list[str]] = {}
-    for key in stored:
-        if key.startswith(below) and len(key) > start:
-            found.setdefault(key[start:].partition("/")[0], []).append(key)
-    return found
 
 
 class _NotClean(Exception):
@@ -158,7 +148,12 @@ class Verifier:
     def __init__(self, run: Pass, frame: Frame, theirs: list[Child], rels: list[list[str]]):
         self.run, self.theirs, self.rels = run, theirs, rels
         read, write = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read)
+            os.close(write)
+            raise
         if pid == 0:  # the child: never returns
             status = 1
             try:
