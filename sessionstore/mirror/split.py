@@ -16,7 +16,9 @@ child at once. The parent adopts the clean ones (their stored groups kept
 as they are, their files counted unchanged) and walks every other one itself,
 so a changed file is always handled by the process that writes. A child that
 fails, crashes or is killed costs only time: its whole share is walked again
-by the parent. The pipe carries indices and counts, never a name.
+by the parent. The pipe carries indices and counts, never a name. On Linux
+the child is killed when the parent dies, so nobody waits for it (elsewhere
+it finishes its reads first).
 
 The fork is only made where it is safe and pays: a full local pass in a
 process with no other thread (the daemon's watcher has threads; so may a
@@ -32,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, NoReturn
@@ -48,6 +51,7 @@ MIN_GROUPS = 1000
 # Descend to a subdirectory while it holds more than this share of what is below.
 _DOMINANT = 0.75
 _MAX_DESCENT = 8
+_PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def allowed(run: Pass) -> bool:
@@ -148,6 +152,7 @@ class Verifier:
     def __init__(self, run: Pass, frame: Frame, theirs: list[Child], rels: list[list[str]]):
         self.run, self.theirs, self.rels = run, theirs, rels
         read, write = os.pipe()
+        parent = os.getpid()
         try:
             pid = os.fork()
         except OSError:
@@ -158,6 +163,7 @@ class Verifier:
             status = 1
             try:
                 os.close(read)
+                _detach(parent)
                 result = _verify(run, frame, theirs, rels)
                 _write_all(write, orjson.dumps(result))
                 status = 0
@@ -212,6 +218,20 @@ class Verifier:
                 os.kill(self.pid, signal.SIGKILL)
             self.reap()
             os.close(self.read)
+
+
+def _detach(parent: int) -> None:
+    """In the child, on Linux: die with the parent.
+
+    A caller that kills the mirror and then waits for the end of its output (the
+    child holds the same streams) must not wait for the child's walk.
+    """
+    if sys.platform == "linux":
+        import ctypes  # only the child pays for it
+
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # it died before the prctl
+            os._exit(1)
 
 
 def _verify(run: Pass, frame: Frame, theirs: list[Child], rels: list[list[str]]) -> list[list[int]]:
