@@ -21,10 +21,12 @@ the child is killed when the parent dies, so nobody waits for it (elsewhere
 it finishes its reads first).
 
 The fork is only made where it is safe and pays: a full local pass in a
-process with no other thread (the daemon's watcher has threads; so may a
-program that uses the Python API), more than one CPU to run on, a trusted
-cache, no sweep pending, and at least `MIN_GROUPS` cached directories (below
-that the fork costs more than the half walk saves). The child ends with
+process with no other thread at the fork (the daemon's watcher has threads;
+so may a program that uses the Python API, and a durable pass whose fsync
+pool has started), SIGCHLD at its default (else the child's status may be
+taken by someone else), more than one CPU to run on, a trusted cache, no
+sweep pending, and at least `MIN_GROUPS` cached directories (below that the
+fork costs more than the half walk saves). The child ends with
 `os._exit`: no atexit handler, flushed buffer or finalizer of the parent's
 runs twice.
 """
@@ -64,9 +66,21 @@ def allowed(run: Pass) -> bool:
         and cache is not None
         and cache.trusted
         and not run.sweep
-        and threading.active_count() == 1
+        and signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL
         and _cores() > 1
     )
+
+
+def _single_threaded() -> bool:
+    """No thread but this one, native ones included; asked at the fork itself.
+
+    The fsync pool starts with a pass's first durable commit, so before the walk is
+    too early to ask. A fork beside another thread can inherit a lock it holds.
+    """
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:  # no /proc: the threads Python knows of
+        return threading.active_count() == 1
 
 
 def _cores() -> int:
@@ -122,14 +136,19 @@ def start(run: Pass, frame: Frame, subdirs: list[Child]) -> Iterator[Child]:
     weight = {dname: len(rels) for dname, rels in under.items()}
     mine: list[Child] = []
     theirs: list[Child] = []
+    if not _single_threaded():
+        return iter(subdirs)
     loads = [0, 0]
+    side_of: dict[str, int] = {}
     # Heaviest first, each to the lighter side; the parent also has the rest of the pass.
     for child in sorted(subdirs, key=lambda c: weight.get(c[1], 0), reverse=True):
         side = 1 if loads[1] < loads[0] and weight.get(child[1], 0) else 0
-        (theirs if side else mine).append(child)
+        side_of[child[2]] = side
         loads[side] += weight.get(child[1], 0) or 1
+    for child in subdirs:  # each share in listing order, as one process walks it
+        (theirs if side_of[child[2]] else mine).append(child)
     if not theirs:
-        return iter(mine)
+        return iter(subdirs)
     try:
         verifier = Verifier(run, frame, theirs, [under.get(c[1], []) for c in theirs])
     except OSError:  # no fork (EAGAIN, ENOMEM) or no pipe (EMFILE): one process walks it all
@@ -208,7 +227,10 @@ class Verifier:
         pid, self.pid = self.pid, None
         if pid is None:
             return 1
-        _, status = os.waitpid(pid, 0)
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:  # reaped by someone else: its outcome is unknown
+            return 1
         return status
 
     def close(self) -> None:

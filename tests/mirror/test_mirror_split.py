@@ -29,7 +29,7 @@ pytestmark = pytest.mark.timeout(120)
 # it listed itself (not counting its verifier's), and its report.
 # argv: src dst fault [options...]; `fault` is injected into the child only.
 RUNNER = r"""
-import os, sys, threading, time
+import os, signal, sys, threading, time
 import orjson
 from sessionstore.mirror import split
 from sessionstore.mirror.mirror import Mirror
@@ -59,6 +59,16 @@ def counting_enter(self, frame):
 Pass.enter = counting_enter
 if fault == "one-cpu":
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+elif fault == "ignore-chld":  # as a supervisor's `trap '' CHLD` leaves it
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+elif fault == "reaped-elsewhere":  # the kernel reaps the child: waitpid finds none
+    start = split.start
+
+    def ignoring(*args):
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+        return start(*args)
+
+    split.start = ignoring
 elif fault == "thread":
     stop = threading.Event()
     threading.Thread(target=stop.wait, daemon=True).start()
@@ -86,7 +96,9 @@ redactor = None
 if "--secret" in options:
     redactor = Redactor()
     redactor.add(options[options.index("--secret") + 1])
-mirror = Mirror(src, dst, redactor=redactor, durable=False, delete="--delete" in options)
+mirror = Mirror(
+    src, dst, redactor=redactor, durable="--durable" in options, delete="--delete" in options
+)
 report = mirror.run_once(dry_run="--dry-run" in options)
 if fault == "thread":
     stop.set()
@@ -241,7 +253,7 @@ def test_names_with_secrets_in_the_verifiers_share(tmp_path: Path) -> None:
         assert secret not in path and secret.encode() not in data
 
 
-@pytest.mark.parametrize("fault", ["exit", "raise", "no-fork"])
+@pytest.mark.parametrize("fault", ["exit", "raise", "no-fork", "reaped-elsewhere"])
 def test_a_verifier_that_fails_costs_only_time(tmp_path: Path, fault: str) -> None:
     src, dst, files = first_copy(tmp_path)
     write(src / "s5/trials/130/log.txt", b"changed\n")
@@ -309,7 +321,7 @@ def test_a_killed_pass_leaves_no_verifier_behind(tmp_path: Path) -> None:
     assert temps(dst) == []
 
 
-@pytest.mark.parametrize("case", ["thread", "one-cpu", "dry-run", "small"])
+@pytest.mark.parametrize("case", ["thread", "one-cpu", "ignore-chld", "dry-run", "small"])
 def test_no_verifier_where_a_fork_is_unsafe_or_does_not_pay(tmp_path: Path, case: str) -> None:
     src, dst = tmp_path / "src", tmp_path / "dst"
     if case == "small":
@@ -321,7 +333,7 @@ def test_no_verifier_where_a_fork_is_unsafe_or_does_not_pay(tmp_path: Path, case
     settle()
     run_pass(src, dst)
     options = ["--dry-run"] if case == "dry-run" else []
-    fault = case if case in ("thread", "one-cpu") else "none"
+    fault = case if case in ("thread", "one-cpu", "ignore-chld") else "none"
     result = run_pass(src, dst, fault, *options)
     assert result["forks"] == 0
     assert result["report"]["unchanged"] == len(files)
@@ -342,3 +354,16 @@ def test_plan_splits_where_the_cached_directories_divide() -> None:
     # A heavy subdirectory that is not dominant is split beside the others.
     lopsided = groups(*(f"a/{j}" for j in range(70)), *(f"b/{j}" for j in range(30)))
     assert split.plan(lopsided, 10) == ""
+
+
+def test_no_fork_once_the_fsync_pool_runs(tmp_path: Path) -> None:
+    """A durable commit before the split directory starts the pool's thread: no fork then."""
+    src, dst, files = first_copy(tmp_path)
+    durable = run_pass(src, dst, "none", "--durable")
+    assert durable["forks"] == 1 and durable["report"]["unchanged"] == len(files)
+    write(src / "top.txt", b"a file at the root, committed before the walk goes down")
+    settle()
+    result = run_pass(src, dst, "none", "--durable")
+    assert result["forks"] == 0
+    assert result["report"]["copied"] == ["top.txt"]
+    assert result["report"]["unchanged"] == len(files)
