@@ -47,8 +47,9 @@ if TYPE_CHECKING:
     from sessionstore.mirror.frame import Child, Frame
     from sessionstore.mirror.walk import Pass
 
-# Cached directories (groups) a pass must have for the fork to pay (measured in
-# docs/benchmarks.md: about 20 us per directory against a few ms per fork).
+# Cached directories (groups) a pass must have for the fork to pay: a fork, exit and
+# wait cost 3-6 ms at 20-100 MB (measured under load), and the bench tree's 1,000
+# directories take about 40 ms to walk in one process (docs/benchmarks.md).
 MIN_GROUPS = 1000
 # Descend to a subdirectory while it holds more than this share of what is below.
 _DOMINANT = 0.75
@@ -132,12 +133,12 @@ def start(run: Pass, frame: Frame, subdirs: list[Child]) -> Iterator[Child]:
     It yields the parent's share, then (after the child is done) every one of
     the child's share that the child could not vouch for.
     """
+    if not _single_threaded():
+        return iter(subdirs)
     under = _below(run.stored, frame.rel)
     weight = {dname: len(rels) for dname, rels in under.items()}
     mine: list[Child] = []
     theirs: list[Child] = []
-    if not _single_threaded():
-        return iter(subdirs)
     loads = [0, 0]
     side_of: dict[str, int] = {}
     # Heaviest first, each to the lighter side; the parent also has the rest of the pass.

@@ -12,7 +12,9 @@ the same for every write. Per directory: list the source, map names through
 no-read fast path `unchanged`, else `sync`: the per-file half, `FileOps`, is
 in `sync`), subdirectories, and last the record's marker, committed only when
 nothing below it is pending. The directory's group of the change cache
-(`cache`) is parsed when it is entered and dropped when it is left.
+(`cache`) is parsed when it is entered and dropped when it is left. A big
+full pass shares the walk below one directory with a forked, read-only
+verifier (`split`); a subset pass reaches its subtrees through `subtree`.
 
 Exclusion (`exclude`): a directory's entries are filtered by the patterns
 right after it is listed, before any of them is looked at; a subset pass
