@@ -2,8 +2,10 @@
 
 Each pass runs in a fresh Python process (`RUNNER`), so the fork is the real
 one, made from a process with no other thread, and the test can count it.
-Faults are injected into the child: it exits, raises, or waits to be killed
-from this process; killing the parent instead must leave no child running.
+Faults are injected into the child (it exits, raises, or waits to be killed
+from this process), at the fork (it fails; the child is reaped by the kernel),
+and into the conditions (a thread, one CPU, SIGCHLD ignored); killing the
+parent instead must leave no child running.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ pytestmark = pytest.mark.timeout(120)
 
 # One pass in a process of its own: how many verifiers it forked, how many directories
 # it listed itself (not counting its verifier's), and its report.
-# argv: src dst fault [options...]; `fault` is injected into the child only.
+# argv: src dst fault [options...]; `fault` names the injected fault ("none": none).
 RUNNER = r"""
 import os, signal, sys, threading, time
 import orjson
