@@ -12,6 +12,9 @@ conftest.py are session-scoped). Why three (docs/object-storage.md):
 - rclone (`rclone serve s3` over a temp directory): a server that ignores
   conditions, which a store must refuse unless told it is single-writer.
 
+The two subprocesses die with the test process even when it is killed (no
+teardown runs then): see `_dies_with_us`.
+
 `S3Server.env()` is the AWS configuration a child process (the CLI) uses;
 `new_bucket()` makes a fresh bucket, so tests never share keys.
 """
@@ -273,6 +276,17 @@ def rclone_server(workdir: Path) -> Iterator[S3Server]:
         yield server
 
 
+def _dies_with_us() -> list[str]:
+    """A prefix that makes a server die with this process (Linux's parent-death signal).
+
+    A test run killed by a signal runs no fixture teardown; without it the server
+    outlived the run. `setpriv` (util-linux) sets the signal and execs the server,
+    so the server's parent is this process, which starts it from its main thread.
+    """
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
+
+
 @contextlib.contextmanager
 def _serve(
     args: list[str], workdir: Path, env: dict[str, str], name: str, port: int, key: str, secret: str
@@ -282,7 +296,7 @@ def _serve(
     log = workdir / f"{name}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            args,
+            [*_dies_with_us(), *args],
             cwd=workdir,
             env=env,
             stdout=out,
