@@ -50,6 +50,8 @@ __all__ = [
     "evaluate_output_contract",
     "judge",
     "judge_session",
+    "last_line_outcome",
+    "line_outcome",
     "output_verdict",
 ]
 
@@ -276,10 +278,30 @@ def _last_line(read: Callable[[int, int], bytes], size: int) -> tuple[bytes | No
     return None, f"the log's last line is longer than {LINE_LIMIT} bytes"
 
 
-def _judge_line(line: str, log: Path) -> Verdict:
+def last_line_outcome(data: bytes) -> tuple[int, Outcome] | None:
+    """The rule applied to a log's bytes in memory (the viewer's tail of one): the index
+    of the line that decides, in `data.split(b"\\n")`, and its outcome; None when no line
+    decides (none has content, or the last is too long)."""
+    line, _ = _last_line(lambda length, offset: data[offset : offset + length], len(data))
+    if line is None:
+        return None
+    return data.rstrip().count(b"\n"), line_outcome(line.decode("utf-8", errors="replace"))
+
+
+def line_outcome(line: str) -> Outcome:
+    """What the last non-empty line of a log says (trailing whitespace already stripped)."""
     if line == "PASS":
-        return Verdict(Outcome.PASS, "", log)
+        return Outcome.PASS
     if line == "FAIL" or line.startswith("FAIL:"):
+        return Outcome.FAIL
+    return Outcome.INDETERMINATE
+
+
+def _judge_line(line: str, log: Path) -> Verdict:
+    outcome = line_outcome(line)
+    if outcome is Outcome.PASS:
+        return Verdict(Outcome.PASS, "", log)
+    if outcome is Outcome.FAIL:
         return Verdict(Outcome.FAIL, line[5:].strip(), log)
     shown = line if len(line) <= _SHOWN else line[:_SHOWN] + "..."
     return _indeterminate(f"last line is not PASS or FAIL:<detail>: {shown!r}", log)

@@ -83,7 +83,14 @@ def list_files(storage: Storage, key: str) -> Listing:
 
 def is_listed(storage: Storage, key: str, parts: list[str]) -> bool:
     """Whether `parts` names a file of the record `key`: each directory on the way, and
-    the file, listed by its parent (a name the record does not list is never read)."""
+    the file, listed by its parent (a name the record does not list is never read).
+
+    A path deeper than `list_files` goes is never listed: each level lists its
+    parent again, so the work grows with the square of the depth, and one
+    request for a file 3,000 levels down kept a core busy for minutes.
+    """
+    if len(parts) > MAX_RECORD_DEPTH + 1:  # `MAX_RECORD_DEPTH` directories, then the file
+        return False
     prefix = key
     for i, name in enumerate(parts):
         try:

@@ -66,7 +66,7 @@ def _large(storage: Storage, key: str, path: str, content: Content) -> tuple[Con
         return content, ""
     size, data = found
     sized = Content(None, size, None, large=True)
-    if kind(path) != "log" or is_binary(data):
+    if kind(path) != "log" or is_binary(data, tail=True):
         return sized, f'<p class="dim">{text(size)} bytes: too large to show; see raw</p>'
     return sized, render(path, data, size)
 

@@ -9,15 +9,15 @@ non-empty line, highlighted), anything else its head.
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import re
 
 from sessionstore._orjson import orjson
+from sessionstore.harness.verdict import Outcome, last_line_outcome
 from sessionstore.view.html import text, text_lines
 
 SHOW_LIMIT = 256 * 1024
-_SNIFF = 8192
-_VERDICT = re.compile(r"^(PASS|FAIL)(:.*)?$")
 _YAML_KEY = re.compile(r"^(\s*(?:- )?)([^\s:#][^:#]*?)(:)(?=\s|$)")
 CONFIG_SUFFIXES = (".json", ".yml", ".yaml", ".toml")
 # Tokens of text already known to be JSON: a string, a structural character, or the
@@ -31,15 +31,24 @@ DIFF_LIMIT = 64 * 1024
 DIFF_LINES = 1000
 
 
-def is_binary(data: bytes) -> bool:
-    """A NUL in the first 8 KiB, or bytes that are not UTF-8 (a cut last character is fine)."""
-    head = data[:_SNIFF]
-    if b"\0" in head:
+def is_binary(data: bytes, *, head: bool = False, tail: bool = False) -> bool:
+    """A NUL anywhere in `data`, or bytes that are not UTF-8.
+
+    `head`: `data` is the start of a larger file (a character cut at its end is
+    fine); `tail`: its end (a character cut at its start is fine). Checked whole,
+    not sniffed: a file whose first 8 KiB are text and whose next byte is `\\xff`
+    would be shown with U+FFFD where the file holds `\\xff`.
+    """
+    if b"\0" in data:
         return True
+    start = 0
+    if tail:  # skip the continuation bytes (at most 3) of a character cut at the start
+        while start < min(3, len(data)) and 0x80 <= data[start] < 0xC0:
+            start += 1
     try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return not (len(head) == _SNIFF and exc.start >= len(head) - 3)
+        codecs.utf_8_decode(memoryview(data)[start:], "strict", not head)
+    except UnicodeDecodeError:
+        return True
     return False
 
 
@@ -78,18 +87,21 @@ def render(path: str, data: bytes, size: int | None = None) -> str:
     shown, note = _clip(data, tail=found == "log", size=len(data) if size is None else size)
     body = shown.decode("utf-8", "replace")
     note_html = f'<p class="dim">{note}</p>' if note else ""
-    if found == "json" and not note and (pretty := _indented_json(data)) is not None:
+    if found == "json" and not note and (pretty := indented_json(data)) is not None:
         return f'<pre class="json">{text_lines(pretty)}</pre>'
     if found == "yaml":
         return note_html + f'<pre class="yaml">{_yaml(body)}</pre>'
     if found == "diff":
         return note_html + f'<pre class="diff">{diff_lines(body.splitlines())}</pre>'
     if found == "log":
-        return note_html + f'<pre class="log">{_log(body)}</pre>'
+        # Clipped where the last SHOW_LIMIT bytes hold no newline: what is shown starts
+        # inside a line, so its one line is not the whole line `check` reads.
+        whole = not note or b"\n" in data[-SHOW_LIMIT:]
+        return note_html + f'<pre class="log">{_log(shown, body, whole)}</pre>'
     return note_html + f"<pre>{text_lines(body)}</pre>"
 
 
-def _indented_json(data: bytes) -> str | None:
+def indented_json(data: bytes) -> str | None:
     """`data` indented two spaces a level, each token as the file spells it; None if it is
     not JSON, or if indenting it would pass `_INDENTED_LIMIT`.
 
@@ -115,7 +127,7 @@ def _indented_json(data: bytes) -> str | None:
 
 
 def _indent(tokens: list[str]) -> str | None:
-    """JSON's tokens joined with `_indented_json`'s layout; None past `_INDENTED_LIMIT`."""
+    """JSON's tokens joined with `indented_json`'s layout; None past `_INDENTED_LIMIT`."""
     pieces: list[str] = []
     size = depth = i = 0
     while i < len(tokens):
@@ -179,16 +191,16 @@ def diff_lines(lines: list[str]) -> str:
     return "\n".join(out)
 
 
-def _log(body: str) -> str:
-    """Log lines; the last non-empty line, when it is PASS or FAIL[:detail], highlighted."""
-    lines = body.split("\n")
-    last = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), None)
-    out = [text_lines(line) for line in lines]
-    if last is not None:
-        match = _VERDICT.match(lines[last].strip())
-        if match:
-            css = "pass" if match.group(1) == "PASS" else "fail"
-            out[last] = f'<span class="verdict-line {css}">{out[last]}</span>'
+def _log(shown: bytes, body: str, whole: bool = True) -> str:
+    """Log lines (`body`, the text of `shown`); the line that decides by the output
+    contract's rule (`harness.verdict`), when it says PASS or FAIL, highlighted: the
+    page never highlights a verdict that `check` would not give. `whole` False: `shown`
+    starts inside a line (a tail with no newline to cut at), and nothing is highlighted."""
+    out = [text_lines(line) for line in body.split("\n")]
+    found = last_line_outcome(shown) if whole else None
+    if found is not None and found[1] is not Outcome.INDETERMINATE:
+        last, css = found[0], found[1].value
+        out[last] = f'<span class="verdict-line {css}">{out[last]}</span>'
     return "\n".join(out)
 
 

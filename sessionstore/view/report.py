@@ -12,12 +12,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from sessionstore import __version__
-from sessionstore._json import utf8_safe
-from sessionstore._orjson import orjson
+from sessionstore._json import MAX_MARKER_BYTES
+from sessionstore.errors import StorageError
+from sessionstore.format.names import MARKERS
 from sessionstore.inspect.summary import SessionView
 from sessionstore.store.lineage import lineage_info
 from sessionstore.store.session import Record
+from sessionstore.view.files import record_key
 from sessionstore.view.html import page, text, text_lines
+from sessionstore.view.render import indented_json
 from sessionstore.view.session_page import Links, session_body
 
 _PREFIX = {"trials": "trial", "service": "attempt"}
@@ -30,20 +33,34 @@ def _anchor(collection: str, n: int) -> str:
 _LINKS = Links(record=_anchor, session=lambda _id: None)
 
 
-def _markers(collection: str, records: list[Record]) -> str:
+def _markers(view: SessionView, collection: str, records: list[Record]) -> str:
     """Each record's marker (or why it has none), folded, as the anchors' targets."""
     out = []
     for record in records:
+        inner = f'<p class="{record.state}">{text(record.error or record.state)}</p>'
         if record.data is not None:
-            shown = orjson.dumps(utf8_safe(record.data), option=orjson.OPT_INDENT_2).decode()
-            inner = f"<pre>{text_lines(shown)}</pre>"
-        else:
-            inner = f'<p class="{record.state}">{text(record.error or record.state)}</p>'
+            inner = _marker(view, collection, record.n)
         out.append(
             f'<details id="{_anchor(collection, record.n)[1:]}"><summary>'
             f"{_PREFIX[collection]} {record.n} ({record.state})</summary>{inner}</details>"
         )
     return "".join(out)
+
+
+def _marker(view: SessionView, collection: str, n: int) -> str:
+    """A completed record's marker as the record page shows it: each token as the file
+    spells it (parsed and dumped again, two duplicate keys would show as one, `1.10` as
+    `1.1`, `\\u00e9` as `é`), read again through the storage seam (a sealed file)."""
+    session = view.session
+    key = f"{record_key(session.key, collection, n)}/{MARKERS[collection]}"
+    try:
+        data = session.storage.get(key, MAX_MARKER_BYTES)
+    except StorageError as exc:
+        return f'<p class="torn">{text(exc.problem)}</p>'
+    if data is None:
+        return '<p class="torn">removed since the session was read</p>'
+    shown = indented_json(data)
+    return f"<pre>{text_lines(data.decode('utf-8', 'replace') if shown is None else shown)}</pre>"
 
 
 def render_report(view: SessionView) -> str:
@@ -55,7 +72,7 @@ def render_report(view: SessionView) -> str:
         "</header>"
         + session_body(view, lineage_info(view.session), _LINKS)
         + "<h2>Records</h2>"
-        + _markers("trials", view.trials)
-        + _markers("service", view.service)
+        + _markers(view, "trials", view.trials)
+        + _markers(view, "service", view.service)
     )
     return page(title, body, served=False)

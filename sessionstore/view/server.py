@@ -23,12 +23,13 @@ Rules (docs/viewer.md, "Safety"):
 - On loopback, a request whose `Host` names anything but loopback is 403: a
   page of another site whose name was rebound to 127.0.0.1 (DNS rebinding)
   reads nothing. A non-loopback `--host` serves any `Host`: the user chose it.
-- Malformed requests (a bad request line, huge or too many headers, HTTP/0.9)
-  get a plain-text error with the same headers as any answer.
+- Malformed requests (a bad request line, huge or too many headers, HTTP/0.9
+  but GET) get a plain-text error with the same headers as any answer.
 """
 
 from __future__ import annotations
 
+import io
 import ipaddress
 import socket
 import sys
@@ -207,7 +208,8 @@ class Site:
             body = stream(ref.session.storage, key)
         if body is None:
             raise NotFound
-        if not is_binary(body if isinstance(body, bytes) else body.first):
+        # Past `READ_LIMIT` the first chunk decides: the whole file is never read at once.
+        if not (is_binary(body) if isinstance(body, bytes) else is_binary(body.first, head=True)):
             return 200, "text/plain; charset=utf-8", FILE_CSP, body, {}
         name = parts[-1].encode("utf-8", "surrogateescape")
         disposition = f"attachment; filename*=UTF-8''{quote(name, safe='')}"
@@ -231,9 +233,15 @@ class Handler(BaseHTTPRequestHandler):
         self.deadlines.start(self.connection)
 
     def parse_request(self) -> bool:
+        rfile = self.rfile
+        if len(str(self.raw_requestline, "iso-8859-1").rstrip("\r\n").split()) == 2:  # as stdlib
+            # HTTP/0.9 has no headers, but the standard library reads them all the same:
+            # the client would wait for an answer the server waits for a blank line to send.
+            self.rfile = io.BytesIO(b"\r\n")
         try:
             return super().parse_request()
         finally:
+            self.rfile = rfile
             self.deadlines.done(self.connection)  # the head is read (or refused)
 
     def finish(self) -> None:
@@ -339,6 +347,14 @@ class Handler(BaseHTTPRequestHandler):
 
 class _Server(BoundedServer):
     request_queue_size = BACKLOG
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # The standard library prints a whole traceback for whatever a connection raised
+        # outside `_answer`: mostly a client that left (a reset, a broken pipe), mid-answer
+        # or before its request ended. One escaped line instead, as every line of the log.
+        exc = sys.exception()
+        what = "the client left" if isinstance(exc, ConnectionError) else "error"
+        sys.stderr.write(f"{client_address[0]} {what}: {escape(f'{type(exc).__name__}: {exc}')}\n")
 
 
 def make_server(root: Path, host: str, port: int, objective: Objective) -> ThreadingHTTPServer:

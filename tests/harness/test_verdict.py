@@ -24,6 +24,8 @@ from sessionstore.harness.verdict import (
     declares_output_contract,
     evaluate_output_contract,
     judge,
+    last_line_outcome,
+    line_outcome,
     output_verdict,
 )
 from sessionstore.store.session import Record, RecordState, Session, Store, read_record
@@ -246,6 +248,79 @@ def _check_against_reference(record: Record, data: bytes) -> None:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(verdict_module, "_CHUNK", chunk)
             assert evaluate_output_contract(record, "run.log").outcome is expected
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("PASS", Outcome.PASS),
+        ("FAIL", Outcome.FAIL),
+        ("FAIL:detail", Outcome.FAIL),
+        ("FAIL: spaced", Outcome.FAIL),
+        ("PASS: extra", Outcome.INDETERMINATE),
+        ("PASSED", Outcome.INDETERMINATE),
+        ("  PASS", Outcome.INDETERMINATE),
+        ("\tFAIL:x", Outcome.INDETERMINATE),
+        ("pass", Outcome.INDETERMINATE),
+        ("FAILED", Outcome.INDETERMINATE),
+        ("", Outcome.INDETERMINATE),
+    ],
+)
+def test_line_outcome_is_the_rule_of_one_line(line: str, expected: Outcome) -> None:
+    assert line_outcome(line) is expected
+
+
+# The viewer's rule: a log's bytes in memory, the index of the deciding line among
+# `data.split(b"\n")`, and its outcome (None when no line decides).
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"", None),
+        (b"\n \r\n\t\n", None),
+        (b"PASS", (0, Outcome.PASS)),
+        (b"start\nPASS: extra\n", (1, Outcome.INDETERMINATE)),
+        (b"start\nPASSED\n", (1, Outcome.INDETERMINATE)),
+        (b"start\nFAIL:detail\n", (1, Outcome.FAIL)),
+        (b"a\nPASS\n\n  \t\n\r\n \n", (1, Outcome.PASS)),  # blank lines after it
+        (b"PASS\n" + b"x" * (LINE_LIMIT + 1) + b"\n", None),  # the last line is too long
+        (b"PASS\nFAIL:" + b"x" * LINE_LIMIT, None),
+        (b"x" * LINE_LIMIT + b"\nPASS", (1, Outcome.PASS)),
+    ],
+)
+def test_last_line_outcome_names_the_deciding_line(
+    data: bytes, expected: tuple[int, Outcome] | None
+) -> None:
+    assert last_line_outcome(data) == expected
+
+
+verdict_lines = st.lists(
+    st.sampled_from(
+        [
+            *(b"PASS", b"FAIL", b"FAIL:x", b"PASS: extra", b"PASSED", b"  PASS", b"ok", b"\xff"),
+            *(b"", b" \t", b"\r", b"x" * (LINE_LIMIT - 1), b"x" * (LINE_LIMIT + 1)),
+        ]
+    ),
+    max_size=8,
+)
+
+
+@given(verdict_lines)
+def test_the_in_memory_rule_is_checks_and_names_its_line(parts: Any) -> None:
+    """Law: `last_line_outcome` says what `check` says of the same bytes in a file, and
+    its index names a line with content that only blank lines follow."""
+    data = b"\n".join(parts)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "run.log").write_bytes(data)
+        record = Record(1, Path(tmp), RecordState.COMPLETED, {}, None)
+        verdict = evaluate_output_contract(record, "run.log")
+    found = last_line_outcome(data)
+    if found is None:
+        assert verdict.outcome is Outcome.INDETERMINATE
+        return
+    index, said = found
+    assert said is verdict.outcome
+    lines = data.split(b"\n")
+    assert lines[index].strip() and not b"".join(lines[index + 1 :]).strip()
 
 
 # The CLI: exit 0 pass, 1 fail, 4 indeterminate (and errors that prevent judging), 2 usage.

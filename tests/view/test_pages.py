@@ -26,7 +26,8 @@ from view_helpers import (
 )
 
 from sessionstore._display import escape
-from sessionstore.store.session import Store
+from sessionstore.harness.verdict import LINE_LIMIT, Outcome, evaluate_output_contract
+from sessionstore.store.session import Session, Store
 from sessionstore.view.files import READ_LIMIT
 from sessionstore.view.render import SHOW_LIMIT
 
@@ -374,3 +375,98 @@ def test_label_filter_matches_keys_and_values_that_hold_markup_and_equals(
             assert _ids(doc) == expected, label
             field = one(doc, "input[name=label]")
             assert field["value"] == label  # the filter shown back as it was typed
+
+
+# Logs and the line the page highlights (class, text), or None: the line `check` decides
+# by, and only when it says PASS or FAIL.
+VERDICT_LOGS = {
+    "pass-extra.log": (b"start\nPASS: extra\n", None),
+    "passed.log": (b"start\nPASSED\n", None),
+    "indented.log": (b"start\n  PASS\n", None),
+    "tab-fail.log": (b"start\n\tFAIL:x\n", None),
+    "fail-detail.log": (b"PASS\nFAIL:detail\n", ("fail", "FAIL:detail")),
+    "fail.log": (b"PASS\nFAIL\n", ("fail", "FAIL")),
+    "trailing.log": (b"start\nPASS\n\n  \t\n \n", ("pass", "PASS")),
+    "too-long.log": (b"PASS\nFAIL:" + b"x" * LINE_LIMIT + b"\n", None),
+    # Its last 256 KiB hold no newline: shown from inside the line `check` reads whole.
+    "mid-line.log": (b"start\nnot a verdict: PASS" + b" " * (SHOW_LIMIT - 4), None),
+}
+# Text for the first 8 KiB (all the old check sniffed), then what makes it binary.
+LATE_FF = b"f" * 8192 + b"\xff then text\n"
+LATE_NUL = b"n" * 8192 + b"\0 then text\n"
+# Past the read limit, in lines of `\xc3\xa9`: the first 1 MiB chunk (what decides the raw
+# file's type) ends inside a character, and the tail a page reads starts inside one.
+CHUNK = 1 << 20
+CUT_LOG = ("\u00e9" * 40 + "\n").encode() * (READ_LIMIT // 81 + 10) + b"PASS\n"
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Viewer, Session]]:
+    store = Store(tmp_path_factory.mktemp("logs") / "store")
+    session = store.create(id="logs0001", pid=None)
+    files: dict[str, str | bytes] = {name: data for name, (data, _) in VERDICT_LOGS.items()}
+    trial(session, metrics(1.0), files | {"late-ff.log": LATE_FF, "late-nul.txt": LATE_NUL})
+    trial(session, metrics(2.0), {"cut.log": CUT_LOG})
+    with viewer(store.root) as running:
+        yield running, session
+
+
+def test_a_log_highlights_the_line_check_decides_by_and_no_other(
+    logs: tuple[Viewer, Session],
+) -> None:
+    view, session = logs
+    doc = _page(view, "/s/logs0001/trials/1")
+    record = session.trials.get(1)
+    for name, (data, expected) in VERDICT_LOGS.items():
+        said = evaluate_output_contract(record, name).outcome  # what `check --log` says
+        shown = _shown(doc, name)
+        marked = shown.select(".verdict-line")
+        if expected is None:
+            assert (said, marked) == (Outcome.INDETERMINATE, []), name
+            continue
+        css, line = expected
+        assert said == css, name
+        assert [(m["class"], m.get_text()) for m in marked] == [(["verdict-line", css], line)]
+        assert shown.get_text() == data.decode()
+    # The last line with content, whatever blank lines follow it.
+    trailing = one(_shown(doc, "trailing.log"), ".verdict-line")
+    assert str(trailing.next_sibling) == "\n\n  \t\n \n"
+
+
+def test_binary_is_told_by_the_whole_file_not_its_first_8_kib(
+    logs: tuple[Viewer, Session],
+) -> None:
+    view, _ = logs
+    doc = _page(view, "/s/logs0001/trials/1")
+    rows = {
+        one(tr, "td").get_text(): [td.get_text() for td in tr.find_all("td")[1:]]
+        for tr in doc.select("table.files tbody tr")
+    }
+    for name, data in (("late-ff.log", LATE_FF), ("late-nul.txt", LATE_NUL)):
+        assert rows[name] == [str(len(data)), "binary", "download"], name
+        heading = next(h for h in doc.find_all("h3") if h.get_text() == name)
+        assert "download only" in sibling(heading, "p").get_text()
+        assert data[:8192].decode() not in doc.get_text()  # never shown
+        status, headers, body = view.get(f"/s/logs0001/trials/1/files/{name}")
+        assert (status, body) == (200, data)
+        assert headers["Content-Type"] == "application/octet-stream"
+        assert headers["Content-Disposition"] == f"attachment; filename*=UTF-8''{name}"
+
+
+def test_a_large_text_file_cut_inside_a_character_is_still_text(
+    logs: tuple[Viewer, Session],
+) -> None:
+    assert len(CUT_LOG) > READ_LIMIT
+    assert CUT_LOG[CHUNK - 1] == 0xC3  # the first chunk ends with half an "\u00e9"
+    assert CUT_LOG[len(CUT_LOG) - SHOW_LIMIT - 1] == 0xA9  # the tail read starts with half
+    view, _ = logs
+    doc = _page(view, "/s/logs0001/trials/2")
+    heading = next(h for h in doc.find_all("h3") if h.get_text() == "cut.log")
+    assert sibling(heading, "p").get_text().startswith("showing the last ")
+    shown = sibling(heading, "pre")
+    assert shown.get_text().startswith("\u00e9" * 40 + "\n")
+    assert shown.get_text().endswith("\u00e9" * 40 + "\nPASS\n")
+    assert [m.get_text() for m in shown.select(".verdict-line.pass")] == ["PASS"]
+    status, headers, body = view.get("/s/logs0001/trials/2/files/cut.log")
+    assert (status, headers["Content-Type"]) == (200, "text/plain; charset=utf-8")
+    assert "Content-Disposition" not in headers and body == CUT_LOG

@@ -24,7 +24,10 @@ from view_helpers import (
 )
 
 from sessionstore._display import escape
+from sessionstore._fs.atomic import write_atomic
+from sessionstore.inspect.summary import SessionView
 from sessionstore.store.session import Store
+from sessionstore.view.report import render_report
 
 
 def _report(store: Path, target: str, tmp_path: Path) -> BeautifulSoup:
@@ -258,3 +261,45 @@ def test_report_into_a_fifo_writes_through_it_and_leaves_it_a_fifo(tmp_path: Pat
     assert (result.returncode, result.stderr) == (0, "")
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert soup(b"".join(received)).find("table", class_="trials") is not None
+
+
+# A marker that a parse-and-dump would misstate: a duplicate key, `1.10`, `1e3`, an escape.
+SPELLED_MARKER = b'{"failed": false, "lr": 0.10, "lr": 1.10, "n": 1e3, "name": "caf\\u00e9"}'
+
+
+def test_report_shows_each_marker_as_its_file_spells_it(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    session = store.create(id="spell001", pid=None)
+    trial(session, {"failed": False})
+    write_atomic(session.trials.path / "1" / "trial.json", SPELLED_MARKER)
+    doc = _report(store.root, "spell001", tmp_path)
+    shown = one(one(doc, "details#trial-1"), "pre").get_text()
+    assert shown == (
+        '{\n  "failed": false,\n  "lr": 0.10,\n  "lr": 1.10,\n  "n": 1e3,\n'
+        '  "name": "caf\\u00e9"\n}'
+    )
+
+
+def test_report_says_when_a_marker_vanished_or_cannot_be_read(tmp_path: Path) -> None:
+    # Read once for the page, each marker again for its fold: between the two an agent
+    # may remove one, or swap it for a symlink to a file outside or a FIFO (never followed,
+    # never waited on).
+    store = Store(tmp_path / "store")
+    session = store.create(id="gone0001", pid=None)
+    for n in range(4):
+        trial(session, {"failed": False, "n": n})
+    view = SessionView.load(session)
+    outside = tmp_path / "outside.json"
+    outside.write_bytes(b'{"secret": "outside the store"}')
+    for n in (1, 2, 3):
+        os.unlink(session.trials.path / str(n) / "trial.json")
+    os.symlink(outside, session.trials.path / "2" / "trial.json")
+    os.mkfifo(session.trials.path / "3" / "trial.json")
+    doc = soup(render_report(view))
+    assert one(doc, "details#trial-1 p.torn").get_text() == "removed since the session was read"
+    assert one(doc, "details#trial-2 p.torn").get_text() == (
+        "is a symlink (never followed), not a regular file"
+    )
+    assert one(doc, "details#trial-3 p.torn").get_text() == "is a FIFO, not a regular file"
+    assert "outside the store" not in doc.get_text()
+    assert one(doc, "details#trial-4 pre").get_text() == '{\n  "failed": false,\n  "n": 3\n}'

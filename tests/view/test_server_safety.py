@@ -11,18 +11,21 @@ import re
 import select
 import signal
 import socket
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_runner import finish, popen, run
+from cli_runner import finish, popen, run, wait_for
 from inspect_helpers import trial
-from view_helpers import SCRIPT_BODY, SCRIPT_NAME, Viewer, rich_session, soup, viewer
+from mirror_helpers import make_deep, remove_deep
+from view_helpers import SCRIPT_BODY, SCRIPT_NAME, Viewer, one, rich_session, soup, viewer
 
-from sessionstore.store.session import Store
+from sessionstore.store.session import MAX_RECORD_DEPTH, Store
 from sessionstore.view.watchdog import HEAD_TIMEOUT
 
 SECRET = b"the-secret-outside-the-store"
+BIG = 64 << 20
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +46,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Viewer, Pat
     os.symlink(outside, session.trials.path / "9")
     other = store.create(id="other001", pid=None)
     trial(other, {"failed": False}, {"a.txt": "a\n"})
+    with open(other.trials.get(1).path / "big.bin", "wb") as f:
+        f.truncate(BIG)  # sparse: more than loopback's socket buffers hold
     with viewer(store.root) as running:
         yield running, outside
 
@@ -317,3 +322,83 @@ def test_a_client_dribbling_its_request_head_is_cut_off(site: tuple[Viewer, Path
         assert cut, "the server still waits for the request head"
     status, _, _ = view.get("/api/sessions/other001")
     assert status == 200  # and serves everyone else meanwhile
+
+
+def test_an_http09_request_is_answered_without_waiting_for_headers(
+    site: tuple[Viewer, Path],
+) -> None:
+    # HTTP/0.9: a request line and no headers, so no blank line after them; the client
+    # waits for the answer. Waiting for headers, the server would answer only once the
+    # head deadline cut it off: the guard is half that deadline, a hang guard.
+    view, _ = site
+    with socket.create_connection(("127.0.0.1", view.port), timeout=30) as sock:
+        sock.sendall(b"GET /api/sessions/other001\r\n")
+        ready, _, _ = select.select([sock], [], [], HEAD_TIMEOUT / 2)
+        assert ready, "no answer: the server waits for headers HTTP/0.9 never sends"
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 200 ") and b"\r\nX-Content-Type-Options: nosniff" in head
+    assert b'"other001"' in body
+
+
+def test_a_client_that_resets_mid_answer_is_one_escaped_log_line(
+    site: tuple[Viewer, Path],
+) -> None:
+    view, outside = site
+    log = outside.parent / "view.log"
+    start = log.stat().st_size
+    with socket.create_connection(("127.0.0.1", view.port), timeout=30) as sock:
+        path = "/s/other001/trials/1/files/big.bin"
+        sock.sendall(f"GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        head = b""
+        for _ in range(100):  # the status line and headers, then leave mid-body
+            head += sock.recv(4096)
+            if b"\r\n\r\n" in head:
+                break
+        assert head.startswith(b"HTTP/1.0 200 ") and f"{BIG}".encode() in head
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    # Closed with unread data and no linger: a reset, while the server writes the body.
+
+    def logged() -> str:
+        return log.read_bytes()[start:].decode("utf-8", "replace")
+
+    gone = re.compile(r".*(ConnectionReset|BrokenPipe)Error.*")
+    wait_for(lambda: gone.search(logged()) is not None, "the reset in the server's log")
+    assert "Traceback" not in logged() and "Exception occurred" not in logged()
+    (line,) = [line for line in logged().splitlines() if gone.fullmatch(line)]
+    assert re.fullmatch(
+        r"127\.0\.0\.1 the client left: (ConnectionReset|BrokenPipe)Error: .+", line
+    )
+    assert view.get("/api/sessions/other001")[0] == 200  # and it serves on
+
+
+def test_a_path_deeper_than_a_record_is_listed_is_refused_before_any_listing(
+    tmp_path: Path,
+) -> None:
+    # Each level of a path is checked against its parent's listing, and past PATH_MAX
+    # each listing opens every level from the store's root: a file 4,000 levels down
+    # cost minutes of one core. Refused at once (the client's 30 s is a hang guard).
+    store = Store(tmp_path / "store")
+    session = store.create(id="deep0001", pid=None)
+    trial(session, {"failed": False}, {"a.txt": "a\n"})
+    record = session.trials.get(1).path
+    make_deep(record / "deep", 4000)
+    make_deep(record / "edge", MAX_RECORD_DEPTH - 1)  # its file: the deepest a record lists
+    make_deep(record / "over", MAX_RECORD_DEPTH)  # one level deeper
+    files = "/s/deep0001/trials/1/files/"
+    edge = "edge/" + "d/" * (MAX_RECORD_DEPTH - 1) + "bottom.txt"
+    try:
+        with viewer(store.root) as view:
+            assert view.get(files + "deep/" + "d/" * 4000 + "bottom.txt")[0] == 404
+            assert view.get(files + "over/" + "d/" * MAX_RECORD_DEPTH + "bottom.txt")[0] == 404
+            status, _, body = view.get(files + edge)
+            assert (status, body) == (200, b"at the bottom")
+            # What is served is what the record page lists.
+            page = soup(view.get("/s/deep0001/trials/1")[2])
+            listed = [one(tr, "td").get_text() for tr in page.select("table.files tbody tr")]
+            assert listed == ["a.txt", edge, "trial.json"]
+    finally:
+        for name in ("deep", "edge", "over"):
+            remove_deep(record / name)
