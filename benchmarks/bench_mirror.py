@@ -298,9 +298,10 @@ while stack:
 # The lean bound of a no-op pass that checks what the mirror checks (whole process;
 # imports os, gc and orjson): per directory the source's open, the `fstat` that it is
 # the directory listed, its scandir and close, the destination's O_PATH open and close,
-# the cache group parsed; per file both lstats and the eight integers compared. No
-# names, exclusions, markers, sealing, report or --delete listings. Fails (exit 1)
-# unless it vouched for every file (argv[3]): a floor that skipped work would flatter.
+# the cache (version 3) parsed whole up front; per file both lstats and the eight
+# integers compared. No names, exclusions, markers, sealing, report or --delete
+# listings. Fails (exit 1) unless it vouched for every file (argv[3]): a floor that
+# skipped work would flatter.
 CHECKS = """
 import gc, os, sys
 import orjson
@@ -309,13 +310,13 @@ O = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 P = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 src, dst, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
 with open(os.path.join(dst, ".sessionstore-mirror.json"), "rb") as f:
-    groups = orjson.loads(f.read())["dirs"]
+    doc = orjson.loads(f.read())  # one parse of the whole file (the mirror parses the head)
+groups = dict(zip(doc["dirs"], doc["groups"]))
 same = 0
 stack = [(os.open(src, O), os.open(dst, P), "")]
 while stack:
     fd, dfd, rel = stack.pop()
-    stored = groups.get(rel)
-    group = orjson.loads(stored) if stored is not None else {}
+    group = groups.get(rel, {})
     with os.scandir(fd) as it:
         for e in it:
             if e.is_dir(follow_symlinks=False):

@@ -29,7 +29,8 @@ from collections.abc import Callable, Container
 from typing import TYPE_CHECKING
 
 from sessionstore.format.names import MARKERS, record_number
-from sessionstore.mirror.cache import CACHE_NAME, Cache, Entry, Stored, join, parse_group
+from sessionstore.mirror.cache import CACHE_NAME, Cache, join
+from sessionstore.mirror.cache_file import Entry, Stored
 from sessionstore.mirror.layout import DIRTY_NAME, STORE_OWNED
 from sessionstore.storage.local_tree import LocalDir, describe
 
@@ -56,6 +57,41 @@ def is_gone(rel: str, listed: dict[str, Container[str]]) -> bool:
     return False
 
 
+def listings(run: Pass) -> dict[str, Container[str]]:
+    """Dest rel of each directory the pass listed -> every destination name the source
+    accounts for (a set, or a vouched directory's `_Vouched`)."""
+    return {
+        rel: _Vouched(run, rel)
+        if names is None
+        else frozenset(names)
+        if isinstance(names, list)
+        else names
+        for rel, names in run.listings.items()
+    }
+
+
+class _Vouched:
+    """The names of a directory whose every entry the pass vouched for, without a list of
+    them: an unchanged file of its group (kept as stored, parsed again only if asked) or
+    a subdirectory the pass entered (its rel is a key of the new groups)."""
+
+    __slots__ = ("rel", "run")
+
+    def __init__(self, run: Pass, rel: str) -> None:
+        self.run, self.rel = run, rel
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        groups = self.run.groups
+        if (f"{self.rel}/{name}" if self.rel else name) in groups:
+            return True
+        group = groups.get(self.rel)
+        if isinstance(group, int):
+            return name in self.run.read_group(group)
+        return group is not None and name in group
+
+
 class _Level:
     """One open destination directory on the current path, and what it knows."""
 
@@ -70,10 +106,11 @@ class _Level:
 class _Walker:
     """Opens destination directories along sorted paths, closing (and maybe removing) on the way."""
 
-    def __init__(self, run: Pass, delete: bool) -> None:
+    def __init__(self, run: Pass, delete: bool, listed: dict[str, Container[str]]) -> None:
         self.run = run
         self.tree: DestTree = run.tree
         self.delete = delete
+        self.listed = listed
         self.stack = [_Level(self.tree.root, None)]
 
     def to(self, rel: str) -> _Level | None:
@@ -114,7 +151,7 @@ class _Walker:
         rel = level.dir.rel
         if level.sealed or (self.run.is_session and rel in _STORE_DIRS):
             return False
-        return is_gone(rel, self.run.listed)
+        return is_gone(rel, self.listed)
 
     def close(self) -> None:
         while len(self.stack) > 1:
@@ -123,8 +160,8 @@ class _Walker:
 
 def settle_leftovers(run: Pass, leftovers: dict[str, Entry], delete: bool) -> set[str]:
     """Report removals from sealed records, delete (with `delete`); the keys no longer ours."""
-    listed = run.listed
-    walker = _Walker(run, delete)
+    listed = listings(run)
+    walker = _Walker(run, delete, listed)
     dropped: set[str] = set()
     # An excluded path is never deleted, nor a divergence: the pass did not look at it.
     excluded = run.exclude.covers if run.exclude is not None else _nothing
@@ -210,8 +247,7 @@ def finish_pass(run: Pass) -> None:
         try:
             if run.tree.check(root):
                 run.touch()
-                doc = cache.document(groups, run.redactor, m.fingerprints)
-                cache.save(run.tree, doc)
+                cache.save(run.tree, groups, run.redactor, m.fingerprints)
         except OSError as exc:
             run.error(CACHE_NAME, f"cannot write the change cache: {describe(exc)}")
     if run.dirty and run.tree.check(root):
@@ -226,7 +262,7 @@ def _new_groups(run: Pass, cache: Cache) -> tuple[dict[str, Stored], bool]:
 
     Entries this pass did not re-establish stay ours: a file unstable now, outside
     the subtrees of a subset pass, or gone from the source was still committed by
-    this mirror (what --delete relies on). Only groups that are not the stored text
+    this mirror (what --delete relies on). Only groups that are not the stored one
     itself are parsed: in a no-op pass that is none (identity checks, no parse).
     """
     stored = run.stored
@@ -238,15 +274,16 @@ def _new_groups(run: Pass, cache: Cache) -> tuple[dict[str, Stored], bool]:
     groups = dict(run.groups)
     walked = _walked(run.tops)
     leftovers: dict[str, Entry] = {}
-    for rel, text in stored.items():
+    for rel, ref in stored.items():
         mine = groups.get(rel)
-        if mine is text:
+        if mine is ref:
             continue
         if mine is None and not walked(rel):
-            groups[rel] = text  # outside this pass: kept as stored
+            groups[rel] = ref  # outside this pass: kept as stored
             continue
+        kept = mine if isinstance(mine, dict) else {}  # else None: a reference is `ref`
         for name, entry in cache.group(rel).items():
-            if mine is None or name not in mine:
+            if name not in kept:
                 leftovers[join(rel, name)] = entry
     if leftovers:  # only under what this pass walked: those can be proven gone
         delete = run.m.delete and run.report.delete_skipped is None
@@ -265,7 +302,7 @@ def _new_groups(run: Pass, cache: Cache) -> tuple[dict[str, Stored], bool]:
             continue
         if not group:
             changed = changed or before is not None
-        elif before is not None and group == parse_group(before, cache.encoded):
+        elif before is not None and group == cache.parsed(before):
             groups[rel] = before  # the same entries, found again the slow way
         else:
             changed = True

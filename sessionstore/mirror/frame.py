@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 from sessionstore.format.names import MARKERS, record_number
-from sessionstore.mirror.cache import Group
+from sessionstore.mirror.cache_file import Group
 from sessionstore.storage.local_tree import UNKNOWN, LocalDir
 
 # Directory levels below the root a pass walks. Two fds per level (source and
@@ -27,9 +27,11 @@ class Frame(LocalDir):
 
     __slots__ = (
         "cached",
+        "entered",
         "entries",
         "files",
         "held",
+        "listing",
         "parent_name",
         "pending",
         "record",
@@ -58,7 +60,10 @@ class Frame(LocalDir):
         self.ident: tuple[int, int] | None = None
         self.created = self.touched = self.verified = False
         self.held: Child | None = None  # the marker, kept for last
-        self.files = self.pending = self.same = 0
+        self.files = self.pending = self.same = self.entered = 0
+        # The destination names its source listing accounts for, until `leave` keeps or
+        # drops them (`Pass.listings`); `entered` counts the subdirectories entered.
+        self.listing: Collection[str] = ()
         # The change cache's group for this directory (parsed by `open_group`, only read)
         # and the one this pass makes; `same` counts the files `unchanged` vouched for.
         self.cached: Group = _NO_GROUP

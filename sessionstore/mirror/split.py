@@ -38,7 +38,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import TYPE_CHECKING, NoReturn
 
 from sessionstore._orjson import orjson
@@ -91,7 +91,7 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
-def plan(stored: dict[str, str], min_groups: int) -> str | None:
+def plan(stored: Collection[str], min_groups: int) -> str | None:
     """The destination rel of the directory to split at, or None (too small to pay).
 
     From the cache's directory names only: each level's subdirectories are

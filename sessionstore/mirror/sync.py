@@ -20,7 +20,7 @@ from sessionstore._orjson import orjson
 from sessionstore.errors import RedactionUnsafe
 from sessionstore.format.names import MARKERS
 from sessionstore.mirror import copy as rd
-from sessionstore.mirror.cache import ENTRY_LEN, Stored, is_entry, parse_group
+from sessionstore.mirror.cache_file import ENTRY_LEN, Group, Stored, is_entry
 from sessionstore.mirror.report import PassReport
 from sessionstore.storage.local_tree import LocalDir, LocalTree, describe
 from sessionstore.storage.tree import Sealed, Writer
@@ -46,8 +46,8 @@ class FileOps:
     tree: DestTree
     report: PassReport
     groups: dict[str, Stored]  # the new cache, by directory (`open_group`, `close_group`)
-    stored: dict[str, str]  # the trusted cache's groups, else none
-    encoded: bool  # a stored group may hold an encoded name
+    stored: dict[str, int]  # the trusted cache's groups by reference, else none
+    read_group: Callable[[int], Group]  # a stored group, parsed (`Cache.parsed`)
     regrouped: bool  # some directory's new group is not its stored one
     diverged: dict[str, list[str]]
     dest_entry: Callable[[LocalDir, str, str], os.stat_result | None]  # tree.entry, bound once
@@ -95,14 +95,14 @@ class FileOps:
         """On entering a directory: its stored group parsed, its new one registered."""
         stored = self.stored.get(frame.rel)
         if stored is not None:
-            frame.cached = parse_group(stored, self.encoded)
+            frame.cached = self.read_group(stored)
         self.groups[frame.rel] = frame.entries
 
     def close_group(self, frame: Frame) -> None:
         """On leaving it: the stored text itself if all its files, and no others, are unchanged."""
         cached = frame.cached
         if cached and frame.same == len(cached) == len(frame.entries):
-            self.groups[frame.rel] = self.stored[frame.rel]  # equal by identity, not re-encoded
+            self.groups[frame.rel] = self.stored[frame.rel]  # the same reference: kept as read
         elif cached or frame.entries:
             self.regrouped = True
 

@@ -9,7 +9,7 @@ dry run's `fill` writes (the bytes counted, the redacted size, not kept).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from sessionstore.storage.tree import Sealed
@@ -61,8 +61,8 @@ class DryChanges:
     def sweep(self, d: Any) -> None:
         pass
 
-    def put_root_file(self, name: str, data: bytes, mode: int) -> None:
-        pass
+    def put_root_file(self, name: str, chunks: Iterable[bytes], mode: int) -> None:
+        pass  # not even consumed: the old file it reads from stays as it is
 
     def set_flag(self, name: str) -> None:
         pass

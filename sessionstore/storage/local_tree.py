@@ -13,7 +13,7 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from sessionstore._fs import read as fsread
@@ -33,7 +33,25 @@ from sessionstore.storage.tree import Sealed, Writer
 if TYPE_CHECKING:
     from sessionstore.storage.tree import Tree
 
-__all__ = ["OPEN_DIR", "UNKNOWN", "LocalDir", "LocalTree", "describe"]
+__all__ = ["OPEN_DIR", "UNKNOWN", "FdFile", "LocalDir", "LocalTree", "describe"]
+
+
+class FdFile:
+    """A `RootFile` on an open fd: positional reads, so a forked verifier shares it safely."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd: int | None = fd
+        self.size = size
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        if self.fd is None:
+            raise OSError(errno.EBADF, "the file was closed")
+        return os.pread(self.fd, n, offset)
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
 
 
 class LocalTree(LocalSync):
@@ -116,18 +134,21 @@ class LocalTree(LocalSync):
         own = os.fstat(self.root.fd)
         return own.st_dev, own.st_ino
 
-    def read_root_file(self, name: str) -> bytes | None:
-        """The bytes of a regular file at the root (never a symlink, never a fifo), else None."""
+    def open_root_file(self, name: str) -> FdFile | None:
+        """A regular file at the root (never a symlink, never a fifo) read by `pread`, else None.
+
+        The open file is the one read to the end, whatever replaces its name meanwhile.
+        """
         fd = self.open_file(self.root, name)
         if fd is None:
             return None
         try:
-            with os.fdopen(fd, "rb") as f:
-                return f.read()
+            return FdFile(fd, os.fstat(fd).st_size)
         except OSError:
+            os.close(fd)
             return None
 
-    def put_root_file(self, name: str, data: bytes, mode: int) -> None:
+    def put_root_file(self, name: str, chunks: Iterable[bytes], mode: int) -> None:
         """Replace a file at the root atomically; its bytes are durable, not the rename.
 
         The root is not fsynced for it (as before the Tree): the one caller, the
@@ -135,7 +156,8 @@ class LocalTree(LocalSync):
         """
         assert self.root.fd is not None
         with AtomicFile(name, mode, durable=self.durable, sync_dir=False, dir_fd=self.root.fd) as f:
-            f.write(data)
+            for chunk in chunks:
+                f.write(chunk)
 
     def set_flag(self, name: str) -> None:
         """Create an empty file at the root if absent (the in-progress flag); durable if asked."""

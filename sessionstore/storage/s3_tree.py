@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +42,7 @@ from sessionstore.storage.s3_tree_io import (
     object_stat,
     put_later,
 )
-from sessionstore.storage.tree import ErrorSink, Sealed, Writer
+from sessionstore.storage.tree import BytesFile, ErrorSink, Sealed, Writer
 
 if TYPE_CHECKING:
     from sessionstore.storage.tree import Tree
@@ -151,7 +151,8 @@ class S3Tree:
     def close_file(self, fd: int) -> None:
         self.readers.pop(fd, None)
 
-    def read_root_file(self, name: str) -> bytes | None:
+    def open_root_file(self, name: str) -> BytesFile | None:
+        """The object fetched whole (one GET, its ETag kept for `put_root_file`'s condition)."""
         result = fetch(self.dest, name, lambda problem: self.error(name, problem))
         if result is None:
             self.etags[name] = None
@@ -162,15 +163,16 @@ class S3Tree:
             self.error(name, self.dest.problem(exc, name))
             return None
         self.etags[name] = result.meta["e_tag"]
-        return data
+        return BytesFile(data)
 
     # -- changing --------------------------------------------------------------------
 
-    def put_root_file(self, name: str, data: bytes, mode: int) -> None:
+    def put_root_file(self, name: str, chunks: Iterable[bytes], mode: int) -> None:
         """Replace a root object only if it is still the one read (`OSError` if not)."""
         import obstore
         from obstore import exceptions as oe
 
+        data = b"".join(chunks)  # one conditional PUT of the whole body
         etag = self.etags.get(name)
         condition: Any = {"e_tag": etag} if etag else "create"
         try:

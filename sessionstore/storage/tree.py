@@ -31,7 +31,7 @@ a pass is refused before anything is written to it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol, TypeVar
 
 ErrorSink = Callable[[str, str], None]  # (destination path, one-line problem)
@@ -41,6 +41,33 @@ class Writer(Protocol):
     """What `commit_file`'s `fill` writes the bytes into (a local `AtomicFile`, an upload)."""
 
     def write(self, data: bytes | memoryview, /) -> None: ...
+
+
+class RootFile(Protocol):
+    """A file at the root read by offset (the change cache: each directory's part when
+    the pass reaches it, never the whole file at once)."""
+
+    size: int  # when it was opened
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        """Up to `n` bytes at `offset` (fewer only at the end; `OSError` if unreadable)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class BytesFile:
+    """A `RootFile` held in memory: an object fetched whole, or a file's bytes rebuilt."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.size = len(data)
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        return self.data[offset : offset + n]
+
+    def close(self) -> None:
+        self.data = b""
 
 
 class Sealed(Exception):
@@ -114,12 +141,15 @@ class Tree(Protocol[D]):
         """Release a handle from `open_file`."""
         ...
 
-    def read_root_file(self, name: str) -> bytes | None:
-        """A whole small regular file at the root (the change cache), else None."""
+    def open_root_file(self, name: str) -> RootFile | None:
+        """A regular file at the root (the change cache), open for reads by offset, else None."""
         ...
 
-    def put_root_file(self, name: str, data: bytes, mode: int) -> None:
-        """Replace a file at the root atomically."""
+    def put_root_file(self, name: str, chunks: Iterable[bytes], mode: int) -> None:
+        """Replace a file at the root atomically with the concatenated `chunks`.
+
+        An error raised while `chunks` is consumed propagates and leaves the old file.
+        """
         ...
 
     def commit_file(
