@@ -409,7 +409,9 @@ def _scale_row(
     cmds += [("python", [sys.executable, "-c", "pass"])]  # the floors' start-up
     cmds += [("checks", [sys.executable, "-c", CHECKS, str(src), str(work / "dst-ss"), str(n)])]
     if args.against is not None:  # the other checkout: its own copy, in the same rounds
-        other = ["env", f"PYTHONPATH={args.against.resolve()}", sys.executable, "-m"]
+        # -P: `-m` would put the current directory first on sys.path, and from this
+        # checkout's root that is this checkout, not the other one (as it was until -P).
+        other = ["env", f"PYTHONPATH={args.against.resolve()}", sys.executable, "-P", "-m"]
         other += ["sessionstore", "mirror"]
         timed([*other, str(src), str(work / "dst-other"), "--once", "--no-fsync"], label="copy")
         cmds += [("other", [*other, str(src), str(work / "dst-other"), "--once"])]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tracemalloc
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -23,7 +24,7 @@ import orjson
 import pytest
 from mirror_helpers import SourceReads, dest_state, run, settle, write
 
-from sessionstore.mirror.cache import CACHE_NAME
+from sessionstore.mirror.cache import CACHE_NAME, Cache
 from sessionstore.mirror.mirror import Mirror
 
 pytestmark = pytest.mark.timeout(60)
@@ -449,3 +450,31 @@ def test_a_value_that_is_no_entry_is_dropped_and_the_cache_converges(src: Path, 
     data = (dst / CACHE_NAME).read_bytes()
     assert run(src, dst, delete=True).unchanged == 13
     assert (dst / CACHE_NAME).read_bytes() == data
+
+
+def test_writing_the_cache_holds_about_its_own_bytes(
+    tmp_path: Path, dst: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new cache of 8,000 one-file groups is written holding a few times its own size
+    (each group's bytes sized to fit), not 4 KiB a group as orjson's results hold."""
+    src = tmp_path / "src"
+    for i in range(8000):
+        write(src / f"d{i:04}" / "f", b"x")
+    settle()
+    peaks: list[int] = []
+    real = Cache.save
+
+    def measured(self: Cache, *args: object) -> None:
+        tracemalloc.reset_peak()
+        start = tracemalloc.get_traced_memory()[0]
+        real(self, *args)  # type: ignore[arg-type]
+        peaks.append(tracemalloc.get_traced_memory()[1] - start)
+
+    monkeypatch.setattr(Cache, "save", measured)
+    tracemalloc.start()
+    try:
+        assert len(run(src, dst).copied) == 8000
+    finally:
+        tracemalloc.stop()
+    size = (dst / CACHE_NAME).stat().st_size
+    assert len(peaks) == 1 and peaks[0] < 4 * size + (2 << 20)  # + two write batches
