@@ -106,6 +106,8 @@ def main() -> int:
     parser.add_argument("--log", type=Path, default=None, help="also write the output here")
     parser.add_argument("--list", action="store_true", help="print the commands, run nothing")
     args = parser.parse_args()
+    if args.dir is not None and not args.list:
+        args.dir.mkdir(parents=True, exist_ok=True)  # each script makes its temp dirs in it
     chosen = [step for step in STEPS if not args.only or step[0] in args.only]
     log = args.log.open("w") if args.log is not None else None
     results: list[tuple[str, int, float]] = []
