@@ -120,6 +120,8 @@ def main() -> None:
         "--against", type=Path, default=None, help="also time start-up of this checkout"
     )
     args = parser.parse_args()
+    if args.dir:  # a work directory named on the command line may be new
+        args.dir.mkdir(parents=True, exist_ok=True)
     print(f"python {sys.version.split()[0]} on {platform.platform()}, {os.cpu_count()} cpus")
     base = Path(tempfile.mkdtemp(prefix="bench-cli-", dir=args.dir))
     try:

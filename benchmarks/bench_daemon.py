@@ -604,6 +604,8 @@ def main() -> None:
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-idle", action="store_true")
     args = parser.parse_args()
+    if args.dir:  # a work directory named on the command line may be new
+        args.dir.mkdir(parents=True, exist_ok=True)
     if sys.platform != "linux":
         raise SystemExit("Linux only: the probe uses inotify and CPU comes from /proc")
     if args.peer and shutil.which("rsync") is None:

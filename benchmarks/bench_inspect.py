@@ -92,6 +92,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--dir", type=Path, default=None, help="where to build (default: temp)")
     args = parser.parse_args()
+    if args.dir:  # a work directory named on the command line may be new
+        args.dir.mkdir(parents=True, exist_ok=True)
     print(f"python {sys.version.split()[0]} on {platform.platform()}, {os.cpu_count()} cpus")
     base = Path(tempfile.mkdtemp(prefix="bench-inspect-", dir=args.dir))
     try:

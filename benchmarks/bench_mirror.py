@@ -484,6 +484,8 @@ def main() -> None:
         " under each size)",
     )
     args = parser.parse_args()
+    if args.dir:  # a work directory named on the command line may be new
+        args.dir.mkdir(parents=True, exist_ok=True)
     if shutil.which("rsync") is None:
         raise SystemExit("rsync is not installed (apt-get install -y rsync)")
     if args.scale is not None:

@@ -65,6 +65,8 @@ def main() -> None:
     )
     parser.add_argument("--count", type=int, default=None, help="write N records, untimed")
     args = parser.parse_args()
+    if args.dir:  # a work directory named on the command line may be new
+        args.dir.mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="bench-store-", dir=args.dir))
     if args.count is not None:
         session = Store(base / "store").create()

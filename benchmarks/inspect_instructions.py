@@ -43,6 +43,8 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=40)
     parser.add_argument("--trials", type=int, default=50)
     args = parser.parse_args()
+    if args.dir:  # a work directory named on the command line may be new
+        args.dir.mkdir(parents=True, exist_ok=True)
     tool = counter()
     work = Path(tempfile.mkdtemp(prefix="inspect-instr-", dir=args.dir))
     try:

@@ -102,6 +102,8 @@ def main() -> None:
         "--exclude", action="append", default=[], metavar="PATTERN", help="exclusion pattern"
     )
     args = parser.parse_args()
+    if args.dir:  # a work directory named on the command line may be new
+        args.dir.mkdir(parents=True, exist_ok=True)
     tool = counter()
     work = Path(tempfile.mkdtemp(prefix="noop-instr-", dir=args.dir))
     try:

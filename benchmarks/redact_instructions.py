@@ -133,6 +133,8 @@ def main() -> None:
         "--peer", default="HS", choices=["HS", "AC lf", "AC ovl"], help="the raw scan (default HS)"
     )
     args = parser.parse_args()
+    if args.dir:  # a work directory named on the command line may be new
+        args.dir.mkdir(parents=True, exist_ok=True)
     if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
         raise SystemExit("valgrind is not installed; use bench_redact.py")
     work = Path(tempfile.mkdtemp(prefix="redact-instr-", dir=args.dir))
