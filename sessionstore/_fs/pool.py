@@ -2,8 +2,8 @@
 
 `Pool.submit(task)` queues a task; at most `threads` threads run `task.work()`
 (started as the queue needs them), and each finished task comes back, in the
-order the tasks finish, from `Pool.next()` (blocking) or `Pool.ready()`
-(without waiting), with any exception it raised in `task.error`. The caller
+order the tasks finish, from `Pool.next()` (blocking), with any exception
+it raised in `task.error`. The caller
 owns the bookkeeping: the pool keeps no task once it is handed back.
 
 Not `concurrent.futures`: a future per fsync costs a condition variable and
@@ -69,10 +69,6 @@ class Pool(Generic[T]):
         task = self._done.get()
         self.pending -= 1
         return task
-
-    def ready(self) -> bool:
-        """Whether a finished task is waiting to be handed back."""
-        return not self._done.empty()
 
     def close(self) -> None:
         """Stop the threads once the queue is empty (tasks still queued are run first)."""

@@ -94,6 +94,41 @@ def test_the_syscall_order_is_fsync_rename_directories_then_marker(tmp_path: Pat
     assert tree(dst) == tree(src)
 
 
+def test_files_are_written_in_rounds_and_fsynced_between_them(tmp_path: Path) -> None:
+    """A round of MAX_PENDING temps is written before the first of them is fsynced, and
+    no temp is created while any fsync of the pass runs: creates beside running fsyncs
+    are what made the pipeline slower (docs/benchmarks.md)."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    count = 3 * local_tree_sync.MAX_PENDING + 5
+    for n in range(count):
+        write(src / f"d{n % 7}" / f"f{n}.txt", b"%d" % n * 100)
+    settle()
+    log = tmp_path / "strace.log"
+    cmd = ["strace", "-f", "-y", "-qq", "-o", str(log), "-e", "trace=fsync,openat"]
+    args = ["mirror", str(src), str(dst), "--once"]
+    subprocess.run([*cmd, *SS, *args], check=True, capture_output=True, timeout=100)
+    running: set[str] = set()  # pids inside fsync
+    creates, first_round = 0, None
+    for line in log.read_text().splitlines():
+        m = _LINE.match(line)
+        if m is None:
+            continue
+        pid, resumed, call, rest = m.groups()
+        if call == "fsync" and resumed:
+            running.discard(pid)
+        elif call == "fsync":
+            if first_round is None and ".sstmp-" in rest:
+                first_round = creates
+            if "<unfinished" in rest:
+                running.add(pid)
+        elif call == "openat" and not resumed and "O_CREAT" in rest and ".sstmp-" in rest:
+            creates += 1
+            assert not running, f"a temp created while {len(running)} fsyncs ran: {line}"
+    assert first_round == local_tree_sync.MAX_PENDING
+    assert creates == count + 1  # and the change cache
+    assert tree(dst) == tree(src) and temps(dst) == []
+
+
 # -- faults -------------------------------------------------------------------------------
 
 
@@ -126,6 +161,38 @@ def test_a_failing_fsync_in_a_pool_thread_is_reported_for_that_file_only(
     for n in (1, 2, 3, 5, 6):
         assert (dst / "trials" / str(n) / "trial.json").read_bytes() == b'{"trial": %d}' % n
     assert temps(dst) == []
+    assert converge(src, dst, durable=True).ok and tree(dst) == tree(src)
+
+
+def test_an_unexpected_exception_in_a_round_ends_the_pass_without_its_marker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not an OSError (a bug, MemoryError) in a pool thread: the pass raises it, the
+    record of that file is not sealed, the other records are, and nothing is left
+    behind (no temp, descriptor or thread); the next pass converges."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _records(src, 6)
+    write(src / "trials" / "4" / "log.txt", b"x" * 12345)  # the size that fails
+    settle()
+    real = os.fsync
+    before_fds = len(os.listdir("/proc/self/fd"))
+
+    def fsync_(fd: int) -> None:
+        if os.fstat(fd).st_size == 12345:
+            raise RuntimeError("a bug in a pool thread")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync_)
+    with pytest.raises(RuntimeError, match="a bug in a pool thread"):
+        Mirror(src, dst).run_once()
+    monkeypatch.undo()
+    assert not (dst / "trials" / "4" / "trial.json").exists()
+    assert not (dst / "trials" / "4" / "log.txt").exists()
+    for n in (1, 2, 3, 5, 6):
+        assert (dst / "trials" / str(n) / "trial.json").read_bytes() == b'{"trial": %d}' % n
+    assert temps(dst) == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("sessionstore-fsync")]
+    assert len(os.listdir("/proc/self/fd")) == before_fds
     assert converge(src, dst, durable=True).ok and tree(dst) == tree(src)
 
 

@@ -24,6 +24,7 @@ from mirror_helpers import settle, temps, tree, write
 
 from sessionstore.mirror import split
 from sessionstore.mirror.cache import CACHE_NAME
+from sessionstore.storage import local_tree_sync
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -359,13 +360,25 @@ def test_plan_splits_where_the_cached_directories_divide() -> None:
 
 
 def test_no_fork_once_the_fsync_pool_runs(tmp_path: Path) -> None:
-    """A durable commit before the split directory starts the pool's thread: no fork then."""
+    """A round of durable commits before the split directory starts the pool's threads:
+    no fork then. A commit still waiting for its round has started none: the fork is
+    made, and the commit lands all the same."""
     src, dst, files = first_copy(tmp_path)
     durable = run_pass(src, dst, "none", "--durable")
     assert durable["forks"] == 1 and durable["report"]["unchanged"] == len(files)
     write(src / "top.txt", b"a file at the root, committed before the walk goes down")
     settle()
     result = run_pass(src, dst, "none", "--durable")
-    assert result["forks"] == 0
+    assert result["forks"] == 1
     assert result["report"]["copied"] == ["top.txt"]
     assert result["report"]["unchanged"] == len(files)
+    assert (dst / "top.txt").read_bytes() == (src / "top.txt").read_bytes()
+    top = [f"top{i}.txt" for i in range(local_tree_sync.MAX_PENDING)]  # one whole round
+    for name in top:
+        write(src / name, name.encode())
+    settle()
+    result = run_pass(src, dst, "none", "--durable")
+    assert result["forks"] == 0
+    assert sorted(result["report"]["copied"]) == sorted(top)
+    assert result["report"]["unchanged"] == len(files) + 1
+    assert tree(dst) == tree(src) and not temps(dst)
