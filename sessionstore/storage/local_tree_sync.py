@@ -51,9 +51,10 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sessionstore._fs.atomic import fsync_dir, publish_once
+from sessionstore._fs.atomic import publish_once
 from sessionstore._fs.pool import Pool
-from sessionstore.storage.local_tree_dirs import _OPEN, _UNKNOWN, LocalDir, LocalDirs, describe
+from sessionstore.storage.local_tree_dirs import _UNKNOWN, LocalDir, LocalDirs, describe
+from sessionstore.storage.local_tree_jobs import DIR, FILE, MARKER, Job
 
 if TYPE_CHECKING:
     from sessionstore._fs.atomic import AtomicFile
@@ -64,75 +65,6 @@ if TYPE_CHECKING:
 POOL_THREADS = 16
 MAX_PENDING = 64  # commits in a round: each holds an open temp file until it is renamed
 MAX_HELD = 256  # directories kept open past the walk, plus markers waiting for their link
-
-_FILE, _MARKER, _DIR = range(3)
-
-
-class _Job:
-    """One thing for the pool: a temp file's fsync (and a file's rename), or a directory's."""
-
-    __slots__ = ("close", "d", "error", "fd", "kind", "moved", "name", "out", "root")
-
-    def __init__(
-        self, kind: int, d: LocalDir, name: str, out: AtomicFile | None, fd: int = -1
-    ) -> None:
-        self.kind = kind
-        self.d = d
-        self.name = name
-        self.out = out
-        self.fd = fd  # a directory job's fd (an `O_PATH` one is reopened to be fsynced)
-        self.close = False  # ... which the job closes once fsynced
-        self.root: LocalDir | None = None  # a file job's: its chain is checked up to there
-        self.moved = False  # the file's directory was not in place: not renamed
-        self.error: Exception | None = None
-
-    @property
-    def rel(self) -> str:
-        return f"{self.d.rel}/{self.name}" if self.d.rel else self.name
-
-    def work(self) -> None:
-        """In a pool thread: the fsync; for a file, then its rename if its directory is in place."""
-        out = self.out
-        if out is None:
-            try:
-                fsync_dir(".", dir_fd=self.fd)
-            finally:
-                if self.close:
-                    os.close(self.fd)
-            return
-        out.sync()
-        if self.root is not None:
-            if in_place(self.d, self.root):
-                out.commit()  # fsynced already: only the rename (the temp is removed on failure)
-            else:
-                self.moved = True
-
-
-def in_place(d: LocalDir, root: LocalDir) -> bool:
-    """`LocalDirs.check` without its side effects, for a pool thread: `d`'s chain in place?
-
-    Reads only (the fds on the chain are held open by the pending commit, and
-    each directory's identity was taken by the `check` before its temp was
-    created); a directory found moved is left to `check`, in the caller's
-    thread, to report and mark.
-    """
-    node = d
-    while node.parent is not None:
-        if node.state != _OPEN or node.ident is None:
-            return False
-        parent_fd = node.parent.fd
-        if parent_fd is None:
-            return False
-        try:
-            here = os.stat(node.name, dir_fd=parent_fd, follow_symlinks=False)
-        except OSError:
-            return False
-        if (here.st_dev, here.st_ino) != node.ident:
-            return False
-        if node is root:
-            break
-        node = node.parent
-    return True
 
 
 class LocalSync(LocalDirs):
@@ -148,16 +80,16 @@ class LocalSync(LocalDirs):
         self.declined: dict[str, int] = {}  # markers not linked -> `blockers` (0: name taken)
         self._lost: set[str] = set()  # the directories in `failed`
         self._synced: set[str] = set()  # directories fsynced in this pass (and unchanged since)
-        self._pool: Pool[_Job] | None = None
+        self._pool: Pool[Job] | None = None
         self._holds: dict[LocalDir, int] = {}  # directory -> pending commits at or below it
         self._orphans: set[LocalDir] = set()  # held directories nobody else will close
-        self._links: list[_Job] = []  # markers fsynced, waiting for `flush`
-        self._round: list[_Job] = []  # jobs for the next round, not on the pool yet
+        self._links: list[Job] = []  # markers fsynced, waiting for `flush`
+        self._round: list[Job] = []  # jobs for the next round, not on the pool yet
         self._in_round = False
 
     # -- handing work to the pool -------------------------------------------------------
 
-    def _submit(self, job: _Job) -> None:
+    def _submit(self, job: Job) -> None:
         """Add `job` to the round; a full round runs now (unless one is running)."""
         self._round.append(job)
         if len(self._round) >= MAX_PENDING and not self._in_round:
@@ -199,14 +131,14 @@ class LocalSync(LocalDirs):
         while node is not None and node is not self.root:
             holds[node] = holds.get(node, 0) + 1
             node = node.parent
-        job = _Job(_MARKER if marker else _FILE, d, name, out)
+        job = Job(MARKER if marker else FILE, d, name, out)
         if not marker:
             job.root = self.root
         self._submit(job)
 
     # -- what comes back ------------------------------------------------------------------
 
-    def _reap(self, job: _Job) -> None:
+    def _reap(self, job: Job) -> None:
         """Finish one job in the caller's thread (waiting for it if needed)."""
         failure = job.error
         out = job.out
@@ -223,7 +155,7 @@ class LocalSync(LocalDirs):
                 self._release(job.d)
             raise failure
         exc: OSError | None = failure
-        if job.kind == _DIR:
+        if job.kind == DIR:
             if exc is None:
                 self._synced.add(job.d.rel)
             else:
@@ -235,7 +167,7 @@ class LocalSync(LocalDirs):
         if exc is not None:
             out.discard()
             self._fail(job, exc)
-        elif job.kind == _MARKER:
+        elif job.kind == MARKER:
             self._links.append(job)
             return  # still held, until `flush` links it
         elif job.moved and not self.check(job.d):  # reports and marks the one that moved
@@ -251,7 +183,7 @@ class LocalSync(LocalDirs):
                 self._touch(job.d)  # renamed
         self._release(job.d)
 
-    def _fail(self, job: _Job, exc: OSError) -> None:
+    def _fail(self, job: Job, exc: OSError) -> None:
         self.failed.add(job.rel)
         self.error(job.rel, describe(exc))
 
@@ -288,7 +220,7 @@ class LocalSync(LocalDirs):
                 count += 1
         return count
 
-    def _link(self, job: _Job) -> None:
+    def _link(self, job: Job) -> None:
         """Publish a fsynced marker (everything before it is durable), unless it must wait."""
         out, d = job.out, job.d
         assert out is not None and d.fd is not None
@@ -337,7 +269,7 @@ class LocalSync(LocalDirs):
             for job in links:
                 self._link(job)
 
-    def _not_synced(self, links: list[_Job]) -> set[LocalDir]:
+    def _not_synced(self, links: list[Job]) -> set[LocalDir]:
         """The directories from the root down to each marker not fsynced in this pass."""
         found: set[LocalDir] = set()
         done = self._synced
@@ -356,7 +288,7 @@ class LocalSync(LocalDirs):
         fd = d.fd
         if fd is None:
             return
-        job = _Job(_DIR, d, "", None, fd)
+        job = Job(DIR, d, "", None, fd)
         if close:
             d.fd = None
             d.state = _UNKNOWN
