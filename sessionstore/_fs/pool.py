@@ -43,16 +43,27 @@ class Pool(Generic[T]):
         self.pending = 0  # submitted and not handed back yet
 
     def submit(self, task: T) -> None:
-        """Queue `task`; a thread is started while fewer run than tasks wait."""
-        self.pending += 1
-        self._todo.put(task)
+        """Queue `task`; a thread is started first while fewer run than tasks wait.
+
+        Raises with nothing queued, so the caller still owns `task`: a thread
+        that cannot start (a process at its limit) is an error only when no
+        thread runs (the ones that do will run the queue); nothing that can
+        raise (no call into Python code) comes after the queueing.
+        """
         threads = self._threads
-        if len(threads) < self._max and len(threads) < self.pending:
+        if len(threads) < self._max and len(threads) <= self.pending:
             thread = threading.Thread(
                 target=self._run, name=f"{self._name}-{len(threads)}", daemon=True
             )
-            thread.start()
-            threads.append(thread)
+            try:
+                thread.start()
+            except RuntimeError:  # "can't start new thread"
+                if not threads:
+                    raise
+            else:
+                threads.append(thread)
+        self._todo.put(task)
+        self.pending += 1
 
     def _run(self) -> None:
         get, put = self._todo.get, self._done.put

@@ -131,16 +131,18 @@ class Pass(FileOps):
                         visit_subtree(self, root_fd, parts)
                 finish_pass(self)
         finally:
-            if self.verifier is not None:
-                self.verifier.close()
-            if self.cache is not None:
-                self.cache.close()
-            self.tree.close_all()
-            os.close(root_fd)
-            # The tree holds bound methods of the pass (`error`, `touch`): without this the
-            # pass, its cache and its listings would wait for the collector.
-            self.__dict__.pop("dest_entry", None)
-            del self.tree
+            try:
+                if self.verifier is not None:
+                    self.verifier.close()
+                if self.cache is not None:
+                    self.cache.close()
+                self.tree.close_all()
+            finally:  # also when closing raised
+                os.close(root_fd)
+                # The tree holds bound methods of the pass (`error`, `touch`): without
+                # this the pass, its cache and its listings would wait for the collector.
+                self.__dict__.pop("dest_entry", None)
+                del self.tree
 
     def start(self, *, full: bool) -> None:
         """What the pass needs to know about the destination root before the walk.
@@ -301,10 +303,14 @@ class Pass(FileOps):
         frame.record = None
 
     def release(self, frame: Frame) -> None:
-        self.tree.close(frame)
-        if frame.src_name is not None:
-            os.close(frame.src_fd)
-        frame.record = None  # see `leave`
+        """Close what `frame` holds; safe twice (an exception may come between)."""
+        try:
+            self.tree.close(frame)
+        finally:
+            if frame.src_name is not None and frame.src_fd >= 0:
+                os.close(frame.src_fd)
+                frame.src_fd = -1
+            frame.record = None  # see `leave`
 
     def not_excluded(self, frame: Frame, entries: list[os.DirEntry[str]]) -> list[os.DirEntry[str]]:
         """The entries of `frame`'s source directory that --exclude leaves to mirror."""
@@ -353,7 +359,12 @@ class Pass(FileOps):
             return None
         entered = Frame(frame, dname, drel, fd, e.name, frame.src_name, frame)
         self.tree.open_below(frame, entered)  # parents first, before any of its files
-        if self.enter(entered):
+        try:
+            listed = self.enter(entered)
+        except BaseException:  # not on the walk's stack yet: nobody else would close it
+            self.release(entered)
+            raise
+        if listed:
             frame.entered += 1
             return entered
         frame.pending += 1

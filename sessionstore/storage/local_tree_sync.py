@@ -86,13 +86,18 @@ class LocalSync(LocalDirs):
         self._links: list[Job] = []  # markers fsynced, waiting for `flush`
         self._round: list[Job] = []  # jobs for the next round, not on the pool yet
         self._in_round = False
+        self._raised = False  # a round raised: the pass unwinds
 
     # -- handing work to the pool -------------------------------------------------------
 
     def _submit(self, job: Job) -> None:
-        """Add `job` to the round; a full round runs now (unless one is running)."""
+        """Add `job` to the round; a full round runs now (unless one is running).
+
+        Not after a round raised: the pass is unwinding, closing directories
+        (which adds their fsyncs here); `flush` (from `close_all`) tries again.
+        """
         self._round.append(job)
-        if len(self._round) >= MAX_PENDING and not self._in_round:
+        if len(self._round) >= MAX_PENDING and not self._in_round and not self._raised:
             self._run_round()
 
     def _run_round(self) -> None:
@@ -109,12 +114,20 @@ class LocalSync(LocalDirs):
                     if pool is None:
                         pool = self._pool = Pool(POOL_THREADS, "sessionstore-fsync")
                     jobs, self._round = self._round, []
-                    for job in jobs:
-                        pool.submit(job)
+                    queued = 0
+                    try:
+                        for job in jobs:
+                            pool.submit(job)  # queues it, or raises with nothing queued
+                            queued += 1
+                    finally:  # what did not reach the pool is the round's again, never lost
+                        self._round[:0] = jobs[queued:]
                 elif pool is None or not pool.pending:  # (pending: a round cut short)
                     return
                 while pool.pending:
                     self._reap(pool.next())
+        except BaseException:
+            self._raised = True
+            raise
         finally:
             self._in_round = False
 
@@ -125,7 +138,11 @@ class LocalSync(LocalDirs):
         `d` and its parents stay open until the temp is published or dropped.
         """
         if len(self._orphans) + len(self._links) > MAX_HELD:
-            self.flush()
+            try:
+                self.flush()
+            except BaseException:
+                out.discard()  # not the round's yet: nobody else would
+                raise
         node: LocalDir | None = d
         holds = self._holds
         while node is not None and node is not self.root:
@@ -266,8 +283,17 @@ class LocalSync(LocalDirs):
                     self._sync(d, close=False)
                 continue
             links, self._links = self._links, []
-            for job in links:
-                self._link(job)
+            taken = 0
+            try:
+                for job in links:
+                    taken += 1  # first: `_link` drops its temp whatever happens
+                    self._link(job)
+            except BaseException:  # a link that raised (a round it ran): the rest wait again
+                for job in links[:taken]:
+                    assert job.out is not None
+                    job.out.discard()  # (again: safe) also if `_link` never began
+                self._links[:0] = links[taken:]
+                raise
 
     def _not_synced(self, links: list[Job]) -> set[LocalDir]:
         """The directories from the root down to each marker not fsynced in this pass."""

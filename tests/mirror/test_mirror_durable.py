@@ -15,12 +15,15 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mirror_helpers import converge, settle, temps, tree, write
 
+from sessionstore._fs.pool import Pool
 from sessionstore.mirror.mirror import Mirror
 from sessionstore.storage import local_tree_sync
+from sessionstore.storage.local_tree_jobs import Job
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -194,6 +197,164 @@ def test_an_unexpected_exception_in_a_round_ends_the_pass_without_its_marker(
     assert not [t for t in threading.enumerate() if t.name.startswith("sessionstore-fsync")]
     assert len(os.listdir("/proc/self/fd")) == before_fds
     assert converge(src, dst, durable=True).ok and tree(dst) == tree(src)
+
+
+def _fd_path(fd: int | None) -> str:
+    return os.readlink(f"/proc/self/fd/{fd}")
+
+
+def _logged(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Record each fsync (after it returned) and each link, by path, in order."""
+    events: list[tuple[str, str]] = []
+    fsync, link = os.fsync, os.link
+
+    def fsync_(fd: int) -> None:
+        path = _fd_path(fd)
+        fsync(fd)
+        events.append(("fsync", path))
+
+    def link_(src: str, dst: str, *, src_dir_fd: int, dst_dir_fd: int) -> None:
+        link(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+        events.append(("link", f"{_fd_path(dst_dir_fd)}/{dst}"))
+
+    monkeypatch.setattr(os, "fsync", fsync_)
+    monkeypatch.setattr(os, "link", link_)
+    return events
+
+
+def _durable_before_links(events: list[tuple[str, str]], dst: Path) -> None:
+    """Every directory under each linked marker's record was fsynced before the link."""
+    for i, (kind, path) in enumerate(events):
+        if kind != "link":
+            continue
+        record = Path(path).parent
+        for d in [record, *(p for p in record.rglob("*") if p.is_dir())]:
+            assert ("fsync", str(d)) in events[:i], f"{d} not fsynced before {path}"
+
+
+def test_an_interrupt_while_a_round_is_handed_to_the_pool_loses_no_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KeyboardInterrupt inside the pool's submit, in the round of directory fsyncs that
+    the files' round left: the pass raises, and what it links on the way out is durable
+    first (no job taken off the round is lost); nothing is left behind."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    record = src / "trials" / "1"
+    for i in range(5):
+        write(record / f"sub{i}" / "x" / "y" / "f.txt", b"file %d" % i)
+    write(record / "trial.json", b'{"trial": 1}')
+    settle()
+    events = _logged(monkeypatch)
+    calls = {"n": 0}
+    submit = Pool.submit
+
+    def submit_(self: Pool[Job], task: Job) -> None:
+        calls["n"] += 1
+        if calls["n"] == 9:  # 6 temps, then the directories' fsyncs
+            raise KeyboardInterrupt
+        submit(self, task)
+
+    monkeypatch.setattr(Pool, "submit", submit_)
+    before_fds = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(KeyboardInterrupt):
+        Mirror(src, dst).run_once()
+    monkeypatch.undo()
+    assert calls["n"] > 9  # the round went on after the interrupt
+    _durable_before_links(events, dst)
+    assert temps(dst) == [] and len(os.listdir("/proc/self/fd")) == before_fds
+    assert converge(src, dst, durable=True).ok and tree(dst) == tree(src)
+
+
+def test_fsync_threads_that_cannot_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process at its thread limit: the pass goes on with the threads it has; with
+    none, it fails with nothing sealed and nothing left behind, and the next converges."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _records(src, 30)
+    start = threading.Thread.start
+    started = {"n": 0, "limit": 2}
+
+    def start_(self: threading.Thread) -> None:
+        if self.name.startswith("sessionstore-fsync"):
+            if started["n"] >= started["limit"]:
+                raise RuntimeError("can't start new thread")
+            started["n"] += 1
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start_)
+    report = Mirror(src, dst).run_once()
+    assert report.ok and started["n"] == 2 and tree(dst) == tree(src)
+    started.update(n=0, limit=0)
+    other = tmp_path / "other"
+    before_fds = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        Mirror(src, other).run_once()
+    monkeypatch.undo()
+    assert not list(other.rglob("trial.json"))
+    assert temps(other) == [] and len(os.listdir("/proc/self/fd")) == before_fds
+    assert converge(src, other, durable=True).ok and tree(other) == tree(src)
+
+
+def test_a_failure_while_markers_are_linked_leaves_no_marker_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """80 records: linking their markers queues their directories' fsyncs, a round of
+    them runs among the links, and one raises (not an OSError). The markers not linked
+    yet wait again, and are linked on the way out (their records are durable) or
+    dropped: no temp or descriptor is left; the next pass converges."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _records(src, 80)
+    fsync = os.fsync
+
+    def fsync_(fd: int) -> None:
+        path = _fd_path(fd)
+        if path == str(dst / "trials" / "3") and (dst / "trials" / "3" / "trial.json").exists():
+            raise RuntimeError("a bug in a directory's fsync after its link")
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync_)
+    before_fds = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(RuntimeError, match="after its link"):
+        Mirror(src, dst).run_once()
+    monkeypatch.undo()
+    linked = [n for n in range(1, 81) if (dst / "trials" / str(n) / "trial.json").exists()]
+    assert 3 in linked
+    assert temps(dst) == [] and len(os.listdir("/proc/self/fd")) == before_fds
+    assert Mirror(src, dst).run_once().ok and tree(dst) == tree(src)
+
+
+def test_a_failure_in_the_flush_that_too_many_held_markers_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """400 records: past MAX_HELD waiting markers, handing over the next temp flushes
+    first, and a job of that flush raises (not an OSError): the temp being handed over
+    is dropped too, nothing is left behind, the next pass converges."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _records(src, 400)
+    defer, fsync = local_tree_sync.LocalSync.defer, os.fsync
+    state = {"armed": False, "fired": False}
+
+    def defer_(self: local_tree_sync.LocalSync, *args: Any, **kw: Any) -> None:
+        state["armed"] = len(self._orphans) + len(self._links) > local_tree_sync.MAX_HELD
+        try:
+            defer(self, *args, **kw)
+        finally:
+            state["armed"] = False
+
+    def fsync_(fd: int) -> None:
+        if state["armed"] and not state["fired"]:
+            state["fired"] = True
+            raise RuntimeError("a bug in a job of the held markers' flush")
+        fsync(fd)
+
+    monkeypatch.setattr(local_tree_sync.LocalSync, "defer", defer_)
+    monkeypatch.setattr(os, "fsync", fsync_)
+    before_fds = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(RuntimeError, match="held markers' flush"):
+        Mirror(src, dst).run_once()
+    monkeypatch.undo()
+    assert state["fired"]
+    assert temps(dst) == [] and len(os.listdir("/proc/self/fd")) == before_fds
+    assert Mirror(src, dst).run_once().ok and tree(dst) == tree(src)
 
 
 def test_a_failing_directory_fsync_holds_back_the_markers_below_it(
