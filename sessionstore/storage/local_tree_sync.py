@@ -9,11 +9,11 @@ releases the GIL; concurrent fsyncs share a journal commit, or overlap their
 cache flushes), and the caller waits for the whole round before it writes
 the next. Not a pipeline: with fsyncs running beside it the caller's own
 creates and writes slowed down (strace shows the walk waiting for each fsync
-to return before its next create; on ext4 without a journal, as measured
-here, the fsync of a new file also writes out its directory), and an initial
-copy of 8,000 / 50,000 files took 0.88x / 0.83x the pipeline's time in rounds
-(docs/benchmarks.md). Memory and descriptors stay bounded by a round whatever
-the tree's size. The order that makes a commit durable is kept, only the
+to return before its next create; on an ext4 mounted without a journal, as
+this VM's is, the fsync of a new file also writes out its directory), and an
+initial copy of 8,000 / 50,000 files took 0.88x / 0.83x the pipeline's time
+in rounds (docs/benchmarks.md). Memory and descriptors stay bounded by a
+round whatever the tree's size. The order that makes a commit durable is kept, only the
 waits overlap:
 
 - a file is renamed into place by the pool thread that fsynced it, after
