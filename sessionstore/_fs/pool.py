@@ -2,9 +2,9 @@
 
 `Pool.submit(task)` queues a task; at most `threads` threads run `task.work()`
 (started as the queue needs them), and each finished task comes back, in the
-order the tasks finish, from `Pool.next()` (blocking), with any exception
-it raised in `task.error`. The caller
-owns the bookkeeping: the pool keeps no task once it is handed back.
+order the tasks finish, from `Pool.next()` (blocking), with any exception it
+raised in `task.error`. The caller owns the bookkeeping: the pool keeps no
+task once it is handed back.
 
 Not `concurrent.futures`: a future per fsync costs a condition variable and
 its wake-ups, and the threads then fight the caller for the GIL (measured:
