@@ -157,22 +157,32 @@ def depth_of(root: Path, name: str = "d") -> int:
 
 
 def remove_deep(root: Path, name: str = "d") -> None:
-    """Remove what `make_deep` built, bottom up (shutil.rmtree recurses per level)."""
-    fds = [os.open(root, os.O_RDONLY | os.O_DIRECTORY)]
+    """Remove what `make_deep` built, a level at a time from the top, through one dir fd.
+
+    Not bottom up with a descriptor per level: a user at the default limit of
+    1,024 cannot hold 10,000 (and shutil.rmtree recurses per level). Each step
+    moves `name/name` up beside `name`, removes the emptied `name` and renames
+    the moved one into its place.
+    """
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         while True:
             try:
-                fds.append(os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fds[-1]))
+                os.rename(f"{name}/{name}", ".deeper", src_dir_fd=fd, dst_dir_fd=fd)
             except FileNotFoundError:
                 break
-        for entry in os.listdir(fds[-1]):
-            os.unlink(entry, dir_fd=fds[-1])
-        while len(fds) > 1:
-            os.close(fds.pop())
-            os.rmdir(name, dir_fd=fds[-1])
+            os.rmdir(name, dir_fd=fd)
+            os.rename(".deeper", name, src_dir_fd=fd, dst_dir_fd=fd)
+        if os.path.lexists(root / name):  # the bottom level, with its file
+            bottom = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            try:
+                for entry in os.listdir(bottom):
+                    os.unlink(entry, dir_fd=bottom)
+            finally:
+                os.close(bottom)
+            os.rmdir(name, dir_fd=fd)
     finally:
-        for fd in fds:
-            os.close(fd)
+        os.close(fd)
     root.rmdir()
 
 

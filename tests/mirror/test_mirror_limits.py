@@ -66,7 +66,7 @@ def max_rss_mib(*args: str | Path, timeout: float = 120) -> tuple[int, float]:
 
 @pytest.fixture
 def runaway(src: Path, dst: Path) -> Iterator[Path]:
-    """A 10,000-level `src/runaway/d/d/...`, removed bottom up afterwards (from dst too)."""
+    """A 10,000-level `src/runaway/d/d/...`, removed afterwards (from dst too)."""
     make_deep(src / "runaway", LEVELS)
     yield src / "runaway"
     remove_deep(src / "runaway")
