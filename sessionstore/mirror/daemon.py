@@ -164,13 +164,15 @@ class Daemon:
 
         A file written just before the stop is usually too recent to trust
         (the racy rule); waiting a few milliseconds for it to settle is what
-        makes "nothing written before the stop is lost" true. A file that
+        makes "nothing written before the stop is lost" true. A record's marker
+        is such a file too: held back as unstable while its files are settled,
+        it is waited for the same way (`PassReport.settling`). A file that
         keeps changing is reported unstable in the last report.
         """
         deadline = time.monotonic() + self.config.final_grace
         delay = self.config.retry_min
         report = self._pass(None, "final")
-        while report.unstable and time.monotonic() + delay < deadline:
+        while report.settling and time.monotonic() + delay < deadline:
             time.sleep(delay)
             delay = min(delay * 2, self.config.retry_max)
             report = self._pass(None, "final")

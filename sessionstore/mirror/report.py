@@ -6,6 +6,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+# The reason a marker is held back with when it is itself unstable ("unstable: REASON").
+UNSTABLE_MARKER = "unstable: "
+
 
 @dataclass
 class PassReport:
@@ -39,6 +42,14 @@ class PassReport:
     def ok(self) -> bool:
         """True when no file failed because of an error (unstable and held back are fine)."""
         return not self.errors
+
+    @property
+    def settling(self) -> bool:
+        """Whether a later pass may take what this one could not: an unstable file, or a
+        marker held back because it was itself unstable (too recent, changing)."""
+        return bool(self.unstable) or any(
+            h["reason"].startswith(UNSTABLE_MARKER) for h in self.held_back
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (non-UTF-8 name bytes shown as backslash escapes)."""

@@ -21,7 +21,7 @@ from sessionstore.errors import RedactionUnsafe
 from sessionstore.format.names import MARKERS
 from sessionstore.mirror import copy as rd
 from sessionstore.mirror.cache_file import ENTRY_LEN, Group, Stored, is_entry
-from sessionstore.mirror.report import PassReport
+from sessionstore.mirror.report import UNSTABLE_MARKER, PassReport
 from sessionstore.storage.local_tree import LocalDir, LocalTree, describe
 from sessionstore.storage.tree import Sealed, Writer
 
@@ -356,7 +356,7 @@ class FileOps:
 
     def not_settled(self, drel: str, reason: str, marker: bool) -> int:
         if marker:
-            self.hold(drel, f"unstable: {reason}")
+            self.hold(drel, f"{UNSTABLE_MARKER}{reason}")
         else:
             self.unstable(drel, reason)
         return 1

@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 from cli_runner import environ, popen, run
+from mirror_helpers import write
 
 from sessionstore.errors import LockHeld
 from sessionstore.format.names import MIRROR_PID as PID_NAME
@@ -91,6 +92,27 @@ def test_final_pass_on_stop_even_when_the_body_raises(src: Path, dst: Path) -> N
         raise RuntimeError("agent crashed")
     assert content(dst / "late.txt") == b"written just before the crash"
     assert d.last_report is not None and "late.txt" in d.last_report.copied
+
+
+def test_the_final_pass_waits_for_a_marker_written_just_before_the_stop(
+    src: Path, dst: Path
+) -> None:
+    """The record's files are settled, its marker is not (written right before the stop,
+    inside the racy window): the final pass is held back as unstable, and the passes
+    after it, within the grace, seal the record (CI lost a harness's last trial so)."""
+    passes = Passes()
+    mirror = Mirror(src, dst, racy_window_ns=300_000_000)
+    record = src / "trials" / "1"
+    with running(mirror, QUIET, passes) as d:
+        eventually(lambda: passes.kinds() == ["initial"])
+        write(record / "log.txt", b"PASS\n")
+        time.sleep(0.4)  # settled: older than the window when the final pass runs
+        write(record / "trial.json", b'{"failed": false}')
+    assert content(dst / "trials" / "1" / "trial.json") == b'{"failed": false}'
+    assert d.last_report is not None and "trials/1/trial.json" in d.last_report.copied
+    held = [r for k, r in passes.items if k == "final" and r.held_back]
+    assert held and held[0].held_back[0]["reason"].startswith("unstable: ")
+    assert not held[0].unstable  # only the marker: what the old loop stopped on
 
 
 def test_watch_blocks_until_the_stop_event(src: Path, dst: Path) -> None:
