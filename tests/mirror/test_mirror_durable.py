@@ -167,6 +167,21 @@ def test_a_failing_fsync_in_a_pool_thread_is_reported_for_that_file_only(
     assert converge(src, dst, durable=True).ok and tree(dst) == tree(src)
 
 
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _fsync_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("sessionstore-fsync")]
+
+
+def _nothing_left(dst: Path, fds: int) -> None:
+    """After a pass that raised: no temp in `dst`, no descriptor open, no fsync thread."""
+    assert temps(dst) == []
+    assert _open_fds() == fds
+    assert not _fsync_threads()
+
+
 def test_an_unexpected_exception_in_a_round_ends_the_pass_without_its_marker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -178,7 +193,7 @@ def test_an_unexpected_exception_in_a_round_ends_the_pass_without_its_marker(
     write(src / "trials" / "4" / "log.txt", b"x" * 12345)  # the size that fails
     settle()
     real = os.fsync
-    before_fds = len(os.listdir("/proc/self/fd"))
+    before_fds = _open_fds()
 
     def fsync_(fd: int) -> None:
         if os.fstat(fd).st_size == 12345:
@@ -193,9 +208,7 @@ def test_an_unexpected_exception_in_a_round_ends_the_pass_without_its_marker(
     assert not (dst / "trials" / "4" / "log.txt").exists()
     for n in (1, 2, 3, 5, 6):
         assert (dst / "trials" / str(n) / "trial.json").read_bytes() == b'{"trial": %d}' % n
-    assert temps(dst) == []
-    assert not [t for t in threading.enumerate() if t.name.startswith("sessionstore-fsync")]
-    assert len(os.listdir("/proc/self/fd")) == before_fds
+    _nothing_left(dst, before_fds)
     assert converge(src, dst, durable=True).ok and tree(dst) == tree(src)
 
 
@@ -255,13 +268,13 @@ def test_an_interrupt_while_a_round_is_handed_to_the_pool_loses_no_job(
         submit(self, task)
 
     monkeypatch.setattr(Pool, "submit", submit_)
-    before_fds = len(os.listdir("/proc/self/fd"))
+    before_fds = _open_fds()
     with pytest.raises(KeyboardInterrupt):
         Mirror(src, dst).run_once()
     monkeypatch.undo()
     assert calls["n"] > 9  # the round went on after the interrupt
     _durable_before_links(events, dst)
-    assert temps(dst) == [] and len(os.listdir("/proc/self/fd")) == before_fds
+    _nothing_left(dst, before_fds)
     assert converge(src, dst, durable=True).ok and tree(dst) == tree(src)
 
 
@@ -285,12 +298,12 @@ def test_fsync_threads_that_cannot_start(tmp_path: Path, monkeypatch: pytest.Mon
     assert report.ok and started["n"] == 2 and tree(dst) == tree(src)
     started.update(n=0, limit=0)
     other = tmp_path / "other"
-    before_fds = len(os.listdir("/proc/self/fd"))
+    before_fds = _open_fds()
     with pytest.raises(RuntimeError, match="can't start new thread"):
         Mirror(src, other).run_once()
     monkeypatch.undo()
     assert not list(other.rglob("trial.json"))
-    assert temps(other) == [] and len(os.listdir("/proc/self/fd")) == before_fds
+    _nothing_left(other, before_fds)
     assert converge(src, other, durable=True).ok and tree(other) == tree(src)
 
 
@@ -312,13 +325,13 @@ def test_a_failure_while_markers_are_linked_leaves_no_marker_temp(
         fsync(fd)
 
     monkeypatch.setattr(os, "fsync", fsync_)
-    before_fds = len(os.listdir("/proc/self/fd"))
+    before_fds = _open_fds()
     with pytest.raises(RuntimeError, match="after its link"):
         Mirror(src, dst).run_once()
     monkeypatch.undo()
     linked = [n for n in range(1, 81) if (dst / "trials" / str(n) / "trial.json").exists()]
     assert 3 in linked
-    assert temps(dst) == [] and len(os.listdir("/proc/self/fd")) == before_fds
+    _nothing_left(dst, before_fds)
     assert Mirror(src, dst).run_once().ok and tree(dst) == tree(src)
 
 
@@ -348,12 +361,12 @@ def test_a_failure_in_the_flush_that_too_many_held_markers_start(
 
     monkeypatch.setattr(local_tree_sync.LocalSync, "defer", defer_)
     monkeypatch.setattr(os, "fsync", fsync_)
-    before_fds = len(os.listdir("/proc/self/fd"))
+    before_fds = _open_fds()
     with pytest.raises(RuntimeError, match="held markers' flush"):
         Mirror(src, dst).run_once()
     monkeypatch.undo()
     assert state["fired"]
-    assert temps(dst) == [] and len(os.listdir("/proc/self/fd")) == before_fds
+    _nothing_left(dst, before_fds)
     assert Mirror(src, dst).run_once().ok and tree(dst) == tree(src)
 
 
@@ -366,7 +379,7 @@ def test_a_failing_directory_fsync_holds_back_the_markers_below_it(
     bad = str(dst / "trials" / "2")
 
     def fsync_(fd: int) -> None:
-        if os.readlink(f"/proc/self/fd/{fd}") == bad:
+        if _fd_path(fd) == bad:
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         real(fd)
 
@@ -449,21 +462,20 @@ def test_the_pool_is_bounded_and_gone_after_the_pass(tmp_path: Path) -> None:
     for n in range(400):
         write(src / f"d{n % 40}" / f"f{n}.txt", b"%d" % n)
     settle()
-    before_fds = len(os.listdir("/proc/self/fd"))
+    before_fds = _open_fds()
     seen = {"threads": 0, "fds": 0}
 
     def sample(_rel: str) -> None:
-        pool = [t for t in threading.enumerate() if t.name.startswith("sessionstore-fsync")]
-        seen["threads"] = max(seen["threads"], len(pool))
-        seen["fds"] = max(seen["fds"], len(os.listdir("/proc/self/fd")))
+        seen["threads"] = max(seen["threads"], len(_fsync_threads()))
+        seen["fds"] = max(seen["fds"], _open_fds())
 
     report = Mirror(src, dst, _on_chunk=sample).run_once()
     assert report.ok and len(report.copied) == 400
     assert 1 <= seen["threads"] <= local_tree_sync.POOL_THREADS
     limit = local_tree_sync.MAX_PENDING + local_tree_sync.MAX_HELD + 32
     assert seen["fds"] - before_fds <= limit
-    assert not [t for t in threading.enumerate() if t.name.startswith("sessionstore-fsync")]
-    assert len(os.listdir("/proc/self/fd")) == before_fds
+    assert not _fsync_threads()
+    assert _open_fds() == before_fds
     assert tree(dst) == tree(src)
 
 
