@@ -7,41 +7,16 @@ traceback; the deep part is skipped and named, the rest exported.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import orjson
 from cli_runner import run
 from inspect_helpers import metrics, run_cli
+from mirror_helpers import make_deep, remove_deep
 
 from sessionstore.store.session import Store
 
 DEPTH = 1100
-
-
-def _remove_deep(top: Path) -> None:
-    """Remove `top/d/d/...` one level at a time (shutil.rmtree and os.walk recurse)."""
-    while (top / "d").exists():
-        os.rename(top / "d", top / "peel")
-        if (top / "peel" / "d").exists():
-            os.rename(top / "peel" / "d", top / "d")
-        for leftover in (top / "peel").iterdir():
-            leftover.unlink()
-        os.rmdir(top / "peel")
-
-
-def _deep(top: Path, depth: int) -> None:
-    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for _ in range(depth):
-            os.mkdir("d", dir_fd=fd)
-            child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = child
-        with open(os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "wb") as f:
-            f.write(b"deep\n")
-    finally:
-        os.close(fd)
 
 
 def test_a_record_deeper_than_the_recursion_limit_exports_with_the_deep_part_skipped(
@@ -51,7 +26,7 @@ def test_a_record_deeper_than_the_recursion_limit_exports_with_the_deep_part_ski
     session = Store(store).create(id="deep", pid=None)
     writer = session.trials.begin()
     writer.write_text("config.yml", "x: 1\n")
-    _deep(writer.path, DEPTH)
+    make_deep(writer.path / "d", DEPTH - 1)  # DEPTH levels of d below the record
     writer.complete(metrics(10.0))
     for args in (("--trial", "1"), ("--best",)):
         dest = tmp_path / f"out{args[0]}"
@@ -63,8 +38,9 @@ def test_a_record_deeper_than_the_recursion_limit_exports_with_the_deep_part_ski
         assert len(result.stderr.splitlines()) == 1  # one problem, one line
         assert (dest / "config.yml").read_text() == "x: 1\n"
         assert (dest / "trial.json").is_file()
-        _remove_deep(dest)
-    _remove_deep(writer.path)
+        if (dest / "d").exists():  # the levels exported above the skipped part
+            remove_deep(dest / "d")
+    remove_deep(writer.path / "d")
 
 
 SPARSE = 768 << 20  # more than the child may map; it takes no disk space in the record
