@@ -3,7 +3,7 @@
 A pass keeps a directory's listing (the names its source accounts for) only
 where it may be asked about them: a directory every entry of which is an
 unchanged file of its group or a subdirectory the pass entered keeps none,
-and `walk._Vouched` answers for it from the new groups. These tests drive
+and `finish._Vouched` answers for it from the new groups. These tests drive
 --delete through such directories: what is still in the source is never
 deleted, what is gone is, with and without redacted names.
 """
@@ -30,7 +30,8 @@ def redactor() -> Redactor:
     return r
 
 
-def tree(src: Path, top: str = "top") -> None:
+def make_source(src: Path, top: str = "top") -> None:
+    """`top` with three subdirectories of one file each, and a file at the root."""
     for i in range(3):
         write(src / top / f"d{i}" / f"f{i}.txt", f"file {i}\n".encode())
     write(src / "root.txt", b"at the root\n")
@@ -56,7 +57,7 @@ def test_a_file_still_in_the_source_is_never_deleted_below_vouched_directories(
     entered), and --delete must still find the file in the source."""
     src = tmp_path / "src"
     top = f"tok-{SECRET}" if secret else "top"
-    tree(src, top)
+    make_source(src, top)
     log = write(src / top / "d1" / "busy.log", b"x" * 8192)
     settle()
     kwargs: dict[str, object] = {"delete": True, "chunk_size": 512}
@@ -82,7 +83,7 @@ def test_what_is_gone_below_vouched_directories_is_deleted(
 ) -> None:
     src = tmp_path / "src"
     top = f"tok-{SECRET}" if secret else "top"
-    tree(src, top)
+    make_source(src, top)
     kwargs: dict[str, object] = {"delete": True}
     if secret:
         kwargs["redactor"] = redactor()
@@ -102,7 +103,7 @@ def test_a_cached_directory_whose_name_is_now_an_unchanged_file_is_not_proven_go
     `top/d1/x` (edited, or stale): the name is still in the source, so nothing under it
     is proven gone, and the group stays the mirror's."""
     src = tmp_path / "src"
-    tree(src)
+    make_source(src)
     write(src / "top" / "d1" / "x", b"a file\n")
     settle()
     run(src, dst, delete=True)
