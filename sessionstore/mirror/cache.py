@@ -19,10 +19,9 @@ parses the head alone; a directory's group is read by its offset when the
 pass enters that directory, parsed, and dropped when it leaves. So the
 memory and the load of a pass grow with the number of directories, not with
 the bytes of the cache (a no-op pass at 200k files peaks at 39 MiB, not 98).
-Groups are
-written in the order the pass entered their directories, so the next pass
-reads them front to back through one `_WINDOW` at a time, not a read per
-directory. A directory's group is referred to by an int (its offset and
+Groups are written in the order the pass entered their directories, so the
+next pass reads them front to back through one `_WINDOW` at a time, not a
+read per directory. A directory's group is referred to by an int (its offset and
 length); a group the pass finds unchanged is written back as the bytes read
 (its int is the same object: identity, not equality), never re-encoded.
 Files of version 1 (one flat object of paths) and 2 (every group a JSON string
