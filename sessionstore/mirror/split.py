@@ -7,18 +7,17 @@ whose subdirectories split the cached directories in two; when the walk has
 entered it, `start` forks a child that runs the same walk over about half of
 them while the parent walks the rest.
 
-The child writes nothing, anywhere. It only vouches: a subdirectory is *clean*
-when every file under it passed the no-read fast path, every directory's new
-cache group is the stored text itself, no stored group under it went missing,
-and nothing was reported (no skip, error, hold, unstable file or pending
-change). Whatever would do more than vouch stops that subdirectory in the
-child at once. The parent adopts the clean ones (their stored groups kept
-as they are, their files counted unchanged) and walks every other one itself,
-so a changed file is always handled by the process that writes. A child that
-fails, crashes or is killed costs only time: its whole share is walked again
-by the parent. The pipe carries indices and counts, never a name. On Linux
-the child is killed when the parent dies, so nobody waits for it (elsewhere
-it finishes its reads first).
+The child writes nothing, anywhere. It only vouches (`vouch`) for the
+directories of its share that are *clean*: every file passed the no-read fast
+path, nothing was reported and nothing is pending. The parent walks the rest
+of the share itself, adopting on its way each clean directory the child
+named (its stored groups kept as they are, its files counted unchanged)
+without listing it, so a change deep in a session costs the parent the
+directories down to it, not the session. A changed file is always handled by
+the process that writes. A child that fails, crashes or is killed costs only
+time: its whole share is walked again by the parent. The pipe carries indices
+and counts, never a name. On Linux the child is killed when the parent dies,
+so nobody waits for it (elsewhere it finishes its reads first).
 
 The fork is only made where it is safe and pays: a full local pass in a
 process with no other thread at the fork (the daemon's watcher has threads;
@@ -39,9 +38,11 @@ import signal
 import sys
 import threading
 from collections.abc import Collection, Iterable, Iterator
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 from sessionstore._orjson import orjson
+from sessionstore.mirror import vouch
+from sessionstore.mirror.vouch import WHOLE, ancestors
 
 if TYPE_CHECKING:
     from sessionstore.mirror.frame import Child, Frame
@@ -158,14 +159,6 @@ def start(run: Pass, frame: Frame, subdirs: list[Child]) -> Iterator[Child]:
     return verifier.subdirs(mine)
 
 
-class _NotClean(Exception):
-    """In the child: this subdirectory needs more than vouching; the parent walks it."""
-
-
-def _not_clean(*_args: object) -> NoReturn:
-    raise _NotClean
-
-
 class Verifier:
     """The forked child and what the parent needs to adopt its work."""
 
@@ -184,7 +177,7 @@ class Verifier:
             try:
                 os.close(read)
                 _detach(parent)
-                result = _verify(run, frame, theirs, rels)
+                result = vouch.vouch_for(run, frame, theirs, rels)
                 _write_all(write, orjson.dumps(result))
                 status = 0
             finally:
@@ -197,18 +190,26 @@ class Verifier:
         yield from mine
         clean = self.result()
         run = self.run
-        stored, groups = run.stored, run.groups
         for i, child in enumerate(self.theirs):
-            same = clean.get(i)
-            if same is None:
+            vouched = clean.get(i)
+            if vouched is None:
                 yield child
-                continue
-            for rel in self.rels[i]:
-                groups[rel] = stored[rel]  # as stored: the identity `finish` looks for
-            run.report.unchanged += same
+            elif vouched[0][0] == WHOLE:
+                _keep(run, self.rels[i], vouched[0][1])
+            else:  # the parent walks the rest; `adopt` keeps these when it reaches them
+                rels = self.rels[i]
+                tops = {rels[j]: n for j, n in vouched}
+                below: dict[str, list[str]] = {rel: [] for rel in tops}
+                for rel in rels:
+                    if (top := _top(rel, tops)) is not None:
+                        below[top].append(rel)
+                for rel, n in tops.items():
+                    run.adopted[rel] = (n, below[rel])
+                yield child
 
-    def result(self) -> dict[int, int]:
-        """The child's clean subdirectories (index -> files vouched for); {} if it failed."""
+    def result(self) -> dict[int, list[tuple[int, int]]]:
+        """What the child vouched for, by share index: (index into its stored rels, files)
+        pairs, or one `(WHOLE, files)`; {} if it failed."""
         chunks = []
         try:
             while chunk := os.read(self.read, 1 << 16):
@@ -218,11 +219,15 @@ class Verifier:
             status = self.reap()
         if status != 0:
             return {}
+        found: dict[int, list[tuple[int, int]]] = {}
         try:
-            pairs = orjson.loads(b"".join(chunks))
-            return {int(i): int(n) for i, n in pairs}
+            for i, j, n in orjson.loads(b"".join(chunks)):
+                if not (0 <= i < len(self.rels) and WHOLE <= j < len(self.rels[i])):
+                    return {}
+                found.setdefault(int(i), []).append((int(j), int(n)))
         except (orjson.JSONDecodeError, TypeError, ValueError):
             return {}
+        return found
 
     def reap(self) -> int:
         pid, self.pid = self.pid, None
@@ -257,31 +262,30 @@ def _detach(parent: int) -> None:
             os._exit(1)
 
 
-def _verify(run: Pass, frame: Frame, theirs: list[Child], rels: list[list[str]]) -> list[list[int]]:
-    """In the child: walk each subdirectory read-only; [index, files vouched for] of the clean."""
-    # Everything that would write, or report anything, stops the subdirectory instead:
-    # the pass's own decisions, and the tree's hook that runs before each of its changes.
-    for name in ("changed", "touch", "error", "unstable", "hold", "skip"):
-        setattr(run, name, _not_clean)
-    run.tree.before_change = _not_clean
-    depth = frame.rel.count("/") + 2 if frame.rel else 1
-    report, stored, groups = run.report, run.stored, run.groups
-    clean: list[list[int]] = []
-    for i, child in enumerate(theirs):
-        before, pending = report.unchanged, frame.pending
-        try:
-            entered = run.child(frame, child, depth)
-            if entered is None:
-                continue
-            run.walk(entered, depth)
-        except _NotClean:
-            continue
-        # Nothing is pending without a report or a change, which stopped it above: checked
-        # anyway, as it is what clean means. A stored group not found again as itself is
-        # a file gone or a directory not walked.
-        if frame.pending == pending and all(groups.get(rel) is stored[rel] for rel in rels[i]):
-            clean.append([i, report.unchanged - before])
-    return clean
+def _top(rel: str, tops: Collection[str]) -> str | None:
+    """The directory of `tops` that `rel` is, or is below, if any."""
+    if rel in tops:
+        return rel
+    return next((up for up in ancestors(rel) if up in tops), None)
+
+
+def _keep(run: Pass, rels: Iterable[str], files: int) -> None:
+    """In the parent: directories the child vouched for, their stored groups kept as is."""
+    stored, groups = run.stored, run.groups
+    for rel in rels:
+        groups[rel] = stored[rel]  # as stored: the identity `finish` looks for
+    run.report.unchanged += files
+
+
+def adopt(run: Pass, frame: Frame, drel: str) -> bool:
+    """In the parent, for a subdirectory of `frame` it is about to enter: whether the
+    child vouched for it (then its groups are kept and it counts as entered)."""
+    found = run.adopted.pop(drel, None)
+    if found is None:
+        return False
+    _keep(run, found[1], found[0])
+    frame.entered += 1  # its rel is a key of the groups: what `finish._Vouched` asks
+    return True
 
 
 def _write_all(fd: int, data: bytes) -> None:

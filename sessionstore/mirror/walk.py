@@ -98,6 +98,8 @@ class Pass(FileOps):
         self.src_rels: dict[str, str] = {}  # with exclude only: dest rel -> source rel
         self.split_at: str | None = None  # the directory whose subdirs `split` shares out
         self.verifier: split.Verifier | None = None
+        # Dest rel -> (files, stored rels) of directories the verifier vouched for.
+        self.adopted: dict[str, tuple[int, list[str]]] = {}
 
     # -- the pass ------------------------------------------------------------
 
@@ -328,6 +330,8 @@ class Pass(FileOps):
         `depth`: the subdirectory's level below the destination root.
         """
         e, dname, drel = child
+        if self.adopted and split.adopt(self, frame, drel):
+            return None
         ino = e.inode()
         if ino == self.dest_id[1]:
             try:

@@ -11,6 +11,7 @@ parent instead must leave no child running.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,7 +35,7 @@ pytestmark = pytest.mark.timeout(120)
 RUNNER = r"""
 import os, signal, sys, threading, time
 import orjson
-from sessionstore.mirror import split
+from sessionstore.mirror import split, vouch
 from sessionstore.mirror.mirror import Mirror
 from sessionstore.mirror.walk import Pass
 from sessionstore.redact.redactor import Redactor
@@ -76,13 +77,15 @@ elif fault == "thread":
     stop = threading.Event()
     threading.Thread(target=stop.wait, daemon=True).start()
 elif fault != "none":
-    verify = split._verify
+    verify = vouch.vouch_for
 
     def faulty(*args):
         if fault == "exit":
             os._exit(3)
         if fault == "raise":
             raise OSError("injected")
+        if fault == "bad-index":  # a directory index past its share's: nothing adopted
+            return [[0, 10**6, 1]]
         if fault.startswith("wait:"):  # pid file, then wait for the go file
             pid_file = fault[5:]
             with open(pid_file + ".tmp", "w") as f:
@@ -94,7 +97,7 @@ elif fault != "none":
                 time.sleep(0.01)
         return verify(*args)
 
-    split._verify = faulty
+    vouch.vouch_for = faulty
 redactor = None
 if "--secret" in options:
     redactor = Redactor()
@@ -239,6 +242,55 @@ def test_changes_in_either_share_are_made_by_the_writing_process(tmp_path: Path,
     assert sorted(i["path"] for i in again["skipped"]) == sorted(want["skipped"])
 
 
+DEEP = "deep/a/b/c/d"  # four directories of directories, then one with a file
+# Per case: the directories of a session in the verifier's share that the parent lists
+# itself. A directory of directories (`trials`, the deep chain) has no cached group to
+# be named by, so it is listed even when clean; its clean subdirectories are adopted.
+PARENT_LISTS = {"rewritten": 3 + 4, "deep": 6 + 1, "vanished": 2 + 4}
+
+
+@pytest.mark.parametrize("case", sorted(PARENT_LISTS))
+def test_a_session_with_one_change_is_walked_only_down_to_it(tmp_path: Path, case: str) -> None:
+    """The verifier vouches for the clean directories of a session that is not clean:
+    the parent walks from the top down to the change, not the whole session."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    files = make_source(src)
+    for s in range(SESSIONS):
+        write(src / f"s{s}/{DEEP}/f.txt", b"deep %d\n" % s)
+        files.append(f"s{s}/{DEEP}/f.txt")
+    settle()
+    assert run_pass(src, dst)["forks"] == 0
+    changed, gone = [], []
+    for s in range(SESSIONS):
+        if case == "vanished":  # the in-flight trial, directory and all
+            shutil.rmtree(src / f"s{s}/trials/{TRIALS}")
+            gone += [f"s{s}/trials/{TRIALS}/log.txt", f"s{s}/trials/{TRIALS}/progress.json"]
+        else:
+            rel = f"s{s}/trials/{TRIALS}/log.txt" if case == "rewritten" else f"s{s}/{DEEP}/f.txt"
+            write(src / rel, b"rewritten %d\n" % s)
+            changed.append(rel)
+    settle()
+    result = run_pass(src, dst, "none", "--delete")
+    assert result["forks"] == 1
+    half, per_session = SESSIONS // 2, TRIALS + 2 + 5 - (case == "vanished")
+    assert result["entered"] == 1 + half * per_session + half * PARENT_LISTS[case]
+    report = result["report"]
+    assert sorted(report["copied"]) == sorted(changed)
+    assert sorted(report["deleted"]) == sorted(gone)
+    assert report["unchanged"] == len(files) - len(changed) - len(gone)
+    for key in ("unstable", "held_back", "skipped", "errors", "diverged", "created_dirs"):
+        assert report[key] == [], key
+    assert tree(dst) == tree(src) and temps(dst) == []
+    # The cache it wrote holds every adopted directory's group: a pass in one process
+    # (one CPU: no fork) finds every file unchanged by it and rewrites nothing.
+    cache = (dst / CACHE_NAME).read_bytes()
+    again = run_pass(src, dst, "one-cpu", "--delete")
+    assert again["forks"] == 0
+    assert again["report"]["unchanged"] == len(files) - len(gone)
+    assert again["report"]["copied"] == again["report"]["deleted"] == []
+    assert (dst / CACHE_NAME).read_bytes() == cache
+
+
 def test_names_with_secrets_in_the_verifiers_share(tmp_path: Path) -> None:
     secret = "hunter2-very-secret"
     src, dst = tmp_path / "src", tmp_path / "dst"
@@ -256,7 +308,7 @@ def test_names_with_secrets_in_the_verifiers_share(tmp_path: Path) -> None:
         assert secret not in path and secret.encode() not in data
 
 
-@pytest.mark.parametrize("fault", ["exit", "raise", "no-fork", "reaped-elsewhere"])
+@pytest.mark.parametrize("fault", ["exit", "raise", "bad-index", "no-fork", "reaped-elsewhere"])
 def test_a_verifier_that_fails_costs_only_time(tmp_path: Path, fault: str) -> None:
     src, dst, files = first_copy(tmp_path)
     write(src / "s5/trials/130/log.txt", b"changed\n")
