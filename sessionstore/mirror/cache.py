@@ -20,10 +20,11 @@ pass enters that directory, parsed, and dropped when it leaves. So the
 memory and the load of a pass grow with the number of directories, not with
 the bytes of the cache (a no-op pass at 200k files peaks at 39 MiB, not 98).
 Groups are written in the order the pass entered their directories, so the
-next pass reads them front to back through one `_WINDOW` at a time, not a
-read per directory. A directory's group is referred to by an int (its offset and
-length); a group the pass finds unchanged is written back as the bytes read
-(its int is the same object: identity, not equality), never re-encoded.
+next pass reads them front to back (its forked verifier, back to front)
+through one `_WINDOW` at a time, not a read per directory. A directory's
+group is referred to by an int (its offset and length); a group the pass
+finds unchanged is written back as the bytes read (its int is the same
+object: identity, not equality), never re-encoded.
 Files of version 1 (one flat object of paths) and 2 (every group a JSON string
 of one object) are read too, once, and rewritten as 3. The bytes of the file
 are `cache_file`'s; a `Cache` is what one pass makes of it.
@@ -174,8 +175,11 @@ class Cache:
         window = self._window
         if at < 0 or at + n > len(window):
             assert self._file is not None  # a reference comes from the file
-            window = self._window = self._file.read_at(offset, max(n, _WINDOW))
-            self._start, at = offset, 0
+            # The window runs on in the direction of the walk: the forked verifier (`split`)
+            # reads its subdirectories' groups from the last one back.
+            start = max(0, offset + n - _WINDOW) if at < 0 else offset
+            window = self._window = self._file.read_at(start, max(offset + n - start, _WINDOW))
+            self._start, at = start, offset - start
         return window[at : at + n]
 
     def parsed(self, ref: int) -> Group:

@@ -1,29 +1,34 @@
-"""Half of a big pass's checks in a forked, read-only verifier.
+"""A big pass's checks shared with a forked, read-only verifier.
 
 A no-op pass is system calls: listing and stating every file on both sides. On
 two cores a second process halves the wall time, as rsync's sender and
 receiver do. `plan` picks, from the stored change cache alone, the directory
 whose subdirectories split the cached directories in two; when the walk has
-entered it, `start` forks a child that runs the same walk over about half of
-them while the parent walks the rest.
+entered it, `start` forks a child that runs the same walk over them from the
+last while the parent walks them from the first, each taking one more until
+they meet (`Claims`, in shared memory): whichever has more to do (the
+parent makes every change; the child pays for its start) takes fewer.
 
 The child writes nothing, anywhere. It only vouches (`vouch`) for the
-directories of its share that are *clean*: every file passed the no-read fast
-path, nothing was reported and nothing is pending. The parent walks the rest
-of the share itself, adopting on its way each clean directory the child
-named (its stored groups kept as they are, its files counted unchanged)
-without listing it, so a change deep in a session costs the parent the
-directories down to it, not the session. A changed file is always handled by
-the process that writes. A child that fails, crashes or is killed costs only
-time: its whole share is walked again by the parent. The pipe carries indices
-and counts, never a name. On Linux the child is killed when the parent dies,
-so nobody waits for it (elsewhere it finishes its reads first).
+directories of its subdirectories that are *clean*: every file passed the
+no-read fast path, nothing was reported and nothing is pending. Its verdict
+on each subdirectory goes up a pipe as soon as it is done; the parent reads
+them between its own subdirectories, adopts a clean subdirectory whole (its
+stored groups kept as they are, its files counted unchanged), and walks every
+other one itself, adopting on its way each clean directory the child named
+inside it without listing it: a change deep in a session costs the parent
+the directories down to it, not the session. A changed file is always
+handled by the process that writes. A verdict is complete when sent, so a
+child that fails, crashes or is killed costs only time: every subdirectory
+it sent no verdict on is walked by the parent. The pipe carries indices and
+counts, never a name. On Linux the child is killed when the parent dies, so
+nobody waits for it (elsewhere it finishes its reads first).
 
 The fork is only made where it is safe and pays: a full local pass in a
 process with no other thread at the fork (the daemon's watcher has threads;
 so may a program that uses the Python API, and a durable pass whose fsync
-pool has started), SIGCHLD at its default (else the child's status may be
-taken by someone else), more than one CPU to run on, a trusted cache, no
+pool has started), SIGCHLD at its default (else a handler of the caller's
+hears of a child it never made), more than one CPU to run on, a trusted cache, no
 sweep pending, and at least `MIN_GROUPS` cached directories (below that the
 fork costs more than the half walk saves). The child ends with
 `os._exit`: no atexit handler, flushed buffer or finalizer of the parent's
@@ -33,6 +38,7 @@ runs twice.
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import signal
 import sys
@@ -129,41 +135,32 @@ def _below(rels: Iterable[str], rel: str) -> dict[str, list[str]]:
 
 
 def start(run: Pass, frame: Frame, subdirs: list[Child]) -> Iterator[Child]:
-    """Fork the verifier for about half of `frame`'s subdirectories; the parent's iterator.
+    """Fork the verifier over `frame`'s subdirectories; the parent's iterator.
 
-    It yields the parent's share, then (after the child is done) every one of
-    the child's share that the child could not vouch for.
+    The parent takes subdirectories from the front of the listing and the child
+    from the back, each until it meets the other (`Claims`), so the process
+    with less to do takes more: the parent also makes every change. As the
+    child's verdicts arrive, the iterator adopts what it vouched for and yields
+    the rest of its subdirectories for the parent to walk.
     """
-    if not _single_threaded():
+    if len(subdirs) < 2 or not _single_threaded():
         return iter(subdirs)
     under = _below(run.stored, frame.rel)
-    weight = {dname: len(rels) for dname, rels in under.items()}
-    mine: list[Child] = []
-    theirs: list[Child] = []
-    loads = [0, 0]
-    side_of: dict[str, int] = {}
-    # Heaviest first, each to the lighter side; the parent also has the rest of the pass.
-    for child in sorted(subdirs, key=lambda c: weight.get(c[1], 0), reverse=True):
-        side = 1 if loads[1] < loads[0] and weight.get(child[1], 0) else 0
-        side_of[child[2]] = side
-        loads[side] += weight.get(child[1], 0) or 1
-    for child in subdirs:  # each share in listing order, as one process walks it
-        (theirs if side_of[child[2]] else mine).append(child)
-    if not theirs:
-        return iter(subdirs)
+    rels = [under.get(child[1], []) for child in subdirs]
     try:
-        verifier = Verifier(run, frame, theirs, [under.get(c[1], []) for c in theirs])
+        verifier = Verifier(run, frame, subdirs, rels)
     except OSError:  # no fork (EAGAIN, ENOMEM) or no pipe (EMFILE): one process walks it all
         return iter(subdirs)
     run.verifier = verifier
-    return verifier.subdirs(mine)
+    return verifier.subdirs()
 
 
 class Verifier:
     """The forked child and what the parent needs to adopt its work."""
 
-    def __init__(self, run: Pass, frame: Frame, theirs: list[Child], rels: list[list[str]]):
-        self.run, self.theirs, self.rels = run, theirs, rels
+    def __init__(self, run: Pass, frame: Frame, items: list[Child], rels: list[list[str]]):
+        self.run, self.items, self.rels = run, items, rels
+        self.claims = Claims(len(items))
         read, write = os.pipe()
         parent = os.getpid()
         try:
@@ -171,63 +168,108 @@ class Verifier:
         except OSError:
             os.close(read)
             os.close(write)
+            self.claims.close()
             raise
         if pid == 0:  # the child: never returns
             status = 1
             try:
                 os.close(read)
                 _detach(parent)
-                result = vouch.vouch_for(run, frame, theirs, rels)
-                _write_all(write, orjson.dumps(result))
+                for verdict in vouch.vouch_for(run, frame, items, rels, self.claims):
+                    _write_all(write, orjson.dumps(verdict) + b"\n")
                 status = 0
             finally:
                 os._exit(status)
         os.close(write)
+        os.set_blocking(read, False)
         self.pid: int | None = pid
-        self.read = read
+        self.read: int | None = read
+        self.buffer = b""
+        self.handled: set[int] = set()  # the child's subdirectories adopted or yielded
 
-    def subdirs(self, mine: list[Child]) -> Iterator[Child]:
-        yield from mine
-        clean = self.result()
-        run = self.run
-        for i, child in enumerate(self.theirs):
-            vouched = clean.get(i)
-            if vouched is None:
-                yield child
-            elif vouched[0][0] == WHOLE:
-                _keep(run, self.rels[i], vouched[0][1])
-            else:  # the parent walks the rest; `adopt` keeps these when it reaches them
-                rels = self.rels[i]
-                tops = {rels[j]: n for j, n in vouched}
-                below: dict[str, list[str]] = {rel: [] for rel in tops}
-                for rel in rels:
-                    if (top := _top(rel, tops)) is not None:
-                        below[top].append(rel)
-                for rel, n in tops.items():
-                    run.adopted[rel] = (n, below[rel])
-                yield child
+    def subdirs(self) -> Iterator[Child]:
+        claims, items = self.claims, self.items
+        taken = 0  # the parent walks items[:taken]
+        while claims.take(taken):
+            taken += 1
+            yield items[taken - 1]
+            yield from self.verdicts(taken, block=False)
+        if taken == len(items):  # the parent has walked them all: the child has no use
+            self.close()
+        else:
+            yield from self.verdicts(taken, block=True)
+        self.claims.close()
+        # What the child did not vouch for (it stopped, failed, or was not there yet).
+        for i in range(taken, len(items)):
+            if i not in self.handled:
+                yield items[i]
 
-    def result(self) -> dict[int, list[tuple[int, int]]]:
-        """What the child vouched for, by share index: (index into its stored rels, files)
-        pairs, or one `(WHOLE, files)`; {} if it failed."""
-        chunks = []
+    def verdicts(self, taken: int, *, block: bool) -> Iterator[Child]:
+        """The child's verdicts read so far (with `block`, all of them): each subdirectory
+        it vouched for whole is adopted, every other one yielded for the parent to walk
+        (what it vouched for inside it adopted there, `adopt`). A verdict on one the
+        parent took meanwhile is dropped: both walked it, and the parent's walk counts."""
+        if self.read is None:
+            return
+        for verdict in self._read(block):
+            if verdict is None:  # not what the child writes: trust it no further
+                self.close()
+                return
+            i, vouched = verdict
+            if i < taken or i in self.handled:
+                continue
+            self.handled.add(i)
+            if vouched and vouched[0][0] == WHOLE:
+                _keep(self.run, self.rels[i], vouched[0][1])
+                continue
+            rels = self.rels[i]
+            tops = {rels[j]: n for j, n in vouched}
+            below: dict[str, list[str]] = {rel: [] for rel in tops}
+            for rel in rels:
+                if (top := _top(rel, tops)) is not None:
+                    below[top].append(rel)
+            for rel, n in tops.items():
+                self.run.adopted[rel] = (n, below[rel])
+            yield self.items[i]
+
+    def _read(self, block: bool) -> list[tuple[int, list[tuple[int, int]]] | None]:
+        """The complete verdict lines in the pipe (until its end with `block`), parsed;
+        None for one that is not a valid verdict. At the end, the child is reaped."""
+        assert self.read is not None
+        if block:
+            os.set_blocking(self.read, True)
+        chunks = [self.buffer]
+        ended = False
         try:
-            while chunk := os.read(self.read, 1 << 16):
+            while True:
+                chunk = os.read(self.read, 1 << 16)
+                if not chunk:
+                    ended = True
+                    break
                 chunks.append(chunk)
-        finally:
+        except BlockingIOError:
+            pass
+        *lines, self.buffer = b"".join(chunks).split(b"\n")
+        if ended:
             os.close(self.read)
-            status = self.reap()
-        if status != 0:
-            return {}
-        found: dict[int, list[tuple[int, int]]] = {}
+            self.read = None
+            self.reap()
+        return [self._verdict(line) for line in lines]
+
+    def _verdict(self, line: bytes) -> tuple[int, list[tuple[int, int]]] | None:
         try:
-            for i, j, n in orjson.loads(b"".join(chunks)):
-                if not (0 <= i < len(self.rels) and WHOLE <= j < len(self.rels[i])):
-                    return {}
-                found.setdefault(int(i), []).append((int(j), int(n)))
+            i, vouched = orjson.loads(line)
+            rels = self.rels[i] if isinstance(i, int) and 0 <= i < len(self.rels) else None
+            if rels is None:
+                return None
+            pairs = [(int(j), int(n)) for j, n in vouched]
         except (orjson.JSONDecodeError, TypeError, ValueError):
-            return {}
-        return found
+            return None
+        if not all(WHOLE <= j < len(rels) for j, _ in pairs):
+            return None
+        if any(j == WHOLE for j, _ in pairs) and len(pairs) != 1:
+            return None
+        return i, pairs
 
     def reap(self) -> int:
         pid, self.pid = self.pid, None
@@ -240,12 +282,54 @@ class Verifier:
         return status
 
     def close(self) -> None:
-        """After an exception in the parent: stop and reap the child if it still runs."""
+        """Stop and reap the child if it still runs (it has nothing left the parent needs,
+        or the parent stopped after an exception); safe twice."""
         if self.pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
             self.reap()
+        if self.read is not None:
             os.close(self.read)
+            self.read = None
+        self.claims.close()
+
+
+class Claims:
+    """Where the two walks meet, in memory both processes share (an anonymous mmap).
+
+    Slot 0: how many subdirectories the parent has taken from the front; slot 1:
+    the lowest one the child has taken from the back. Each process writes only
+    its own slot and reads the other's before it takes one more. Two takes at
+    the same moment can both succeed: that subdirectory is walked twice, and
+    the parent's walk counts. Nothing is lost either way: whatever the child
+    gives no verdict on, the parent walks at the end.
+    """
+
+    def __init__(self, count: int) -> None:
+        self.map = mmap.mmap(-1, 16)  # MAP_SHARED: the child's writes are the parent's
+        self.slots: memoryview | None = memoryview(self.map).cast("q")
+        self.slots[0], self.slots[1] = 0, count
+
+    def take(self, front: int) -> bool:
+        """In the parent: take subdirectory `front` unless the child has taken it."""
+        slots = self.slots
+        if slots is None or front >= slots[1]:
+            return False
+        slots[0] = front + 1
+        return True
+
+    def take_back(self, back: int) -> bool:
+        """In the child: take subdirectory `back` unless the parent has taken it."""
+        slots = self.slots
+        assert slots is not None
+        slots[1] = back
+        return slots[0] <= back
+
+    def close(self) -> None:
+        if self.slots is not None:
+            self.slots.release()
+            self.slots = None
+            self.map.close()
 
 
 def _detach(parent: int) -> None:

@@ -16,10 +16,11 @@ group to name it by: the parent lists it, and adopts its clean subdirectories.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from sessionstore.mirror.frame import Child, Frame
+    from sessionstore.mirror.split import Claims
     from sessionstore.mirror.walk import Pass
 
 WHOLE = -1  # vouched for all of a subdirectory of the split directory
@@ -34,39 +35,48 @@ def _not_clean(*_args: object) -> NoReturn:
 
 
 def vouch_for(
-    run: Pass, frame: Frame, theirs: list[Child], rels: list[list[str]]
-) -> list[list[int]]:
-    """In the child: walk each subdirectory read-only; what it vouches for, as
-    [share index, `WHOLE` or index into its stored rels, files vouched for]."""
+    run: Pass, frame: Frame, items: list[Child], rels: list[list[str]], claims: Claims
+) -> Iterator[list[Any]]:
+    """In the child: walk `frame`'s subdirectories read-only from the last, each taken
+    from `claims`, until the parent's walk has reached it; a verdict per subdirectory:
+    [index, vouched], vouched being [[`WHOLE`, files]] or a [index into its stored rels,
+    files vouched for] per topmost clean directory."""
     # Everything that would write, or report anything, stops the directory instead:
     # the pass's own decisions, and the tree's hook that runs before each of its changes.
     for name in ("changed", "touch", "error", "unstable", "hold", "skip"):
         setattr(run, name, _not_clean)
     run.tree.before_change = _not_clean
     depth = frame.rel.count("/") + 2 if frame.rel else 1
-    vouched: list[list[int]] = []
-    for i, child in enumerate(theirs):
+    stored, groups = run.stored, run.groups
+    for i in reversed(range(len(items))):
+        if not claims.take_back(i):
+            return
+        child = items[i]
         clean = _clean_dirs(run, frame, child, depth)
         if clean is None:
+            yield [i, []]
             continue
         # A stored group not found again as itself is a file gone or a directory not
         # walked: no directory above it is clean.
-        stored, groups = run.stored, run.groups
         for rel in rels[i]:
             if groups.get(rel) is not stored[rel]:
                 for up in ancestors(rel):
                     clean.pop(up, None)
         if child[2] in clean:
-            vouched.append([i, WHOLE, clean[child[2]]])
+            yield [i, [[WHOLE, clean[child[2]]]]]
             continue
         index = {rel: j for j, rel in enumerate(rels[i])}
         # The topmost clean directories with a stored group (a clean one without
         # one, such as a directory of directories, is walked by the parent).
         tops = {rel: n for rel, n in clean.items() if rel in index}
-        for rel, n in tops.items():
-            if not any(up in tops for up in ancestors(rel)):
-                vouched.append([i, index[rel], n])
-    return vouched
+        yield [
+            i,
+            [
+                [index[rel], n]
+                for rel, n in tops.items()
+                if not any(map(tops.__contains__, ancestors(rel)))
+            ],
+        ]
 
 
 def _clean_dirs(run: Pass, frame: Frame, child: Child, depth: int) -> dict[str, int] | None:

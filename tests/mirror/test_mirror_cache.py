@@ -24,8 +24,10 @@ import orjson
 import pytest
 from mirror_helpers import SourceReads, dest_state, run, settle, write
 
-from sessionstore.mirror.cache import CACHE_NAME, Cache
+from sessionstore.mirror.cache import _WINDOW, CACHE_NAME, Cache
+from sessionstore.mirror.cache_file import read
 from sessionstore.mirror.mirror import Mirror
+from sessionstore.storage.local_tree import FdFile
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -478,3 +480,42 @@ def test_writing_the_cache_holds_about_its_own_bytes(
         tracemalloc.stop()
     size = (dst / CACHE_NAME).stat().st_size
     assert len(peaks) == 1 and peaks[0] < 4 * size + (2 << 20)  # + two write batches
+
+
+class CountedFile(FdFile):
+    """The pass's own file class on a real fd, counting its reads."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(os.open(path, os.O_RDONLY), path.stat().st_size)
+        self.reads = 0
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        self.reads += 1
+        return super().read_at(offset, n)
+
+
+@pytest.mark.parametrize("backwards", [False, True], ids=["as-written", "last-first"])
+def test_groups_read_in_either_direction_take_a_window_at_a_time(
+    tmp_path: Path, dst: Path, backwards: bool
+) -> None:
+    """The pass reads groups front to back, its forked verifier back to front: each way,
+    every group's bytes exactly, in about one read per window of them."""
+    src = tmp_path / "src"
+    for i in range(600):
+        write(src / f"dir-{i:04}" / f"{'long-file-name-' * 8}{i}.txt", b"x\n")
+    settle()
+    run(src, dst)
+    texts = raw(dst)[1]
+    assert sum(map(len, texts.values())) > 2 * _WINDOW
+    file = CountedFile(dst / CACHE_NAME)
+    found = read(file)
+    assert found is not None
+    cache = Cache(found[1], b"salt", trusted=True, file=found[2])
+    start = file.reads
+    order = list(reversed(texts)) if backwards else list(texts)
+    try:
+        assert {rel: cache.text(cache.groups[rel]) for rel in order} == texts
+    finally:
+        cache.close()
+    windows = sum(map(len, texts.values())) // _WINDOW + 1
+    assert file.reads - start <= windows + 1
