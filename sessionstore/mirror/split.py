@@ -186,11 +186,14 @@ class Verifier:
         self.read: int | None = read
         self.buffer = b""
         self.handled: set[int] = set()  # the child's subdirectories adopted or yielded
+        # The lowest subdirectory the child sent a verdict on: it took all from there on,
+        # whatever the parent reads in `claims` (which can lag behind the pipe).
+        self.low = len(items)
 
     def subdirs(self) -> Iterator[Child]:
         claims, items = self.claims, self.items
         taken = 0  # the parent walks items[:taken]
-        while claims.take(taken):
+        while taken < self.low and claims.take(taken):
             taken += 1
             yield items[taken - 1]
             yield from self.verdicts(taken, block=False)
@@ -216,6 +219,7 @@ class Verifier:
                 self.close()
                 return
             i, vouched = verdict
+            self.low = min(self.low, i)
             if i < taken or i in self.handled:
                 continue
             self.handled.add(i)
@@ -271,15 +275,12 @@ class Verifier:
             return None
         return i, pairs
 
-    def reap(self) -> int:
+    def reap(self) -> None:
+        """Wait for the child's end (its status decides nothing: each verdict is whole)."""
         pid, self.pid = self.pid, None
-        if pid is None:
-            return 1
-        try:
-            _, status = os.waitpid(pid, 0)
-        except ChildProcessError:  # reaped by someone else: its outcome is unknown
-            return 1
-        return status
+        if pid is not None:
+            with contextlib.suppress(ChildProcessError):  # SIGCHLD ignored since: reaped
+                os.waitpid(pid, 0)
 
     def close(self) -> None:
         """Stop and reap the child if it still runs (it has nothing left the parent needs,
