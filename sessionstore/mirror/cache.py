@@ -176,8 +176,9 @@ class Cache:
         if at < 0 or at + n > len(window):
             assert self._file is not None  # a reference comes from the file
             # The window runs on in the direction of the walk: the forked verifier (`split`)
-            # reads its subdirectories' groups from the last one back.
-            start = max(0, offset + n - _WINDOW) if at < 0 else offset
+            # reads its subdirectories' groups from the last one back. It always starts at
+            # or before the group (a group may be longer than a window).
+            start = min(offset, max(0, offset + n - _WINDOW)) if at < 0 else offset
             window = self._window = self._file.read_at(start, max(offset + n - start, _WINDOW))
             self._start, at = start, offset - start
         return window[at : at + n]
