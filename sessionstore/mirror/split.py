@@ -20,7 +20,9 @@ inside it without listing it: a change deep in a session costs the parent
 the directories down to it, not the session. A changed file is always
 handled by the process that writes. A verdict is complete when sent, so a
 child that fails, crashes or is killed costs only time: every subdirectory
-it sent no verdict on is walked by the parent. The pipe carries indices and
+it sent no verdict on is walked by the parent. So does one that stops
+(SIGSTOP, or starved of CPU): a parent left waiting while the child walks
+no directory for `STALL` seconds kills it. The pipe carries indices and
 counts, never a name. On Linux the child is killed when the parent dies, so
 nobody waits for it (elsewhere it finishes its reads first).
 
@@ -38,16 +40,18 @@ runs twice.
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
+import select
 import signal
 import sys
 import threading
+import time
 from collections.abc import Collection, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from sessionstore._orjson import orjson
 from sessionstore.mirror import vouch
+from sessionstore.mirror.claims import Claims
 from sessionstore.mirror.vouch import WHOLE, ancestors
 
 if TYPE_CHECKING:
@@ -61,6 +65,12 @@ MIN_GROUPS = 1000
 # Descend to a subdirectory while it holds more than this share of what is below.
 _DOMINANT = 0.75
 _MAX_DESCENT = 8
+# Seconds a waiting parent gives a child that walks no directory and sends nothing
+# before it kills the child and walks the rest itself. A false alarm (one directory of
+# some 100k files, or a child descheduled that long) costs a walk done twice, never a
+# result; waiting for a stopped child would cost the pass.
+STALL = 2.0
+_POLL_MS = 100
 _PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
@@ -238,27 +248,37 @@ class Verifier:
 
     def _read(self, block: bool) -> list[tuple[int, list[tuple[int, int]]] | None]:
         """The complete verdict lines in the pipe (until its end with `block`), parsed;
-        None for one that is not a valid verdict. At the end, the child is reaped."""
+        None for one that is not a valid verdict. At the end, the child is reaped; with
+        `block`, a child that stalls (`STALL`) is killed after what it sent is read."""
         assert self.read is not None
-        if block:
-            os.set_blocking(self.read, True)
         chunks = [self.buffer]
-        ended = False
-        try:
-            while True:
-                chunk = os.read(self.read, 1 << 16)
-                if not chunk:
-                    ended = True
-                    break
-                chunks.append(chunk)
-        except BlockingIOError:
-            pass
+        ended = _drain(self.read, chunks)
+        stalled = block and not ended and not self._wait(chunks)
         *lines, self.buffer = b"".join(chunks).split(b"\n")
         if ended:
             os.close(self.read)
             self.read = None
             self.reap()
+        elif stalled:
+            self.close()
         return [self._verdict(line) for line in lines]
+
+    def _wait(self, chunks: list[bytes]) -> bool:
+        """Read the pipe into `chunks` until its end (True), or until the child has sent
+        nothing and walked no directory for `STALL` seconds (False)."""
+        assert self.read is not None
+        poller = select.poll()
+        poller.register(self.read, select.POLLIN)
+        walked, since = self.claims.walked(), time.monotonic()
+        while True:
+            if poller.poll(_POLL_MS):
+                if _drain(self.read, chunks):
+                    return True
+                since = time.monotonic()
+            elif (now := self.claims.walked()) != walked:
+                walked, since = now, time.monotonic()
+            elif time.monotonic() - since >= STALL:
+                return False
 
     def _verdict(self, line: bytes) -> tuple[int, list[tuple[int, int]]] | None:
         try:
@@ -293,44 +313,6 @@ class Verifier:
             os.close(self.read)
             self.read = None
         self.claims.close()
-
-
-class Claims:
-    """Where the two walks meet, in memory both processes share (an anonymous mmap).
-
-    Slot 0: how many subdirectories the parent has taken from the front; slot 1:
-    the lowest one the child has taken from the back. Each process writes only
-    its own slot and reads the other's before it takes one more. Two takes at
-    the same moment can both succeed: that subdirectory is walked twice, and
-    the parent's walk counts. Nothing is lost either way: whatever the child
-    gives no verdict on, the parent walks at the end.
-    """
-
-    def __init__(self, count: int) -> None:
-        self.map = mmap.mmap(-1, 16)  # MAP_SHARED: the child's writes are the parent's
-        self.slots: memoryview | None = memoryview(self.map).cast("q")
-        self.slots[0], self.slots[1] = 0, count
-
-    def take(self, front: int) -> bool:
-        """In the parent: take subdirectory `front` unless the child has taken it."""
-        slots = self.slots
-        if slots is None or front >= slots[1]:
-            return False
-        slots[0] = front + 1
-        return True
-
-    def take_back(self, back: int) -> bool:
-        """In the child: take subdirectory `back` unless the parent has taken it."""
-        slots = self.slots
-        assert slots is not None
-        slots[1] = back
-        return slots[0] <= back
-
-    def close(self) -> None:
-        if self.slots is not None:
-            self.slots.release()
-            self.slots = None
-            self.map.close()
 
 
 def _detach(parent: int) -> None:
@@ -370,6 +352,16 @@ def adopt(run: Pass, frame: Frame, drel: str) -> bool:
         return False
     _keep(run, found[1], found[0])
     frame.entered += 1  # its rel is a key of the groups: what `finish._Vouched` asks
+    return True
+
+
+def _drain(fd: int, chunks: list[bytes]) -> bool:
+    """Read what the non-blocking pipe `fd` holds into `chunks`; whether it has ended."""
+    try:
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    except BlockingIOError:
+        return False
     return True
 
 

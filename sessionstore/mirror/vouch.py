@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
+    from sessionstore.mirror.claims import Claims
     from sessionstore.mirror.frame import Child, Frame
-    from sessionstore.mirror.split import Claims
     from sessionstore.mirror.walk import Pass
 
 WHOLE = -1  # vouched for all of a subdirectory of the split directory
@@ -52,7 +52,7 @@ def vouch_for(
         if not claims.take_back(i):
             return
         child = items[i]
-        clean = _clean_dirs(run, frame, child, depth)
+        clean = _clean_dirs(run, frame, child, depth, claims)
         if clean is None:
             yield [i, []]
             continue
@@ -79,7 +79,9 @@ def vouch_for(
         ]
 
 
-def _clean_dirs(run: Pass, frame: Frame, child: Child, depth: int) -> dict[str, int] | None:
+def _clean_dirs(
+    run: Pass, frame: Frame, child: Child, depth: int, claims: Claims
+) -> dict[str, int] | None:
     """In the child: walk one subdirectory of `frame`; its clean directories (rel ->
     files vouched for below it), or None if it could not be entered.
 
@@ -99,6 +101,7 @@ def _clean_dirs(run: Pass, frame: Frame, child: Child, depth: int) -> dict[str, 
     stack = [_Level(top, start)]
     try:
         while stack:
+            claims.tick()  # the parent waiting for this verdict sees the walk go on
             level = stack[-1]
             sub = next(level.frame.subdirs, None)
             if sub is not None:
