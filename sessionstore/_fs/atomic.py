@@ -33,6 +33,7 @@ from typing import TypeVar
 
 from sessionstore._fs import read as fsread
 from sessionstore._fs.tree import remove_tree_at
+from sessionstore._fs.walk import walk
 from sessionstore._proc import process_alive
 
 TEMP_PREFIX = ".sstmp-"
@@ -275,17 +276,49 @@ def sweep_temps_at(dir_fd: int, older_than: float = 3600.0) -> list[str]:
     for name in names:
         try:
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            if not temp_writer_alive(name) or st.st_mtime < cutoff:
-                # A temp directory is a session being created (Store.create).
-                if stat.S_ISDIR(st.st_mode):
-                    remove_tree_at(dir_fd, name)
-                else:
-                    os.unlink(name, dir_fd=dir_fd)
+            if _remove_dead_temp(dir_fd, name, st, cutoff):
                 removed.append(name)
         except OSError as exc:
             if exc.errno != errno.ENOENT:
                 raise
     return removed
+
+
+def sweep_tree_at(
+    root_fd: int, *, durable: bool, older_than: float = 3600.0
+) -> list[tuple[str, str]]:
+    """`sweep_temps_at` in the directory open at `root_fd` and every one below it.
+
+    Returns the problems met, as (path below the root, one-line problem): a
+    directory that could not be listed may still hold a dead temp. By `_fs.walk`
+    (one directory fd at a time, nothing followed, any depth); a temp is never
+    entered. With `durable`, a directory a temp left is fsynced at once, so a
+    caller that then records "swept" cannot see the temp come back.
+    """
+    problems: list[tuple[str, str]] = []
+    cutoff = time.time() - older_than
+    for entry in walk(root_fd, descend=lambda e: not is_temp_name(e.name)):
+        if entry.kind == "error":
+            problems.append(("/".join(entry.parts()) or ".", entry.error or "unreadable"))
+        elif is_temp_name(entry.name) and entry.st is not None:
+            try:
+                if _remove_dead_temp(entry.dir_fd, entry.name, entry.st, cutoff) and durable:
+                    os.fsync(entry.dir_fd)
+            except OSError as exc:
+                if exc.errno != errno.ENOENT:
+                    problems.append(("/".join(entry.parts()), fsread.problem(exc)))
+    return problems
+
+
+def _remove_dead_temp(dir_fd: int, name: str, st: os.stat_result, cutoff: float) -> bool:
+    """Remove the temp `name` (lstat `st`) if its writer is dead or it is older than `cutoff`."""
+    if temp_writer_alive(name) and st.st_mtime >= cutoff:
+        return False
+    if stat.S_ISDIR(st.st_mode):  # a temp directory is a session being created (Store.create)
+        remove_tree_at(dir_fd, name)
+    else:
+        os.unlink(name, dir_fd=dir_fd)
+    return True
 
 
 # link(2) refused by the filesystem itself (vfat, exFAT, some FUSE mounts), not by the name.

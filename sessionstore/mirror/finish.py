@@ -250,9 +250,9 @@ def finish_pass(run: Pass) -> None:
                 cache.save(run.tree, groups, run.redactor, m.fingerprints)
         except OSError as exc:
             run.error(CACHE_NAME, f"cannot write the change cache: {describe(exc)}")
-    if run.dirty and run.tree.check(root):
+    if run.dirty and not run.unswept and run.tree.check(root):
         # Every temp of this pass is committed or removed, and this pass swept the
-        # destination if the flag was set before it started.
+        # whole destination if the flag was set before it started.
         run.tree.flush()
         run.tree.clear_flag(DIRTY_NAME)
 

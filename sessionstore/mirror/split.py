@@ -30,8 +30,8 @@ The fork is only made where it is safe and pays: a full local pass in a
 process with no other thread at the fork (the daemon's watcher has threads;
 so may a program that uses the Python API, and a durable pass whose fsync
 pool has started), SIGCHLD at its default (else a handler of the caller's
-hears of a child it never made), more than one CPU to run on, a trusted cache, no
-sweep pending, and at least `MIN_GROUPS` cached directories (below that the
+hears of a child it never made), more than one CPU to run on, a trusted cache,
+and at least `MIN_GROUPS` cached directories (below that the
 fork costs more than the half walk saves). The child ends with
 `os._exit`: no atexit handler, flushed buffer or finalizer of the parent's
 runs twice.
@@ -83,7 +83,6 @@ def allowed(run: Pass) -> bool:
         and not m.dry_run
         and cache is not None
         and cache.trusted
-        and not run.sweep
         and signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL
         and _cores() > 1
     )

@@ -30,8 +30,9 @@ The destination is read only where needed: one `O_PATH` open (and close) per
 directory, by name under its parent's fd (`LocalTree.open_below`), each file's
 lstat through it for the fast path, and a record's marker once something in
 the record needs more than the fast path. Directories are listed only after an interrupted pass (the
-in-progress flag `DIRTY_NAME`, which triggers the temp sweep); `--delete`
-works from the change cache (`finish`), not from listings.
+in-progress flag `DIRTY_NAME`, which makes the pass sweep the whole
+destination for dead temps before it starts); `--delete` works from the
+change cache (`finish`), not from listings.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ class Pass(FileOps):
         self.listing_failed = False
         self.dest_id = (-1, -1)  # the destination root's (dev, ino), once opened
         self.dirty = False  # the in-progress flag exists
-        self.sweep = False  # ... and existed at the start: sweep temps on the way
+        self.unswept = False  # ... it existed at the start, and the sweep fell short
         self.is_session = False
         self.exclude = config.exclude
         self.src_rels: dict[str, str] = {}  # with exclude only: dest rel -> source rel
@@ -157,7 +158,9 @@ class Pass(FileOps):
         self.stored = self.cache.groups if self.cache.trusted else {}
         self.read_group = self.cache.parsed
         self.dest_entry = tree.entry
-        self.dirty = self.sweep = tree.lstat(root, DIRTY_NAME) is not None
+        self.dirty = tree.lstat(root, DIRTY_NAME) is not None
+        if self.dirty:  # an earlier pass was interrupted: its temps go before anything else
+            self.unswept = not tree.sweep()
         self.is_session = tree.lstat(root, MANIFEST) is not None
         if full and len(self.stored) >= split.MIN_GROUPS and split.allowed(self):
             self.split_at = split.plan(self.stored, split.MIN_GROUPS)
@@ -199,8 +202,6 @@ class Pass(FileOps):
             self.error(frame.shown, f"cannot list: {describe(exc)}")
             self.release(frame)
             return False
-        if self.sweep:
-            self.tree.sweep(frame)
         if self.exclude is not None:  # before any entry is looked at: excluded is never read
             entries = self.not_excluded(frame, entries)
         rel = frame.rel
@@ -379,9 +380,9 @@ class Pass(FileOps):
     def touch(self) -> None:
         """Before the first change to the destination in this pass: flag it as in progress.
 
-        A pass killed midway leaves temps; finding the flag, the next pass lists
-        every destination directory and sweeps them. A pass that changes
-        nothing never lists the destination at all.
+        A pass killed midway leaves temps; finding the flag, the next pass sweeps
+        the whole destination first. A pass that changes nothing never lists the
+        destination at all.
         """
         if self.dirty:
             return

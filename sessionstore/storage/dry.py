@@ -58,8 +58,8 @@ class DryChanges:
     def fchmod(self, d: Any, fd: int, mode: int) -> None:
         pass
 
-    def sweep(self, d: Any) -> None:
-        pass
+    def sweep(self) -> bool:
+        return True  # nothing removed: a dry run keeps the flag as it found it
 
     def put_root_file(self, name: str, chunks: Iterable[bytes], mode: int) -> None:
         pass  # not even consumed: the old file it reads from stays as it is

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from sessionstore._fs import read as fsread
-from sessionstore._fs.atomic import AtomicFile, fsync_dir, publish_once, sweep_temps_at
+from sessionstore._fs.atomic import AtomicFile, fsync_dir, publish_once, sweep_tree_at
 from sessionstore.storage.local_tree_dirs import (
     _OPEN,
     _OPEN_PATH,
@@ -312,16 +312,29 @@ class LocalTree(LocalSync):
         self._touch(d)
         return True
 
-    def sweep(self, d: LocalDir) -> None:
-        """Remove dead temps in `d` (after an interrupted pass)."""
-        fd = self.fd_of(d)
-        if fd is None or not self.check(d):
-            return
+    def sweep(self) -> bool:
+        """After an interrupted pass: remove dead temps anywhere in the destination.
+
+        The whole tree, not only what this pass will walk: a killed pass's temp may
+        sit in a directory the source has since lost or now excludes, which no walk
+        reaches again. False (each problem reported) when some directory could not be
+        swept, so the in-progress flag stays for the next pass.
+        """
+        root = self.root
+        if not self.check(root):
+            return False
+        assert root.fd is not None
         try:
-            if sweep_temps_at(fd):
-                self._touch(d)
+            top = os.open(".", fsread.DIR_FLAGS, dir_fd=root.fd)  # root.fd is O_PATH
+            try:
+                problems = sweep_tree_at(top, durable=self.durable)
+            finally:
+                os.close(top)
         except OSError as exc:
-            self.error(d.shown, f"cannot sweep temp files: {describe(exc)}")
+            problems = [(".", describe(exc))]
+        for where, problem in problems:
+            self.error(where, f"cannot sweep temp files: {problem}")
+        return not problems
 
 
 if TYPE_CHECKING:  # LocalTree is a Tree: checked by mypy, costs nothing at run time

@@ -71,7 +71,6 @@ class S3Tree:
         self.failed: set[str] = set()  # PUTs that failed after `commit_file` returned
         self.etags: dict[str, str | None] = {}  # root files read: their ETag
         self.readers: dict[int, Reader] = {}
-        self.swept = False
 
     # -- the listing -------------------------------------------------------------
 
@@ -265,15 +264,15 @@ class S3Tree:
         below = f"{d.rel}/{name}/" if d.rel else f"{name}/"
         return not any(rel.startswith(below) for rel in self.objects)
 
-    def sweep(self, d: LocalDir) -> None:
-        """After an interrupted pass: abort its incomplete multipart uploads (once a pass)."""
-        if self.swept:
-            return
-        self.swept = True
+    def sweep(self) -> bool:
+        """After an interrupted pass: abort its incomplete multipart uploads (the bucket's
+        temps; a single PUT leaves none)."""
         try:
             self.dest.abort_incomplete_uploads()
         except Exception as exc:
             self.error(".", f"cannot abort incomplete uploads: {self.dest.problem(exc, '')}")
+            return False
+        return True
 
     def set_flag(self, name: str) -> None:
         import obstore

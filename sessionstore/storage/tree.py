@@ -184,8 +184,12 @@ class Tree(Protocol[D]):
         """Remove an empty directory; False otherwise."""
         ...
 
-    def sweep(self, d: D) -> None:
-        """Remove dead temps of an interrupted pass in `d`."""
+    def sweep(self) -> bool:
+        """After an interrupted pass: remove its dead temps anywhere in the tree.
+
+        False when part of the tree could not be swept (reported through the error
+        sink): the pass then leaves the in-progress flag for the next one.
+        """
         ...
 
     def set_flag(self, name: str) -> None:
