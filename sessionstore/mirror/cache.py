@@ -60,6 +60,7 @@ from sessionstore.mirror.cache_file import (
     dump_group,
     encode_key,
     is_entry,
+    is_name,
     parse_group,
     read,
 )
@@ -191,11 +192,12 @@ class Cache:
             return {}
 
     def group(self, rel: str) -> Group:
-        """The well-formed entries recorded in directory `rel` (off the no-op path)."""
+        """The well-formed entries recorded in directory `rel`, each under a name that is
+        one path component (off the no-op path: the leftovers that `--delete` may remove)."""
         ref = self.groups.get(rel)
         if ref is None:
             return {}
-        return {k: v for k, v in self.parsed(ref).items() if is_entry(v)}
+        return {k: v for k, v in self.parsed(ref).items() if is_entry(v) and is_name(k)}
 
     def save(
         self,

@@ -14,6 +14,7 @@ import errno
 import itertools
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,11 @@ if TYPE_CHECKING:
     from sessionstore.storage.tree import RootFile
 
 VERSION = 3
+# A part of a directory path that is no name or leads out of its parent ("", ".", ".."),
+# or a NUL: a cache naming one was not written by a mirror, and must never steer a removal
+# (`--delete` walks to the directories the cache names) outside the destination.
+_BAD_PART = re.compile(r"(?:^|/)\.{0,2}(?:/|$)|\0", re.MULTILINE)
+_NOT_NAMES = frozenset(["", ".", ".."])
 _FLAT_VERSION = 1  # one object of paths: read, never written
 _TEXT_VERSION = 2  # one object of directories, each group a JSON string: read, never written
 # source signature (5) + destination (size, mtime_ns, ino)
@@ -195,13 +201,21 @@ def _head(file: RootFile, line: bytes) -> Found | None:
 
 
 def _decoded(refs: dict[str, int]) -> dict[str, int] | None:
-    """`refs` with encoded (non-UTF-8) directory names decoded; None if one is malformed."""
-    if "\0" not in "".join(refs):
-        return refs
-    try:
-        return {decode_key(k): v for k, v in refs.items()}
-    except ValueError:
-        return None
+    """`refs` with encoded (non-UTF-8) directory names decoded; None if one is malformed
+    or is not a path below the destination (`_BAD_PART`)."""
+    if "\0" in "".join(refs):
+        try:
+            refs = {decode_key(k): v for k, v in refs.items()}
+        except ValueError:
+            return None
+    # One scan of them all, a line each (the root's "" left out): a name holding a line
+    # break may split into parts that look bad, never hide one (untrusted: costs reads).
+    return None if _BAD_PART.search("\n".join(filter(None, refs))) else refs
+
+
+def is_name(name: str) -> bool:
+    """Whether a group's key can name a file in its directory (one path component)."""
+    return name not in _NOT_NAMES and "/" not in name and "\0" not in name
 
 
 def _older(data: bytes) -> Found | None:

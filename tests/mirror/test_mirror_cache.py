@@ -367,6 +367,51 @@ def test_two_directories_of_one_name_make_the_cache_untrusted(src: Path, dst: Pa
     assert report.copied == [] and report.deleted == [] and report.delete_skipped is not None
 
 
+def _victim_entry(victim: Path) -> list[int]:
+    """A cache entry claiming `victim` (its destination part: size, mtime, inode)."""
+    st = victim.lstat()
+    return [1, 1, 1, 1, 1, st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+@pytest.mark.parametrize(
+    "directory", ["..", "../outside", "d0/../..", "d0/../../outside", "/", "d0//x", "d0/./x"]
+)
+def test_a_cache_naming_a_directory_outside_the_destination_is_untrusted(
+    src: Path, dst: Path, tmp_path: Path, directory: str
+) -> None:
+    run(src, dst, delete=True)
+    victim = write(tmp_path / "outside" / "victim", b"precious")
+    _, texts = raw(dst)
+    claim = orjson.dumps({"victim": _victim_entry(victim)})
+    write_cache(dst, None, {**texts, directory: claim})
+    (src / "d0" / "f3.txt").unlink()  # something to delete, so --delete walks
+    report = run(src, dst, delete=True)
+    assert report.deleted == [] and report.delete_skipped is not None
+    assert victim.read_bytes() == b"precious"
+    assert (dst / "d0" / "f3.txt").exists()  # untrusted: nothing deleted at all
+    report = run(src, dst, delete=True)  # the cache is rewritten from this pass's own
+    assert report.deleted == [] and report.delete_skipped is None
+    assert victim.read_bytes() == b"precious" and groups(dst).keys() == {"", "d0", "d1", "d2"}
+
+
+@pytest.mark.parametrize(
+    "name", ["../../outside/victim", "..", ".", "", "x/../../../outside/victim"]
+)
+def test_a_group_naming_a_file_outside_its_directory_never_steers_a_removal(
+    src: Path, dst: Path, tmp_path: Path, name: str
+) -> None:
+    run(src, dst, delete=True)
+    victim = write(tmp_path / "outside" / "victim", b"precious")
+    _, texts = raw(dst)
+    group = {**orjson.loads(texts["d0"]), name: _victim_entry(victim)}
+    write_cache(dst, None, {**texts, "d0": orjson.dumps(group)})
+    (src / "d0" / "f3.txt").unlink()  # the group is then not found as it was: leftovers
+    report = run(src, dst, delete=True)
+    assert report.deleted == ["d0/f3.txt"] and report.errors == []
+    assert victim.read_bytes() == b"precious" and (tmp_path / "outside").is_dir()
+    assert name not in groups(dst)["d0"]
+
+
 def test_the_cache_shrinking_under_the_pass_costs_reads_and_converges(
     tmp_path: Path, dst: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
