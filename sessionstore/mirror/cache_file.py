@@ -14,21 +14,17 @@ import errno
 import itertools
 import json
 import os
-import re
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 from sessionstore._orjson import orjson
+from sessionstore.storage.journal import outside
 from sessionstore.storage.tree import BytesFile
 
 if TYPE_CHECKING:
     from sessionstore.storage.tree import RootFile
 
 VERSION = 3
-# A part of a directory path that is no name or leads out of its parent ("", ".", ".."),
-# or a NUL: a cache naming one was not written by a mirror, and must never steer a removal
-# (`--delete` walks to the directories the cache names) outside the destination.
-_BAD_PART = re.compile(r"(?:^|/)\.{0,2}(?:/|$)|\0", re.MULTILINE)
 _NOT_NAMES = frozenset(["", ".", ".."])
 _FLAT_VERSION = 1  # one object of paths: read, never written
 _TEXT_VERSION = 2  # one object of directories, each group a JSON string: read, never written
@@ -92,7 +88,7 @@ def parse_group(text: bytes) -> Group:
     return group
 
 
-def is_entry(value: object) -> bool:
+def is_entry(value: object) -> TypeGuard[Entry]:
     """Whether a cached value is an entry: a list of ENTRY_LEN values (integers when ours)."""
     return type(value) is list and len(value) == ENTRY_LEN
 
@@ -202,15 +198,15 @@ def _head(file: RootFile, line: bytes) -> Found | None:
 
 def _decoded(refs: dict[str, int]) -> dict[str, int] | None:
     """`refs` with encoded (non-UTF-8) directory names decoded; None if one is malformed
-    or is not a path below the destination (`_BAD_PART`)."""
+    or is not a path below the destination: a cache naming one was not written by a
+    mirror, and must never steer a removal (`--delete` walks to the directories the
+    cache names) outside the destination."""
     if "\0" in "".join(refs):
         try:
             refs = {decode_key(k): v for k, v in refs.items()}
         except ValueError:
             return None
-    # One scan of them all, a line each (the root's "" left out): a name holding a line
-    # break may split into parts that look bad, never hide one (untrusted: costs reads).
-    return None if _BAD_PART.search("\n".join(filter(None, refs))) else refs
+    return None if outside([rel for rel in refs if rel]) else refs
 
 
 def is_name(name: str) -> bool:

@@ -31,6 +31,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from sessionstore._orjson import orjson
+
 if TYPE_CHECKING:
     from sessionstore.redact.redactor import Redactor
 
@@ -194,3 +196,14 @@ class Write:
     def feed(self, data: bytes | memoryview) -> bool:
         self.target(data)
         return True
+
+
+def json_object_problem(data: bytes) -> str | None:
+    """Why `data` is not a JSON object, in words that never quote the content."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    if not isinstance(value, dict):
+        return f"a JSON {type(value).__name__}"
+    return None

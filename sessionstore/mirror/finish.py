@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from sessionstore.format.names import MARKERS, record_number
 from sessionstore.mirror.cache import CACHE_NAME, Cache, join
-from sessionstore.mirror.cache_file import Entry, Stored
+from sessionstore.mirror.cache_file import Entry, Group, Stored
 from sessionstore.mirror.layout import DIRTY_NAME, STORE_OWNED
 from sessionstore.storage.local_tree import LocalDir, describe
 
@@ -243,16 +243,19 @@ def finish_pass(run: Pass) -> None:
         for record, files in sorted(run.diverged.items())
     ]
     root = run.tree.root
+    saved = True
     if changed:
         try:
             if run.tree.check(root):
                 run.touch()
                 cache.save(run.tree, groups, run.redactor, m.fingerprints)
         except OSError as exc:
+            saved = False  # the flag keeps the claims the cache does not hold
             run.error(CACHE_NAME, f"cannot write the change cache: {describe(exc)}")
-    if run.dirty and not run.unswept and run.tree.check(root):
-        # Every temp of this pass is committed or removed, and this pass swept the
-        # whole destination if the flag was set before it started.
+    if run.dirty and saved and not run.unswept and run.tree.check(root):
+        # Every temp of this pass is committed or removed, the cache holds every file
+        # claimed, and this pass swept the whole destination if the flag was set before
+        # it started.
         run.tree.flush()
         run.tree.clear_flag(DIRTY_NAME)
 
@@ -267,7 +270,7 @@ def _new_groups(run: Pass, cache: Cache) -> tuple[dict[str, Stored], bool]:
     """
     stored = run.stored
     # The no-op pass: every stored group found again as itself (C-level), no other.
-    if not (run.regrouped or cache.rewrite) and all(
+    if not (run.regrouped or cache.rewrite or run.claims) and all(
         map(operator.is_, map(run.groups.get, stored), stored.values())
     ):
         return run.groups, not cache.trusted
@@ -285,16 +288,18 @@ def _new_groups(run: Pass, cache: Cache) -> tuple[dict[str, Stored], bool]:
         for name, entry in cache.group(rel).items():
             if name not in kept:
                 leftovers[join(rel, name)] = entry
+    if run.claims:
+        for key, entry in _claimed(run, cache).items():
+            if walked(key.rpartition("/")[0]):
+                leftovers[key] = entry  # newer than a stored entry of the same key
+            else:
+                _group(groups, cache, key)[key.rpartition("/")[2]] = entry
     if leftovers:  # only under what this pass walked: those can be proven gone
         delete = run.m.delete and run.report.delete_skipped is None
         dropped = settle_leftovers(run, leftovers, delete)
         for key, entry in leftovers.items():
             if key not in dropped:
-                rel, _, name = key.rpartition("/")
-                group = groups.get(rel)
-                if not isinstance(group, dict):
-                    group = groups[rel] = {}
-                group[name] = entry
+                _group(groups, cache, key)[key.rpartition("/")[2]] = entry
     changed = not cache.trusted or cache.rewrite or not stored.keys() <= groups.keys()
     for rel, group in groups.items():
         before = stored.get(rel)
@@ -307,6 +312,53 @@ def _new_groups(run: Pass, cache: Cache) -> tuple[dict[str, Stored], bool]:
         else:
             changed = True
     return groups, changed
+
+
+def _group(groups: dict[str, Stored], cache: Cache, key: str) -> Group:
+    """The new group of `key`'s directory as a dict to add to (a stored one parsed)."""
+    rel = key.rpartition("/")[0]
+    group = groups.get(rel)
+    if not isinstance(group, dict):
+        group = groups[rel] = {} if group is None else cache.group(rel)
+    return group
+
+
+def _claimed(run: Pass, cache: Cache) -> dict[str, Entry]:
+    """The files an interrupted pass claimed (storage/journal.py) that this pass did not
+    make its own again, and that are still exactly the file claimed, as entries.
+
+    Such an entry has no source signature (zeros: no source file matches it), so the
+    next pass to see its source compares before writing. A claim whose rename never
+    happened, or whose file was replaced since, is no proof and is dropped.
+    """
+    groups = run.groups
+    walked = _walked(run.tops)
+    pending: list[str] = []
+    ours: dict[str, Group] = {}  # a walked directory's new group, parsed once
+    for key in sorted(run.claims):
+        rel, _, name = key.rpartition("/")
+        if walked(rel):
+            names = ours.get(rel)
+            if names is None:
+                mine = groups.get(rel)
+                names = ours[rel] = cache.parsed(mine) if isinstance(mine, int) else mine or {}
+            if name in names:
+                continue  # this pass's own entry is newer
+        pending.append(key)
+    found: dict[str, Entry] = {}
+    walker = _Walker(run, False, {})
+    try:
+        for key in pending:
+            where, _, name = key.rpartition("/")
+            level = walker.to(where)
+            st = None if level is None else run.tree.lstat(level.dir, name)
+            if st is not None and stat.S_ISREG(st.st_mode):
+                claim = run.claims[key]
+                if (st.st_size, st.st_mtime_ns, st.st_ino) == claim:
+                    found[key] = [0, 0, 0, 0, 0, *claim]
+    finally:
+        walker.close()
+    return found
 
 
 def _walked(tops: list[str]) -> Callable[[str], bool]:

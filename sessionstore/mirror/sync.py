@@ -16,7 +16,6 @@ import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sessionstore._orjson import orjson
 from sessionstore.errors import RedactionUnsafe
 from sessionstore.format.names import MARKERS
 from sessionstore.mirror import copy as rd
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
     from sessionstore.mirror.config import PassConfig
     from sessionstore.mirror.frame import Frame
     from sessionstore.redact.redactor import Redactor
+    from sessionstore.storage.journal import Claim
     from sessionstore.storage.trees import DestTree
 
 # A marker over this is torn (format.md, "Reading"); the value is jsonio.MAX_MARKER_BYTES,
@@ -50,6 +50,7 @@ class FileOps:
     read_group: Callable[[int], Group]  # a stored group, parsed (`Cache.parsed`)
     regrouped: bool  # some directory's new group is not its stored one
     diverged: dict[str, list[str]]
+    claims: dict[str, Claim]  # what an interrupted pass committed (storage/journal.py)
     dest_entry: Callable[[LocalDir, str, str], os.stat_result | None]  # tree.entry, bound once
     name: Callable[[str], str]  # source name -> destination name
     late = 0  # markers `settle_late` held back (read off the hot path: a class default)
@@ -200,8 +201,10 @@ class FileOps:
         `existed`: the destination holds something at `dname`.
         """
         m = self.m
-        # No record of what the destination holds: compare before writing.
-        compare = existed and not is_entry(dest.cached.get(dname))
+        # No record of what the destination holds, or only a claim (an interrupted pass
+        # wrote it, from a source version not recorded): compare before writing.
+        cached = dest.cached.get(dname)
+        compare = existed and (not is_entry(cached) or not cached[3] or drel in self.claims)
         hook = self.hook(drel)
         mode = stat.S_IMODE(st.st_mode) & 0o777
         data: bytes | None = None
@@ -209,7 +212,7 @@ class FileOps:
             sink = rd.Collect()
             rd.read_stable(fd, st, sink, self.redactor, m.chunk_size, hook)
             data = sink.data()
-            problem = _json_object_problem(data)
+            problem = rd.json_object_problem(data)
             if problem:
                 raise _HeldBack(f"not a JSON object: {problem}")
         if compare:
@@ -387,14 +390,3 @@ class _HeldBack(Exception):
 
 def _dest_sig(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ino]
-
-
-def _json_object_problem(data: bytes) -> str | None:
-    """Why `data` is not a JSON object, in words that never quote the content."""
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
-    if not isinstance(value, dict):
-        return f"a JSON {type(value).__name__}"
-    return None

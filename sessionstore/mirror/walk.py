@@ -66,6 +66,7 @@ from sessionstore.storage.trees import make_tree
 
 if TYPE_CHECKING:
     from sessionstore.mirror.config import PassConfig
+    from sessionstore.storage.journal import Claim
     from sessionstore.storage.trees import DestTree
 
 
@@ -93,7 +94,10 @@ class Pass(FileOps):
         self.listing_failed = False
         self.dest_id = (-1, -1)  # the destination root's (dev, ino), once opened
         self.dirty = False  # the in-progress flag exists
+        self.flagged = False  # ... and this pass set it (it appends its claims there)
         self.unswept = False  # ... it existed at the start, and the sweep fell short
+        # Dest rel -> (size, mtime_ns, ino): what an interrupted pass committed (its claims).
+        self.claims: dict[str, Claim] = {}
         self.is_session = False
         self.exclude = config.exclude
         self.src_rels: dict[str, str] = {}  # with exclude only: dest rel -> source rel
@@ -161,6 +165,7 @@ class Pass(FileOps):
         self.dirty = tree.lstat(root, DIRTY_NAME) is not None
         if self.dirty:  # an earlier pass was interrupted: its temps go before anything else
             self.unswept = not tree.sweep()
+            self.claims = tree.claims(DIRTY_NAME)
         self.is_session = tree.lstat(root, MANIFEST) is not None
         if full and len(self.stored) >= split.MIN_GROUPS and split.allowed(self):
             self.split_at = split.plan(self.stored, split.MIN_GROUPS)
@@ -380,11 +385,12 @@ class Pass(FileOps):
     def touch(self) -> None:
         """Before the first change to the destination in this pass: flag it as in progress.
 
-        A pass killed midway leaves temps; finding the flag, the next pass sweeps
-        the whole destination first. A pass that changes nothing never lists the
-        destination at all.
+        A pass killed midway leaves temps, and files its cache does not record yet;
+        finding the flag, the next pass sweeps the whole destination first and reads
+        the claims the flag holds (storage/journal.py). A pass that changes nothing
+        never lists the destination at all.
         """
-        if self.dirty:
+        if self.flagged:
             return
-        self.tree.set_flag(DIRTY_NAME)
-        self.dirty = True
+        self.tree.set_flag(DIRTY_NAME)  # also when it exists: the claims go on after it
+        self.flagged = self.dirty = True

@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from sessionstore._fs import read as fsread
-from sessionstore._fs.atomic import AtomicFile, fsync_dir, publish_once, sweep_tree_at
+from sessionstore._fs.atomic import AtomicFile, fsync_dir, publish_once, sweep_tree_at, write_all
+from sessionstore.storage import journal
 from sessionstore.storage.local_tree_dirs import (
     _OPEN,
     _OPEN_PATH,
@@ -57,6 +58,9 @@ class FdFile:
 class LocalTree(LocalSync):
     """The destination of one pass: `LocalDirs`' directories, `LocalSync`'s fsyncs, and
     every read and change."""
+
+    # The in-progress flag, open to append a claim per commit (storage/journal.py).
+    _journal: int | None = None
 
     def lstat(self, d: LocalDir, name: str) -> os.stat_result | None:
         """lstat of an entry (None if it, or its directory, is missing or unusable).
@@ -160,23 +164,59 @@ class LocalTree(LocalSync):
                 f.write(chunk)
 
     def set_flag(self, name: str) -> None:
-        """Create an empty file at the root if absent (the in-progress flag); durable if asked."""
+        """Create the in-progress flag at the root if absent (durable if asked), and keep it
+        open: each commit of the pass appends its claim to it (`_start`)."""
         root = self.root
         assert root.fd is not None
         if not self.check(root):
             raise OSError(errno.ESTALE, "the destination was moved or replaced")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-        os.close(os.open(name, flags, 0o600, dir_fd=root.fd))
+        found = self.lstat(root, name)
+        if found is not None and not stat.S_ISREG(found.st_mode):
+            os.unlink(name, dir_fd=root.fd)  # planted (a symlink, a fifo): replaced, not used
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
+        fd = os.open(name, flags | os.O_CLOEXEC, 0o600, dir_fd=root.fd)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # planted since the lstat
+            os.close(fd)
+            raise OSError(errno.EINVAL, f"{name} is not a regular file")
+        self._close_journal()
+        self._journal = fd
         if self.durable:
             fsync_dir(".", dir_fd=root.fd)
 
+    def claims(self, name: str) -> dict[str, journal.Claim]:
+        """The claims in the in-progress flag `name`: what an interrupted pass committed.
+
+        At most `journal.MAX_BYTES` of them are read: a claim not read proves nothing.
+        """
+        file = self.open_root_file(name)
+        if file is None:
+            return {}
+        try:
+            return journal.read(file.read_at(0, min(file.size, journal.MAX_BYTES)))
+        except OSError:
+            return {}
+        finally:
+            file.close()
+
     def clear_flag(self, name: str) -> None:
         """Remove a file at the root if the root is still in place (absent is fine)."""
+        self._close_journal()
         root = self.root
         assert root.fd is not None
         if self.check(root):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=root.fd)
+
+    def close_all(self) -> None:
+        try:
+            super().close_all()
+        finally:
+            self._close_journal()
+
+    def _close_journal(self) -> None:
+        fd, self._journal = self._journal, None
+        if fd is not None:
+            os.close(fd)
 
     # -- changing -------------------------------------------------------------------
 
@@ -191,10 +231,10 @@ class LocalTree(LocalSync):
         Durable: the fsync and the rename happen later (`LocalSync.defer`); a
         failure then is reported for this file and its path put in `failed`.
         """
-        out = self._start(d, name, mode, fill)
-        if out is None:
+        started = self._start(d, name, mode, fill)
+        if started is None:
             return None
-        written = out.stat()
+        out, written = started
         if self.durable:
             self.defer(d, name, out, marker=False)
             return written
@@ -219,10 +259,10 @@ class LocalTree(LocalSync):
         """
         if self.durable and self.lstat(d, name) is not None:
             raise Sealed(name)
-        out = self._start(d, name, mode, fill)
-        if out is None:
+        started = self._start(d, name, mode, fill)
+        if started is None:
             return None
-        written = out.stat()
+        out, written = started
         if self.durable:
             self.defer(d, name, out, marker=True)
             return written
@@ -243,8 +283,14 @@ class LocalTree(LocalSync):
 
     def _start(
         self, d: LocalDir, name: str, mode: int, fill: Callable[[Writer], None]
-    ) -> AtomicFile | None:
-        """A temp for `name` in `d`, filled; None (nothing created) if `d` is unusable."""
+    ) -> tuple[AtomicFile, os.stat_result] | None:
+        """A temp for `name` in `d`, filled and claimed, and its fstat; None (nothing
+        created) if `d` is unusable.
+
+        The claim (storage/journal.py) is appended to the in-progress flag before the
+        temp can take its name, so a pass killed after the rename leaves proof that the
+        file is the mirror's. A claim that cannot be written fails the commit.
+        """
         fd = self.ensure(d)
         if fd is None or not self.check(d):
             return None
@@ -252,10 +298,14 @@ class LocalTree(LocalSync):
         out = AtomicFile(name, mode, durable=self.durable, sync_dir=False, dir_fd=fd)
         try:
             fill(out)
+            written = out.stat()
+            if self._journal is not None:
+                key = f"{d.rel}/{name}" if d.rel else name
+                write_all(self._journal, journal.record(key, written))
         except BaseException:
             out.discard()
             raise
-        return out
+        return out, written
 
     def reach(self, d: LocalDir, *, quiet: bool = False) -> bool:
         """Whether `d` can be used (opened); a bad one is reported once unless `quiet`."""

@@ -45,6 +45,7 @@ from sessionstore.storage.s3_tree_io import (
 from sessionstore.storage.tree import BytesFile, ErrorSink, Sealed, Writer
 
 if TYPE_CHECKING:
+    from sessionstore.storage.journal import Claim
     from sessionstore.storage.tree import Tree
 
 __all__ = ["S3Dest", "S3Tree"]
@@ -273,6 +274,11 @@ class S3Tree:
             self.error(".", f"cannot abort incomplete uploads: {self.dest.problem(exc, '')}")
             return False
         return True
+
+    def claims(self, name: str) -> dict[str, Claim]:
+        """None: a bucket keeps no journal (an object cannot be appended to), so the
+        objects of a killed pass are this mirror's only once a pass finds them again."""
+        return {}
 
     def set_flag(self, name: str) -> None:
         import obstore

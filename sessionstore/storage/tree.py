@@ -32,7 +32,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from sessionstore.storage.journal import Claim
 
 ErrorSink = Callable[[str, str], None]  # (destination path, one-line problem)
 
@@ -193,7 +196,12 @@ class Tree(Protocol[D]):
         ...
 
     def set_flag(self, name: str) -> None:
-        """Create an empty object at the root (the in-progress flag), durably if asked."""
+        """Create the in-progress flag at the root, durably if asked (a local tree then
+        appends a claim to it for each file it commits: storage/journal.py)."""
+        ...
+
+    def claims(self, name: str) -> dict[str, Claim]:
+        """The claims an interrupted pass left in the in-progress flag `name`, by path."""
         ...
 
     def clear_flag(self, name: str) -> None:

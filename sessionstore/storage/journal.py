@@ -1,0 +1,63 @@
+"""The in-progress flag as a journal: which files a pass committed, for the pass after a kill.
+
+The change cache (mirror/cache.py) is the mirror's record of which destination
+files are its own, and it is written at the end of a pass. A pass killed
+midway has committed files the cache does not know: without a record, the
+next pass could never prove them its own, and `--delete` would keep them for
+good once the source removed them. So a local destination's in-progress flag
+(created at a pass's first change, removed after its cache is written) also
+holds one *claim* per file the pass commits, appended just before the file
+takes its name: the destination path and the size, mtime and inode the file
+has (a rename keeps all three). The pass after a kill reads the claims
+(`read`) and counts a file as its own only while it is still exactly that
+file (mirror/finish.py); a claim whose rename never happened, or whose file
+was replaced since, proves nothing and is dropped.
+
+A claim is `<size> <mtime_ns> <ino> <path>` ended by a NUL (a path can hold a
+line break, never a NUL), so a record cut by a kill or a power cut is simply
+not a record. Claims are not fsynced: losing them loses a proof, never makes
+one. A path that is not below the destination (a `..`, `.` or empty part, a
+leading `/`) is no claim: anyone who can write the flag must not steer a
+removal outside.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+__all__ = ["MAX_BYTES", "Claim", "outside", "read", "record"]
+
+Claim = tuple[int, int, int]  # the committed file's (size, mtime_ns, ino)
+# Read at most this much of a flag (about 700,000 claims): one written by anyone else
+# must not take the memory of the pass; a claim not read proves nothing.
+MAX_BYTES = 64 << 20
+
+# A part of a relative path that is no name or leads out of its parent ("", ".", ".."),
+# or a NUL. Multiline: `outside` scans many paths joined by line breaks at once.
+_BAD_PART = re.compile(r"(?:^|/)\.{0,2}(?:/|$)|\0", re.MULTILINE)
+
+
+def outside(paths: list[str]) -> bool:
+    """Whether any of these relative paths (none of them the root's "") is not a path
+    below the root: one scan of them all. A name holding a line break may split into
+    parts that look bad (a false alarm), never hide one."""
+    return bool(paths) and _BAD_PART.search("\n".join(paths)) is not None
+
+
+def record(key: str, st: os.stat_result) -> bytes:
+    """The claim on the file at `key` whose fstat (taken before its rename) is `st`."""
+    return b"%d %d %d %s\0" % (st.st_size, st.st_mtime_ns, st.st_ino, os.fsencode(key))
+
+
+def read(data: bytes) -> dict[str, Claim]:
+    """The well-formed claims in a flag's bytes, the last one for a path winning."""
+    found: dict[str, Claim] = {}
+    for item in data.split(b"\0")[:-1]:  # after the last NUL: a cut record, or nothing
+        parts = item.split(b" ", 3)
+        if len(parts) != 4 or not all(p.isdigit() for p in parts[:3]):
+            continue
+        key = os.fsdecode(parts[3])
+        if key and not outside([key]):
+            found[key] = (int(parts[0]), int(parts[1]), int(parts[2]))
+    return found

@@ -1,0 +1,180 @@
+"""Claims: a killed pass leaves proof of what it committed, so `--delete` still converges.
+
+The change cache is written at the end of a pass; the in-progress flag holds a
+claim per file the pass commits, appended before the file takes its name
+(storage/journal.py). The pass after a kill counts a file as the mirror's own
+only while it is still exactly the file claimed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import cli_runner
+import orjson
+import pytest
+from mirror_helpers import outside_tree, run, settle, snapshot, tree, write
+
+from sessionstore.mirror.mirror import CACHE_NAME, DIRTY_NAME, Mirror
+from sessionstore.storage import journal
+
+pytestmark = pytest.mark.timeout(180)
+
+BIG = 256 << 20  # keeps a pass busy after the root's files, long enough to be killed
+
+
+def _claims(dst: Path) -> dict[str, journal.Claim]:
+    return journal.read((dst / DIRTY_NAME).read_bytes())
+
+
+def _identity(path: Path) -> journal.Claim:
+    st = path.lstat()
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def _committed_claims(dst: Path) -> dict[str, journal.Claim]:
+    """The claims in the flag whose file is in place as claimed (renamed: committed)."""
+    try:
+        claims = _claims(dst)
+    except FileNotFoundError:
+        return {}
+    return {k: c for k, c in claims.items() if (dst / k).exists() and _identity(dst / k) == c}
+
+
+def _kill_mid_pass(src: Path, dst: Path, *options: str) -> None:
+    """Run a pass in its own process; SIGKILL it once it has committed a file of the root
+    (the root's files come before its subdirectories: it is copying zz/big.bin then)."""
+    proc = cli_runner.popen("mirror", src, dst, "--once", *options)
+    try:
+        cli_runner.wait_for(lambda: _committed_claims(dst) != {}, "a commit", timeout=120)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, "the pass ended before the kill"
+
+
+@pytest.mark.parametrize("durable", [False, True], ids=["no-fsync", "durable"])
+def test_delete_removes_what_a_killed_pass_committed_once_the_source_drops_it(
+    tmp_path: Path, durable: bool
+) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    options = [] if durable else ["--no-fsync"]
+    write(src / "f.txt", b"v1")
+    write(src / "zz" / "big.bin", b"0")
+    settle()
+    assert cli_runner.run("mirror", src, dst, "--once", *options).returncode == 0
+    write(src / "f.txt", b"v2")
+    # New files; a durable pass renames its temps 64 at a time: enough for one round.
+    added = ["new.txt", *(f"n{i:02}.txt" for i in range(70))]
+    for name in added:
+        write(src / name, name.encode())
+    write(src / "zz" / "big.bin", bytes(BIG))
+    settle()
+    _kill_mid_pass(src, dst, *options)
+    committed = _committed_claims(dst)  # some, or (durable) a round cut by the kill
+    for name in ["f.txt", *added]:
+        (src / name).unlink()  # the agent removes them before the next pass
+    reports = []
+    for _ in range(2):
+        done = cli_runner.run("mirror", src, dst, "--once", "--delete", "--json", *options)
+        assert done.returncode == 0, done.stderr
+        reports.append(orjson.loads(done.stdout))
+    assert reports[0]["skipped"] == [] and reports[0]["errors"] == []
+    assert set(committed) <= set(reports[0]["deleted"])
+    assert reports[1]["deleted"] == [] and reports[1]["copied"] == []
+    assert tree(dst) == tree(src) == {"zz/big.bin": bytes(BIG)}
+    assert not (dst / DIRTY_NAME).exists()
+
+
+def test_after_a_kill_a_claimed_file_is_compared_not_rewritten(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "f.txt", b"v1")
+    write(src / "zz" / "big.bin", b"0")
+    settle()
+    run(src, dst)
+    write(src / "f.txt", b"v2")
+    write(src / "new.txt", b"new")
+    write(src / "zz" / "big.bin", bytes(BIG))
+    settle()
+    _kill_mid_pass(src, dst, "--no-fsync")
+    committed = _committed_claims(dst)
+    report = run(src, dst)
+    assert not set(committed) & set(report.copied)
+    assert {name: _identity(dst / name) for name in committed} == committed  # same inodes
+    assert tree(dst) == tree(src) and not (dst / DIRTY_NAME).exists()
+    assert run(src, dst).unchanged == 3  # and the cache now knows them
+
+
+def _interrupted_with(dst: Path, claims: list[tuple[str, journal.Claim]]) -> None:
+    """The in-progress flag as a killed pass leaves it, holding these claims."""
+    data = b"".join(
+        b"%d %d %d %s\0" % (size, mtime, ino, os.fsencode(key))
+        for key, (size, mtime, ino) in claims
+    )
+    (dst / DIRTY_NAME).write_bytes(data)
+
+
+def test_a_claim_never_proves_a_file_it_does_not_describe(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    for name in ("a.txt", "b.txt", "c.txt"):
+        write(src / name, name.encode())
+    settle()
+    run(src, dst, delete=True)
+    outside = outside_tree(tmp_path / "outside")
+    before = snapshot(outside)
+    write(dst / "user.txt", b"the user's own file")
+    victim = outside / "keep.txt"
+    _interrupted_with(
+        dst,
+        [
+            ("a.txt", (99, 1, 1)),  # its rename never happened: a.txt is still as cached
+            ("user.txt", (1, 1, 1)),  # not the file that is there
+            ("../outside/keep.txt", _identity(victim)),  # outside the destination
+            ("x/../../outside/keep.txt", _identity(victim)),
+        ],
+    )
+    (dst / DIRTY_NAME).write_bytes(
+        (dst / DIRTY_NAME).read_bytes() + b"3 1 1 c.t"  # a record cut by the kill
+    )
+    for name in ("a.txt", "c.txt"):
+        (src / name).unlink()
+    report = run(src, dst, delete=True)
+    assert sorted(report.deleted) == ["a.txt", "c.txt"] and report.skipped == []
+    assert (dst / "user.txt").read_bytes() == b"the user's own file"
+    assert snapshot(outside) == before
+    assert not (dst / DIRTY_NAME).exists()
+    assert run(src, dst, delete=True).deleted == []
+
+
+def test_a_planted_flag_proves_nothing(tmp_path: Path) -> None:
+    """Claims written by anyone: a file is taken only if it is exactly the claimed one
+    and below the destination; the user's own file claimed with its true identity is
+    still not deleted unless the source listing says it is gone *and* it matches."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "keep.txt", b"k")
+    settle()
+    run(src, dst)
+    os.symlink(tmp_path / "elsewhere", dst / "link")
+    write(tmp_path / "elsewhere" / "x", b"outside, through a symlink")
+    _interrupted_with(dst, [("link/x", _identity(tmp_path / "elsewhere" / "x"))])
+    report = run(src, dst, delete=True)
+    assert report.deleted == [] and (tmp_path / "elsewhere" / "x").exists()
+
+
+def test_claims_outside_a_subset_pass_are_kept_for_a_later_full_pass(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "a" / "f", b"a")
+    write(src / "b" / "g", b"b")
+    settle()
+    run(src, dst)
+    write(dst / "b" / "h", b"committed by a killed pass")  # ... and claimed by it
+    _interrupted_with(dst, [("b/h", _identity(dst / "b" / "h"))])
+    write(src / "a" / "f", b"a2")
+    settle()
+    report = Mirror(src, dst, durable=False).run_dirs(["a"])
+    assert report.copied == ["a/f"] and not (dst / DIRTY_NAME).exists()
+    assert b'"h"' in (dst / CACHE_NAME).read_bytes()  # now in the cache
+    report = run(src, dst, delete=True)  # b/h is not in the source: the mirror's to delete
+    assert report.deleted == ["b/h"] and tree(dst) == tree(src)
