@@ -28,10 +28,11 @@ import stat
 from collections.abc import Callable, Container
 from typing import TYPE_CHECKING
 
+from sessionstore._fs.atomic import TEMP_PREFIX
 from sessionstore.format.names import MARKERS, record_number
 from sessionstore.mirror.cache import CACHE_NAME, Cache, join
 from sessionstore.mirror.cache_file import Entry, Group, Stored
-from sessionstore.mirror.layout import DIRTY_NAME, STORE_OWNED
+from sessionstore.mirror.layout import DIRTY_NAME, RESERVED_PREFIX, STORE_OWNED
 from sessionstore.storage.local_tree import LocalDir, describe
 
 if TYPE_CHECKING:
@@ -168,9 +169,12 @@ def settle_leftovers(run: Pass, leftovers: dict[str, Entry], delete: bool) -> se
     try:
         for key in sorted(k for k in leftovers if is_gone(k, listed) and not excluded(k)):
             top = "/" not in key
+            where, _, name = key.rpartition("/")
+            if _reserved(name):
+                dropped.add(key)  # never the source's (the walk skips it), so never ours
+                continue
             if not delete and not _may_be_in_record(key):
                 continue  # nothing to report or do: it just stays in the destination
-            where, _, name = key.rpartition("/")
             level = walker.to(where)
             if level is None:
                 dropped.add(key)  # its directory is gone from the destination too
@@ -186,6 +190,11 @@ def settle_leftovers(run: Pass, leftovers: dict[str, Entry], delete: bool) -> se
     finally:
         walker.close()
     return dropped
+
+
+def _reserved(name: str) -> bool:
+    """A name of the mirror's own files (lock, cache, flag) or of a temp: never copied."""
+    return name[0] == "." and name.startswith((RESERVED_PREFIX, TEMP_PREFIX))
 
 
 def _nothing(_key: str) -> bool:
@@ -252,12 +261,18 @@ def finish_pass(run: Pass) -> None:
         except OSError as exc:
             saved = False  # the flag keeps the claims the cache does not hold
             run.error(CACHE_NAME, f"cannot write the change cache: {describe(exc)}")
-    if run.dirty and saved and not run.unswept and run.tree.check(root):
+    if run.dirty and saved and run.tree.check(root):
         # Every temp of this pass is committed or removed, the cache holds every file
         # claimed, and this pass swept the whole destination if the flag was set before
-        # it started.
+        # it started; a flag kept for another sweep need not keep its claims.
         run.tree.flush()
-        run.tree.clear_flag(DIRTY_NAME)
+        if run.unswept:
+            run.tree.forget_claims()
+            return
+        try:
+            run.tree.clear_flag(DIRTY_NAME)
+        except OSError as exc:  # a directory, another user's file: the next pass sweeps again
+            run.error(DIRTY_NAME, f"cannot remove the in-progress flag: {describe(exc)}")
 
 
 def _new_groups(run: Pass, cache: Cache) -> tuple[dict[str, Stored], bool]:
@@ -337,6 +352,8 @@ def _claimed(run: Pass, cache: Cache) -> dict[str, Entry]:
     ours: dict[str, Group] = {}  # a walked directory's new group, parsed once
     for key in sorted(run.claims):
         rel, _, name = key.rpartition("/")
+        if _reserved(name):
+            continue
         if walked(rel):
             names = ours.get(rel)
             if names is None:

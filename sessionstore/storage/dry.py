@@ -67,5 +67,8 @@ class DryChanges:
     def set_flag(self, name: str) -> None:
         pass
 
+    def forget_claims(self) -> None:
+        pass
+
     def clear_flag(self, name: str) -> None:
         pass

@@ -13,12 +13,16 @@ has (a rename keeps all three). The pass after a kill reads the claims
 file (mirror/finish.py); a claim whose rename never happened, or whose file
 was replaced since, proves nothing and is dropped.
 
-A claim is `<size> <mtime_ns> <ino> <path>` ended by a NUL (a path can hold a
-line break, never a NUL), so a record cut by a kill or a power cut is simply
-not a record. Claims are not fsynced: losing them loses a proof, never makes
+A claim is `<size> <mtime_ns> <ino> <length> <path>` ended by a NUL (a path
+can hold a line break, never a NUL), the length the path's in bytes, so a
+record cut by a kill, a full disk or a power cut (which can leave zeros where
+its end was) is simply not a record; a pass that appends to a flag first ends
+whatever record was cut with a NUL. Claims are not fsynced: losing them loses a proof, never makes
 one. A path that is not below the destination (a `..`, `.` or empty part, a
 leading `/`) is no claim: anyone who can write the flag must not steer a
-removal outside.
+removal outside. A flag that is not the mirror's own making (another user's,
+writable by others, a hard link) is never read nor appended to
+(storage/local_tree_root.py).
 """
 
 from __future__ import annotations
@@ -29,9 +33,14 @@ import re
 __all__ = ["MAX_BYTES", "Claim", "outside", "read", "record"]
 
 Claim = tuple[int, int, int]  # the committed file's (size, mtime_ns, ino)
-# Read at most this much of a flag (about 700,000 claims): one written by anyone else
-# must not take the memory of the pass; a claim not read proves nothing.
-MAX_BYTES = 64 << 20
+# Read at most this much of a flag (about 200,000 claims, a few tens of MiB as a dict):
+# one written by anyone else must not take the memory of the pass; a claim not read
+# proves nothing.
+MAX_BYTES = 16 << 20
+# A claim's head, found only where a record starts (at the flag's start or after a NUL):
+# three numbers of at most 20 digits (an int64's range: int() of thousands of digits is
+# refused) and the byte length of the path that follows.
+_HEAD = re.compile(rb"(?:^|(?<=\0))(\d{1,20}) (\d{1,20}) (\d{1,20}) (\d{1,10}) ")
 
 # A part of a relative path that is no name or leads out of its parent ("", ".", ".."),
 # or a NUL. Multiline: `outside` scans many paths joined by line breaks at once.
@@ -47,17 +56,27 @@ def outside(paths: list[str]) -> bool:
 
 def record(key: str, st: os.stat_result) -> bytes:
     """The claim on the file at `key` whose fstat (taken before its rename) is `st`."""
-    return b"%d %d %d %s\0" % (st.st_size, st.st_mtime_ns, st.st_ino, os.fsencode(key))
+    path = os.fsencode(key)
+    return b"%d %d %d %d %s\0" % (st.st_size, st.st_mtime_ns, st.st_ino, len(path), path)
 
 
 def read(data: bytes) -> dict[str, Claim]:
-    """The well-formed claims in a flag's bytes, the last one for a path winning."""
+    """The well-formed claims in a flag's bytes, the last one for a path winning.
+
+    Whatever is not a claim is skipped by the regex engine, not a loop per byte.
+    """
     found: dict[str, Claim] = {}
-    for item in data.split(b"\0")[:-1]:  # after the last NUL: a cut record, or nothing
-        parts = item.split(b" ", 3)
-        if len(parts) != 4 or not all(p.isdigit() for p in parts[:3]):
-            continue
-        key = os.fsdecode(parts[3])
-        if key and not outside([key]):
-            found[key] = (int(parts[0]), int(parts[1]), int(parts[2]))
+    search = _HEAD.search
+    m = search(data)
+    while m is not None:
+        start = m.end()
+        stop = start + int(m[4])
+        # The path, whole: as long as its head says, no NUL in it, a NUL after it.
+        if start < stop < len(data) and data[stop] == 0 and data.find(b"\0", start, stop) < 0:
+            key = os.fsdecode(data[start:stop])
+            if not outside([key]):
+                found[key] = (int(m[1]), int(m[2]), int(m[3]))
+            m = search(data, stop + 1)
+        else:
+            m = search(data, start)
     return found

@@ -9,58 +9,33 @@ closing.
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import os
-import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sessionstore._fs import read as fsread
-from sessionstore._fs.atomic import AtomicFile, fsync_dir, publish_once, sweep_tree_at, write_all
+from sessionstore._fs.atomic import AtomicFile, publish_once, sweep_tree_at, write_all
 from sessionstore.storage import journal
 from sessionstore.storage.local_tree_dirs import (
     _OPEN,
     _OPEN_PATH,
-    _OPEN_READ,
     OPEN_DIR,
     UNKNOWN,
     LocalDir,
     describe,
 )
-from sessionstore.storage.local_tree_sync import LocalSync
+from sessionstore.storage.local_tree_root import LocalRoot
 from sessionstore.storage.tree import Sealed, Writer
 
 if TYPE_CHECKING:
     from sessionstore.storage.tree import Tree
 
-__all__ = ["OPEN_DIR", "UNKNOWN", "FdFile", "LocalDir", "LocalTree", "describe"]
+__all__ = ["OPEN_DIR", "UNKNOWN", "LocalDir", "LocalTree", "describe"]
 
 
-class FdFile:
-    """A `RootFile` on an open fd: positional reads, so a forked verifier shares it safely."""
-
-    def __init__(self, fd: int, size: int) -> None:
-        self.fd: int | None = fd
-        self.size = size
-
-    def read_at(self, offset: int, n: int) -> bytes:
-        if self.fd is None:
-            raise OSError(errno.EBADF, "the file was closed")
-        return os.pread(self.fd, n, offset)
-
-    def close(self) -> None:
-        fd, self.fd = self.fd, None
-        if fd is not None:
-            os.close(fd)
-
-
-class LocalTree(LocalSync):
-    """The destination of one pass: `LocalDirs`' directories, `LocalSync`'s fsyncs, and
-    every read and change."""
-
-    # The in-progress flag, open to append a claim per commit (storage/journal.py).
-    _journal: int | None = None
+class LocalTree(LocalRoot):
+    """The destination of one pass: `LocalDirs`' directories, `LocalSync`'s fsyncs,
+    `LocalRoot`'s own files at the root, and every other read and change."""
 
     def lstat(self, d: LocalDir, name: str) -> os.stat_result | None:
         """lstat of an entry (None if it, or its directory, is missing or unusable).
@@ -77,24 +52,6 @@ class LocalTree(LocalSync):
             return os.stat(name, dir_fd=fd, follow_symlinks=False)
         except OSError:
             return None
-
-    def open_file(self, d: LocalDir, name: str) -> int | None:
-        """A read fd on a regular file (never a symlink, never blocking on a fifo), else None."""
-        fd = self.fd_of(d)
-        if fd is None:
-            return None
-        try:
-            ffd = os.open(name, _OPEN_READ, dir_fd=fd)
-        except OSError:
-            return None
-        try:
-            ok = stat.S_ISREG(os.fstat(ffd).st_mode)
-        except OSError:
-            ok = False
-        if not ok:
-            os.close(ffd)
-            return None
-        return ffd
 
     def entry(self, d: LocalDir, name: str, key: str) -> os.stat_result | None:
         """The no-op fast path's lstat of `name` in `d`; `key` is its path from the root.
@@ -137,86 +94,6 @@ class LocalTree(LocalSync):
         assert self.root.fd is not None
         own = os.fstat(self.root.fd)
         return own.st_dev, own.st_ino
-
-    def open_root_file(self, name: str) -> FdFile | None:
-        """A regular file at the root (never a symlink, never a fifo) read by `pread`, else None.
-
-        The open file is the one read to the end, whatever replaces its name meanwhile.
-        """
-        fd = self.open_file(self.root, name)
-        if fd is None:
-            return None
-        try:
-            return FdFile(fd, os.fstat(fd).st_size)
-        except OSError:
-            os.close(fd)
-            return None
-
-    def put_root_file(self, name: str, chunks: Iterable[bytes], mode: int) -> None:
-        """Replace a file at the root atomically; its bytes are durable, not the rename.
-
-        The root is not fsynced for it (as before the Tree): the one caller, the
-        change cache, is safe to lose (the pass then compares instead of trusting).
-        """
-        assert self.root.fd is not None
-        with AtomicFile(name, mode, durable=self.durable, sync_dir=False, dir_fd=self.root.fd) as f:
-            for chunk in chunks:
-                f.write(chunk)
-
-    def set_flag(self, name: str) -> None:
-        """Create the in-progress flag at the root if absent (durable if asked), and keep it
-        open: each commit of the pass appends its claim to it (`_start`)."""
-        root = self.root
-        assert root.fd is not None
-        if not self.check(root):
-            raise OSError(errno.ESTALE, "the destination was moved or replaced")
-        found = self.lstat(root, name)
-        if found is not None and not stat.S_ISREG(found.st_mode):
-            os.unlink(name, dir_fd=root.fd)  # planted (a symlink, a fifo): replaced, not used
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
-        fd = os.open(name, flags | os.O_CLOEXEC, 0o600, dir_fd=root.fd)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # planted since the lstat
-            os.close(fd)
-            raise OSError(errno.EINVAL, f"{name} is not a regular file")
-        self._close_journal()
-        self._journal = fd
-        if self.durable:
-            fsync_dir(".", dir_fd=root.fd)
-
-    def claims(self, name: str) -> dict[str, journal.Claim]:
-        """The claims in the in-progress flag `name`: what an interrupted pass committed.
-
-        At most `journal.MAX_BYTES` of them are read: a claim not read proves nothing.
-        """
-        file = self.open_root_file(name)
-        if file is None:
-            return {}
-        try:
-            return journal.read(file.read_at(0, min(file.size, journal.MAX_BYTES)))
-        except OSError:
-            return {}
-        finally:
-            file.close()
-
-    def clear_flag(self, name: str) -> None:
-        """Remove a file at the root if the root is still in place (absent is fine)."""
-        self._close_journal()
-        root = self.root
-        assert root.fd is not None
-        if self.check(root):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(name, dir_fd=root.fd)
-
-    def close_all(self) -> None:
-        try:
-            super().close_all()
-        finally:
-            self._close_journal()
-
-    def _close_journal(self) -> None:
-        fd, self._journal = self._journal, None
-        if fd is not None:
-            os.close(fd)
 
     # -- changing -------------------------------------------------------------------
 

@@ -1,20 +1,21 @@
 """Durable commits of a local tree, overlapped: the fsyncs of a pass on a bounded pool.
 
 `LocalSync` sits between `LocalDirs` (directories and their checks) and
-`LocalTree` (reads and changes). In durable mode a commit's temp file is
-created and written by the caller's thread, as before, and its fsync joins a
-round; a round of `MAX_PENDING` commits (or whatever is waiting when the pass
-flushes) goes to a pool of at most `POOL_THREADS` threads at once (fsync
-releases the GIL; concurrent fsyncs share a journal commit, or overlap their
-cache flushes), and the caller waits for the whole round before it writes
-the next. Not a pipeline: with fsyncs running beside it the caller's own
-creates and writes slowed down (strace shows the walk waiting for each fsync
-to return before its next create; on an ext4 mounted without a journal, as
-this VM's is, the fsync of a new file also writes out its directory), and an
-initial copy of 8,000 / 50,000 files took 0.88x / 0.83x the pipeline's time
-in rounds (docs/benchmarks.md). Memory and descriptors stay bounded by a
-round whatever the tree's size. The order that makes a commit durable is kept, only the
-waits overlap:
+`LocalRoot` (the root's own files) and `LocalTree` (reads and changes). In
+durable mode a commit's temp file is created and written by the caller's
+thread, as before, and its fsync joins a round; a round of `MAX_PENDING`
+commits (or whatever is waiting when the pass flushes) goes to a pool of at
+most `POOL_THREADS` threads at once (fsync releases the GIL; concurrent
+fsyncs share a journal commit, or overlap their cache flushes), and the
+caller waits for the whole round before it writes the next. Not a pipeline:
+with fsyncs running beside it the caller's own creates and writes slowed
+down (strace shows the walk waiting for each fsync to return before its next
+create; on an ext4 mounted without a journal, as this VM's is, the fsync of
+a new file also writes out its directory), and an initial copy of 8,000 /
+50,000 files took 0.88x / 0.83x the pipeline's time in rounds
+(docs/benchmarks.md). Memory and descriptors stay bounded by a round
+whatever the tree's size. The order that makes a commit durable is kept,
+only the waits overlap:
 
 - a file is renamed into place by the pool thread that fsynced it, after
   the fsync returned and after its directory's chain was found in place

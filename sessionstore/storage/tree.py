@@ -145,7 +145,9 @@ class Tree(Protocol[D]):
         ...
 
     def open_root_file(self, name: str) -> RootFile | None:
-        """A regular file at the root (the change cache), open for reads by offset, else None."""
+        """A file of the mirror's own at the root (the change cache), open for reads by
+        offset, else None (a local tree: not another user's, not a hard link, not
+        writable by others)."""
         ...
 
     def put_root_file(self, name: str, chunks: Iterable[bytes], mode: int) -> None:
@@ -202,6 +204,10 @@ class Tree(Protocol[D]):
 
     def claims(self, name: str) -> dict[str, Claim]:
         """The claims an interrupted pass left in the in-progress flag `name`, by path."""
+        ...
+
+    def forget_claims(self) -> None:
+        """Empty the flag this pass set of its claims (the change cache holds them now)."""
         ...
 
     def clear_flag(self, name: str) -> None:

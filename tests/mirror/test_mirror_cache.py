@@ -27,7 +27,7 @@ from mirror_helpers import SourceReads, dest_state, run, settle, write
 from sessionstore.mirror.cache import _WINDOW, CACHE_NAME, Cache
 from sessionstore.mirror.cache_file import read
 from sessionstore.mirror.mirror import DIRTY_NAME, Mirror
-from sessionstore.storage.local_tree import FdFile
+from sessionstore.storage.local_tree_root import FdFile
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -568,3 +568,31 @@ def test_groups_read_in_either_direction_take_a_window_at_a_time(
         cache.close()
     windows = sum(map(len, texts.values())) // _WINDOW + 1
     assert file.reads - start <= windows + 1
+
+
+@pytest.mark.parametrize("kind", ["hard link", "writable by others"])
+def test_a_cache_that_is_not_the_mirrors_own_is_untrusted(tmp_path: Path, kind: str) -> None:
+    """A cache others may write, or one with a second name (a hard link from outside,
+    through which a rewrite would reach a file elsewhere), could say what the mirror
+    never wrote: no file is proven ours by it, and the pass writes a cache of its own."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "a", b"a")
+    write(src / "b", b"b")
+    settle()
+    run(src, dst)
+    (src / "b").unlink()
+    cache = dst / CACHE_NAME
+    if kind == "hard link":
+        os.link(cache, tmp_path / "elsewhere")
+    else:
+        cache.chmod(0o666)
+    outside = cache.read_bytes()
+    report = run(src, dst, delete=True)
+    assert report.deleted == [] and report.delete_skipped is not None
+    assert (dst / "b").exists()
+    if kind == "hard link":
+        assert (tmp_path / "elsewhere").read_bytes() == outside  # not written through
+    assert cache.stat().st_nlink == 1 and cache.stat().st_mode & 0o077 == 0
+    # Its own cache now, trusted: b, which no cache of its own recorded, stays for good.
+    report = run(src, dst, delete=True)
+    assert report.delete_skipped is None and report.deleted == [] and (dst / "b").exists()

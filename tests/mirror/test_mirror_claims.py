@@ -72,6 +72,9 @@ def test_delete_removes_what_a_killed_pass_committed_once_the_source_drops_it(
         write(src / name, name.encode())
     write(src / "zz" / "big.bin", bytes(BIG))
     settle()
+    # An earlier pass was killed mid-claim: its cut record must not swallow the first
+    # claim of the pass appended after it.
+    (dst / DIRTY_NAME).write_bytes(_claim("f.txt", (3, 1, 1))[:-4])
     _kill_mid_pass(src, dst, *options)
     committed = _committed_claims(dst)  # some, or (durable) a round cut by the kill
     for name in ["f.txt", *added]:
@@ -107,13 +110,82 @@ def test_after_a_kill_a_claimed_file_is_compared_not_rewritten(tmp_path: Path) -
     assert run(src, dst).unchanged == 3  # and the cache now knows them
 
 
+def _claim(key: str, claim: journal.Claim) -> bytes:
+    path = os.fsencode(key)
+    return b"%d %d %d %d %s\0" % (*claim, len(path), path)
+
+
 def _interrupted_with(dst: Path, claims: list[tuple[str, journal.Claim]]) -> None:
     """The in-progress flag as a killed pass leaves it, holding these claims."""
-    data = b"".join(
-        b"%d %d %d %s\0" % (size, mtime, ino, os.fsencode(key))
-        for key, (size, mtime, ino) in claims
-    )
-    (dst / DIRTY_NAME).write_bytes(data)
+    (dst / DIRTY_NAME).write_bytes(b"".join(_claim(key, claim) for key, claim in claims))
+
+
+def test_the_mirrors_own_files_are_never_claimed(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "keep.txt", b"k")
+    settle()
+    run(src, dst)
+    own = [".sessionstore-mirror.lock", ".sessionstore-mirror.pid", CACHE_NAME]
+    for name in own[:2]:
+        write(dst / name, b"a daemon's")
+    before = {name: (dst / name).read_bytes() for name in own}
+    _interrupted_with(dst, [(name, _identity(dst / name)) for name in own])
+    report = run(src, dst, delete=True)
+    assert report.deleted == [] and report.errors == []
+    assert {name: (dst / name).read_bytes() for name in own[:2]} == {
+        name: before[name] for name in own[:2]
+    }
+    assert run(src, dst, delete=True).unchanged == 1  # the cache is trusted still
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        b"9" * 5000 + b" 1 1 1 x\0",  # int() refuses a number this long
+        bytes(1 << 20),  # a power cut's zeros
+        b"1 1 1 1000000000 x",  # a length past the end
+        b"1 1 1 1 \0" * 1000,  # a path that is empty
+        b"1 1 1 3 a\0b\0",  # a path holding a NUL
+    ],
+    ids=["long-number", "zeros", "long-length", "empty-path", "nul-in-path"],
+)
+def test_a_malformed_flag_costs_nothing_and_the_pass_converges(tmp_path: Path, flag: bytes) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "a", b"a")
+    settle()
+    run(src, dst)
+    write(dst / "x", b"the user's")
+    (dst / DIRTY_NAME).write_bytes(flag)
+    report = run(src, dst, delete=True)
+    assert report.errors == [] and report.deleted == [] and (dst / "x").exists()
+    assert not (dst / DIRTY_NAME).exists()
+
+
+@pytest.mark.parametrize("kind", ["hard link", "writable by others"])
+def test_a_flag_that_is_not_the_mirrors_own_is_neither_trusted_nor_written(
+    tmp_path: Path, kind: str
+) -> None:
+    """A hard link to a file elsewhere (a `cp -al` snapshot taken mid-pass), or a flag
+    others may write: its claims prove nothing, and no claim is appended to it."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "keep.txt", b"k")
+    settle()
+    run(src, dst)
+    write(dst / "user.txt", b"the user's own file")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(_claim("user.txt", _identity(dst / "user.txt")))
+    before = elsewhere.read_bytes()
+    if kind == "hard link":
+        os.link(elsewhere, dst / DIRTY_NAME)
+    else:
+        _interrupted_with(dst, [("user.txt", _identity(dst / "user.txt"))])
+        (dst / DIRTY_NAME).chmod(0o666)
+    write(src / "new.txt", b"n")
+    settle()
+    report = run(src, dst, delete=True)
+    assert report.copied == ["new.txt"] and report.deleted == [] and report.errors == []
+    assert (dst / "user.txt").exists() and elsewhere.read_bytes() == before
+    assert not (dst / DIRTY_NAME).exists()
 
 
 def test_a_claim_never_proves_a_file_it_does_not_describe(tmp_path: Path) -> None:
@@ -136,7 +208,7 @@ def test_a_claim_never_proves_a_file_it_does_not_describe(tmp_path: Path) -> Non
         ],
     )
     (dst / DIRTY_NAME).write_bytes(
-        (dst / DIRTY_NAME).read_bytes() + b"3 1 1 c.t"  # a record cut by the kill
+        (dst / DIRTY_NAME).read_bytes() + _claim("c.txt", (3, 1, 1))[:-3]  # cut by a kill
     )
     for name in ("a.txt", "c.txt"):
         (src / name).unlink()
@@ -178,3 +250,21 @@ def test_claims_outside_a_subset_pass_are_kept_for_a_later_full_pass(tmp_path: P
     assert b'"h"' in (dst / CACHE_NAME).read_bytes()  # now in the cache
     report = run(src, dst, delete=True)  # b/h is not in the source: the mirror's to delete
     assert report.deleted == ["b/h"] and tree(dst) == tree(src)
+
+
+def test_a_flag_that_cannot_be_replaced_flags_the_pass_and_is_reported(tmp_path: Path) -> None:
+    """A directory where the flag goes: the pass copies without a journal and says the
+    flag cannot be removed; each pass after it does the same, none stops at the flag."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "a", b"a")
+    settle()
+    run(src, dst)
+    write(dst / DIRTY_NAME / "inner", b"not a flag")
+    for name in ("b", "c"):
+        write(src / name, name.encode())
+        settle()
+        report = run(src, dst)
+        assert report.copied == [name]
+        assert [e["path"] for e in report.errors] == [DIRTY_NAME]
+        assert "cannot remove the in-progress flag" in report.errors[0]["error"]
+    assert (dst / DIRTY_NAME / "inner").read_bytes() == b"not a flag"

@@ -24,7 +24,7 @@ from test_mirror_split import RUNNER, SESSIONS, make_source
 
 from sessionstore.mirror.cache import _WINDOW, CACHE_NAME, Cache
 from sessionstore.mirror.cache_file import MASK, SHIFT, read
-from sessionstore.storage.local_tree import FdFile
+from sessionstore.storage.local_tree_root import FdFile
 
 pytestmark = pytest.mark.timeout(180)
 
