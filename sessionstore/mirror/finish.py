@@ -33,6 +33,7 @@ from sessionstore.format.names import MARKERS, record_number
 from sessionstore.mirror.cache import CACHE_NAME, Cache, join
 from sessionstore.mirror.cache_file import Entry, Group, Stored
 from sessionstore.mirror.layout import DIRTY_NAME, RESERVED_PREFIX, STORE_OWNED
+from sessionstore.storage import journal
 from sessionstore.storage.local_tree import LocalDir, describe
 
 if TYPE_CHECKING:
@@ -239,8 +240,8 @@ def finish_pass(run: Pass) -> None:
         report.delete_skipped = "the listing had errors; nothing was deleted"
     elif m.delete and not cache.trusted:
         report.delete_skipped = (
-            "the change cache is missing or untrusted (torn, or made with other secrets), "
-            "so no file is known to be this mirror's; nothing was deleted"
+            "the change cache is missing or untrusted (torn, another user's, or made with "
+            "other secrets), so no file is known to be this mirror's; nothing was deleted"
         )
     groups, changed = _new_groups(run, cache)
     report.diverged = [
@@ -264,10 +265,10 @@ def finish_pass(run: Pass) -> None:
     if run.dirty and saved and run.tree.check(root):
         # Every temp of this pass is committed or removed, the cache holds every file
         # claimed, and this pass swept the whole destination if the flag was set before
-        # it started; a flag kept for another sweep need not keep its claims.
+        # it started; a flag kept for another sweep keeps only the claims not settled.
         run.tree.flush()
         if run.unswept:
-            run.tree.forget_claims()
+            run.tree.reset_claims(run.claims)  # those this pass could not settle
             return
         try:
             run.tree.clear_flag(DIRTY_NAME)
@@ -304,7 +305,8 @@ def _new_groups(run: Pass, cache: Cache) -> tuple[dict[str, Stored], bool]:
             if name not in kept:
                 leftovers[join(rel, name)] = entry
     if run.claims:
-        for key, entry in _claimed(run, cache).items():
+        found, run.claims = _claimed(run, cache)
+        for key, entry in found.items():
             if walked(key.rpartition("/")[0]):
                 leftovers[key] = entry  # newer than a stored entry of the same key
             else:
@@ -338,9 +340,10 @@ def _group(groups: dict[str, Stored], cache: Cache, key: str) -> Group:
     return group
 
 
-def _claimed(run: Pass, cache: Cache) -> dict[str, Entry]:
+def _claimed(run: Pass, cache: Cache) -> tuple[dict[str, Entry], dict[str, journal.Claim]]:
     """The files an interrupted pass claimed (storage/journal.py) that this pass did not
-    make its own again, and that are still exactly the file claimed, as entries.
+    make its own again, and that are still exactly the file claimed, as entries; and
+    the claims not settled (their directory could not be reached, or is gone).
 
     Such an entry has no source signature (zeros: no source file matches it), so the
     next pass to see its source compares before writing. A claim whose rename never
@@ -363,19 +366,22 @@ def _claimed(run: Pass, cache: Cache) -> dict[str, Entry]:
                 continue  # this pass's own entry is newer
         pending.append(key)
     found: dict[str, Entry] = {}
+    unsettled: dict[str, journal.Claim] = {}
     walker = _Walker(run, False, {})
     try:
         for key in pending:
             where, _, name = key.rpartition("/")
+            claim = run.claims[key]
             level = walker.to(where)
-            st = None if level is None else run.tree.lstat(level.dir, name)
-            if st is not None and stat.S_ISREG(st.st_mode):
-                claim = run.claims[key]
-                if (st.st_size, st.st_mtime_ns, st.st_ino) == claim:
-                    found[key] = [0, 0, 0, 0, 0, *claim]
+            if level is None:
+                unsettled[key] = claim
+                continue
+            st = run.tree.lstat(level.dir, name)
+            if st is not None and journal.proves(claim, st):
+                found[key] = [0, 0, 0, 0, 0, *claim]
     finally:
         walker.close()
-    return found
+    return found, unsettled
 
 
 def _walked(tops: list[str]) -> Callable[[str], bool]:

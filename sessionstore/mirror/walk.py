@@ -96,7 +96,8 @@ class Pass(FileOps):
         self.dirty = False  # the in-progress flag exists
         self.flagged = False  # ... and this pass set it (it appends its claims there)
         self.unswept = False  # ... it existed at the start, and the sweep fell short
-        # Dest rel -> (size, mtime_ns, ino): what an interrupted pass committed (its claims).
+        # Dest rel -> (size, mtime_ns, ino): what an interrupted pass committed (its claims);
+        # once finish has settled them, those it could not (storage/journal.py).
         self.claims: dict[str, Claim] = {}
         self.is_session = False
         self.exclude = config.exclude

@@ -67,7 +67,7 @@ class DryChanges:
     def set_flag(self, name: str) -> None:
         pass
 
-    def forget_claims(self) -> None:
+    def reset_claims(self, claims: dict[str, Any]) -> None:
         pass
 
     def clear_flag(self, name: str) -> None:

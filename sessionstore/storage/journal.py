@@ -20,17 +20,17 @@ its end was) is simply not a record; a pass that appends to a flag first ends
 whatever record was cut with a NUL. Claims are not fsynced: losing them loses a proof, never makes
 one. A path that is not below the destination (a `..`, `.` or empty part, a
 leading `/`) is no claim: anyone who can write the flag must not steer a
-removal outside. A flag that is not the mirror's own making (another user's,
-writable by others, a hard link) is never read nor appended to
-(storage/local_tree_root.py).
+removal outside. A flag another user made is never read, and one with another
+name (a hard link) never appended to (storage/local_tree_root.py).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 
-__all__ = ["MAX_BYTES", "Claim", "outside", "read", "record"]
+__all__ = ["MAX_BYTES", "Claim", "outside", "proves", "read", "record"]
 
 Claim = tuple[int, int, int]  # the committed file's (size, mtime_ns, ino)
 # Read at most this much of a flag (about 200,000 claims, a few tens of MiB as a dict):
@@ -54,10 +54,15 @@ def outside(paths: list[str]) -> bool:
     return bool(paths) and _BAD_PART.search("\n".join(paths)) is not None
 
 
-def record(key: str, st: os.stat_result) -> bytes:
-    """The claim on the file at `key` whose fstat (taken before its rename) is `st`."""
+def record(key: str, claim: Claim) -> bytes:
+    """The record of a claim on the file at `key`."""
     path = os.fsencode(key)
-    return b"%d %d %d %d %s\0" % (st.st_size, st.st_mtime_ns, st.st_ino, len(path), path)
+    return b"%d %d %d %d %s\0" % (*claim, len(path), path)
+
+
+def proves(claim: Claim, st: os.stat_result) -> bool:
+    """Whether the file whose lstat is `st` is still exactly the file claimed."""
+    return stat.S_ISREG(st.st_mode) and (st.st_size, st.st_mtime_ns, st.st_ino) == claim
 
 
 def read(data: bytes) -> dict[str, Claim]:

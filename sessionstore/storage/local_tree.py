@@ -178,7 +178,8 @@ class LocalTree(LocalRoot):
             written = out.stat()
             if self._journal is not None:
                 key = f"{d.rel}/{name}" if d.rel else name
-                write_all(self._journal, journal.record(key, written))
+                claim = (written.st_size, written.st_mtime_ns, written.st_ino)
+                write_all(self._journal, journal.record(key, claim))
         except BaseException:
             out.discard()
             raise

@@ -2,9 +2,14 @@
 writes, and the in-progress flag with its journal of claims (`LocalTree`'s base).
 
 `LocalRoot` sits between `LocalSync` (durable commits) and `LocalTree` (the
-walk's reads and changes). A root file is read only when it can only be the
-mirror's own making (`_own`), and the flag is appended to only then: the
-destination may be shared, and a file others wrote must not steer a pass.
+walk's reads and changes). A root file is read only when it is this user's
+or the destination owner's (`_readable`): the destination may sit in a
+shared directory, and a file another user planted there must not steer a
+pass. Modes are not looked at (a filesystem without them, vfat or cifs,
+shows 0777), nor links (a `cp -al` snapshot of the destination links the
+cache, which is only ever replaced by a rename); the flag is appended to
+only when it has one link (`_appendable`), so nothing is written through to
+a file elsewhere.
 """
 
 from __future__ import annotations
@@ -66,25 +71,27 @@ class LocalRoot(LocalSync):
         return ffd
 
     def open_root_file(self, name: str) -> FdFile | None:
-        """A file of the mirror's own at the root, read by `pread`, else None.
+        """A regular file at the root (never a symlink, never a fifo) that may be the
+        mirror's own (`_readable`), read by `pread`, else None.
 
-        Its own: a regular file (never a symlink, never a fifo) of this user's, with
-        one link, that no one else may write, as every file the mirror makes at the root
-        is; any other (planted by another user, or a hard link to a file elsewhere)
-        may say what the mirror never wrote. The open file is the one read to the end,
-        whatever replaces its name meanwhile.
+        The open file is the one read to the end, whatever replaces its name meanwhile.
         """
         fd = self.open_file(self.root, name)
         if fd is None:
             return None
         try:
             st = os.fstat(fd)
-            if _own(st):
+            if _readable(st, self._owner()):
                 return FdFile(fd, st.st_size)
         except OSError:
             pass
         os.close(fd)
         return None
+
+    def _owner(self) -> int:
+        """The uid that owns the destination root."""
+        assert self.root.fd is not None
+        return os.fstat(self.root.fd).st_uid
 
     def put_root_file(self, name: str, chunks: Iterable[bytes], mode: int) -> None:
         """Replace a file at the root atomically; its bytes are durable, not the rename.
@@ -101,11 +108,11 @@ class LocalRoot(LocalSync):
         """Create the in-progress flag at the root if absent (durable if asked), and keep it
         open: each commit of the pass appends its claim to it (`_start`).
 
-        A flag that is not the mirror's own (`_own`: planted, or a hard link to a file
-        elsewhere, which must not be written) is replaced by a new one; one that cannot
-        be replaced (a directory) still flags the destination, and the pass goes on
-        without a journal (its files are then kept by --delete until a pass copies them
-        again: a proof lost, never one made).
+        A flag that must not be appended to (`_appendable`: another user's, or a hard
+        link to a file elsewhere) is replaced by a new one; one that cannot be replaced
+        (a directory), or not appended to, still flags the destination, and the pass
+        goes on without a journal (its files are then kept by --delete until a pass
+        copies them again: a proof lost, never one made).
         """
         root = self.root
         assert root.fd is not None
@@ -119,11 +126,16 @@ class LocalRoot(LocalSync):
         except OSError:  # a symlink, a fifo with no reader, a directory, not writable
             fd = -1
         if fd is not None and fd >= 0:
-            st = os.fstat(fd)
-            if _own(st):
-                if st.st_size:  # ends a record a kill cut, before this pass's first claim
-                    write_all(fd, b"\0")
-                self._keep_journal(fd)
+            try:
+                st = os.fstat(fd)
+                if _appendable(st, self._owner()):
+                    if st.st_size:  # ends a record a kill cut, before this pass's first claim
+                        write_all(fd, b"\0")
+                    self._keep_journal(fd)
+                    return
+            except OSError:  # a full disk: no journal this pass
+                os.close(fd)
+                self._keep_journal(None)
                 return
             os.close(fd)
         if fd is not None:  # something else has the name
@@ -149,7 +161,7 @@ class LocalRoot(LocalSync):
 
         At most `journal.MAX_BYTES` of them are read: a claim not read proves nothing.
         """
-        file = self.open_root_file(name)  # None if it is not the mirror's own
+        file = self.open_root_file(name)  # None if it cannot be the mirror's own
         if file is None:
             return {}
         try:
@@ -159,11 +171,15 @@ class LocalRoot(LocalSync):
         finally:
             file.close()
 
-    def forget_claims(self) -> None:
-        """Empty the journal this pass keeps open: its claims are in the change cache now."""
-        if self._journal is not None:
-            with contextlib.suppress(OSError):  # kept, they prove only what the cache does
-                os.ftruncate(self._journal, 0)
+    def reset_claims(self, claims: dict[str, journal.Claim]) -> None:
+        """Leave only `claims` in the journal this pass keeps open: the change cache holds
+        every other claimed file now. A kill or a full disk midway loses proofs, never
+        makes one."""
+        if self._journal is None:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._journal, 0)
+            write_all(self._journal, b"".join(journal.record(*item) for item in claims.items()))
 
     def clear_flag(self, name: str) -> None:
         """Remove a file at the root if the root is still in place (absent is fine)."""
@@ -186,11 +202,12 @@ class LocalRoot(LocalSync):
             os.close(fd)
 
 
-def _own(st: os.stat_result) -> bool:
-    """Whether a root file can only be the mirror's own making (`open_root_file`)."""
-    return (
-        stat.S_ISREG(st.st_mode)
-        and st.st_uid == os.geteuid()
-        and st.st_nlink == 1
-        and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    )
+def _readable(st: os.stat_result, owner: int) -> bool:
+    """Whether a root file may be the mirror's own: this user's or the destination
+    owner's (a pass run with sudo reads what the user's passes wrote)."""
+    return stat.S_ISREG(st.st_mode) and st.st_uid in (os.geteuid(), owner)
+
+
+def _appendable(st: os.stat_result, owner: int) -> bool:
+    """Whether the flag may be appended to: readable, and no other name for it."""
+    return _readable(st, owner) and st.st_nlink == 1

@@ -280,8 +280,8 @@ class S3Tree:
         objects of a killed pass are this mirror's only once a pass finds them again."""
         return {}
 
-    def forget_claims(self) -> None:
-        """Nothing to forget: a bucket keeps no journal (`claims`)."""
+    def reset_claims(self, claims: dict[str, Claim]) -> None:
+        """Nothing to keep: a bucket keeps no journal (`claims`)."""
 
     def set_flag(self, name: str) -> None:
         import obstore

@@ -145,9 +145,8 @@ class Tree(Protocol[D]):
         ...
 
     def open_root_file(self, name: str) -> RootFile | None:
-        """A file of the mirror's own at the root (the change cache), open for reads by
-        offset, else None (a local tree: not another user's, not a hard link, not
-        writable by others)."""
+        """A regular file at the root (the change cache), open for reads by offset, else
+        None (also, on a local tree, when another user made it: storage/local_tree_root)."""
         ...
 
     def put_root_file(self, name: str, chunks: Iterable[bytes], mode: int) -> None:
@@ -206,8 +205,8 @@ class Tree(Protocol[D]):
         """The claims an interrupted pass left in the in-progress flag `name`, by path."""
         ...
 
-    def forget_claims(self) -> None:
-        """Empty the flag this pass set of its claims (the change cache holds them now)."""
+    def reset_claims(self, claims: dict[str, Claim]) -> None:
+        """Leave only `claims` in the flag this pass set (the cache holds the others)."""
         ...
 
     def clear_flag(self, name: str) -> None:

@@ -570,29 +570,39 @@ def test_groups_read_in_either_direction_take_a_window_at_a_time(
     assert file.reads - start <= windows + 1
 
 
-@pytest.mark.parametrize("kind", ["hard link", "writable by others"])
-def test_a_cache_that_is_not_the_mirrors_own_is_untrusted(tmp_path: Path, kind: str) -> None:
-    """A cache others may write, or one with a second name (a hard link from outside,
-    through which a rewrite would reach a file elsewhere), could say what the mirror
-    never wrote: no file is proven ours by it, and the pass writes a cache of its own."""
+def _mirrored_then_b_removed(tmp_path: Path) -> tuple[Path, Path]:
+    """A source of `a` and `b` mirrored, then `b` removed from the source."""
     src, dst = tmp_path / "src", tmp_path / "dst"
     write(src / "a", b"a")
     write(src / "b", b"b")
     settle()
     run(src, dst)
     (src / "b").unlink()
-    cache = dst / CACHE_NAME
-    if kind == "hard link":
-        os.link(cache, tmp_path / "elsewhere")
-    else:
-        cache.chmod(0o666)
-    outside = cache.read_bytes()
+    return src, dst
+
+
+def test_a_hard_linked_cache_is_trusted_and_replaced_not_written_through(tmp_path: Path) -> None:
+    """A `cp -al` snapshot of the destination links the cache: it is still the mirror's
+    own, and the rewrite is a rename, which leaves the snapshot's copy as it was."""
+    src, dst = _mirrored_then_b_removed(tmp_path)
+    os.link(dst / CACHE_NAME, tmp_path / "snapshot")
+    before = (tmp_path / "snapshot").read_bytes()
+    report = run(src, dst, delete=True)
+    assert report.deleted == ["b"] and report.delete_skipped is None
+    assert (tmp_path / "snapshot").read_bytes() == before
+    assert (dst / CACHE_NAME).stat().st_nlink == 1
+
+
+def test_a_cache_another_user_made_is_untrusted(tmp_path: Path) -> None:
+    """A destination in a shared directory: another user's cache, planted where the
+    destination owner's would be, proves nothing; the pass writes one of its own."""
+    if os.geteuid() != 0:
+        pytest.skip("only root can give a file to another user")
+    src, dst = _mirrored_then_b_removed(tmp_path)
+    os.chown(dst / CACHE_NAME, 65534, 65534)
     report = run(src, dst, delete=True)
     assert report.deleted == [] and report.delete_skipped is not None
-    assert (dst / "b").exists()
-    if kind == "hard link":
-        assert (tmp_path / "elsewhere").read_bytes() == outside  # not written through
-    assert cache.stat().st_nlink == 1 and cache.stat().st_mode & 0o077 == 0
+    assert (dst / "b").exists() and (dst / CACHE_NAME).stat().st_uid == 0
     # Its own cache now, trusted: b, which no cache of its own recorded, stays for good.
     report = run(src, dst, delete=True)
     assert report.delete_skipped is None and report.deleted == [] and (dst / "b").exists()

@@ -9,6 +9,7 @@ only while it is still exactly the file claimed.
 from __future__ import annotations
 
 import os
+import resource
 import signal
 from pathlib import Path
 
@@ -161,31 +162,42 @@ def test_a_malformed_flag_costs_nothing_and_the_pass_converges(tmp_path: Path, f
     assert not (dst / DIRTY_NAME).exists()
 
 
-@pytest.mark.parametrize("kind", ["hard link", "writable by others"])
-def test_a_flag_that_is_not_the_mirrors_own_is_neither_trusted_nor_written(
-    tmp_path: Path, kind: str
-) -> None:
-    """A hard link to a file elsewhere (a `cp -al` snapshot taken mid-pass), or a flag
-    others may write: its claims prove nothing, and no claim is appended to it."""
+def test_a_hard_linked_flag_is_never_written_through(tmp_path: Path) -> None:
+    """A flag with a second name (a `cp -al` snapshot taken mid-pass): a pass appending
+    its claims would write to the file elsewhere; it makes a flag of its own instead."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "keep.txt", b"k")
+    settle()
+    run(src, dst)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(b"a file of the snapshot\n")
+    os.link(elsewhere, dst / DIRTY_NAME)
+    write(src / "new.txt", b"n")
+    settle()
+    report = run(src, dst, delete=True)
+    assert report.copied == ["new.txt"] and report.errors == []
+    assert elsewhere.read_bytes() == b"a file of the snapshot\n"
+    assert not (dst / DIRTY_NAME).exists()
+
+
+def test_a_flag_another_user_made_proves_nothing(tmp_path: Path) -> None:
+    """A destination in a shared directory: another user plants the flag, with a claim
+    on a file of the owner's that the source lacks, in its true identity."""
+    if os.geteuid() != 0:
+        pytest.skip("only root can give a file to another user")
     src, dst = tmp_path / "src", tmp_path / "dst"
     write(src / "keep.txt", b"k")
     settle()
     run(src, dst)
     write(dst / "user.txt", b"the user's own file")
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.write_bytes(_claim("user.txt", _identity(dst / "user.txt")))
-    before = elsewhere.read_bytes()
-    if kind == "hard link":
-        os.link(elsewhere, dst / DIRTY_NAME)
-    else:
-        _interrupted_with(dst, [("user.txt", _identity(dst / "user.txt"))])
-        (dst / DIRTY_NAME).chmod(0o666)
+    _interrupted_with(dst, [("user.txt", _identity(dst / "user.txt"))])
+    os.chown(dst / DIRTY_NAME, 65534, 65534)
     write(src / "new.txt", b"n")
     settle()
     report = run(src, dst, delete=True)
     assert report.copied == ["new.txt"] and report.deleted == [] and report.errors == []
-    assert (dst / "user.txt").exists() and elsewhere.read_bytes() == before
-    assert not (dst / DIRTY_NAME).exists()
+    assert (dst / "user.txt").exists() and not (dst / DIRTY_NAME).exists()
+    assert run(src, dst, delete=True).deleted == []
 
 
 def test_a_claim_never_proves_a_file_it_does_not_describe(tmp_path: Path) -> None:
@@ -268,3 +280,28 @@ def test_a_flag_that_cannot_be_replaced_flags_the_pass_and_is_reported(tmp_path:
         assert [e["path"] for e in report.errors] == [DIRTY_NAME]
         assert "cannot remove the in-progress flag" in report.errors[0]["error"]
     assert (dst / DIRTY_NAME / "inner").read_bytes() == b"not a flag"
+
+
+def _limit_file_size() -> None:
+    """In the child: no file may grow past 4 KiB (a disk full at the flag, no more)."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG, not a signal
+
+
+def test_a_flag_that_cannot_grow_costs_the_journal_not_the_pass(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "a", b"a")
+    settle()
+    run(src, dst)
+    (dst / DIRTY_NAME).write_bytes(b"x" * 4096)  # a cut record, as long as a file may be
+    added = [f"n{i}" for i in range(5)]
+    for name in added:
+        write(src / name, name.encode())
+    settle()
+    done = cli_runner.run(
+        "mirror", src, dst, "--once", "--no-fsync", "--json", preexec_fn=_limit_file_size
+    )
+    assert done.returncode == 0, done.stderr
+    report = orjson.loads(done.stdout)
+    assert sorted(report["copied"]) == added and report["errors"] == []
+    assert not (dst / DIRTY_NAME).exists()

@@ -37,8 +37,8 @@ pytestmark = pytest.mark.timeout(120)
 OWNED = "the store owns it (the destination is a session)"
 DIVERGED = "the source changed after the record was sealed; not applied"
 NO_CACHE = (
-    "the change cache is missing or untrusted (torn, or made with other secrets), "
-    "so no file is known to be this mirror's; nothing was deleted"
+    "the change cache is missing or untrusted (torn, another user's, or made with "
+    "other secrets), so no file is known to be this mirror's; nothing was deleted"
 )
 
 

@@ -7,12 +7,13 @@ walk of the source reaches, and clears the flag only when nothing was left out.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import cli_runner
@@ -20,6 +21,7 @@ import pytest
 from mirror_helpers import make_deep, remove_deep, run, settle, snapshot, temps, tree, write
 
 from sessionstore.mirror.mirror import DIRTY_NAME
+from sessionstore.storage import journal
 
 DEAD = f".sstmp-{2**22 + 1}-deadbeef"  # pid 2**22 + 1 is above the default pid_max
 
@@ -147,6 +149,23 @@ def test_a_subset_pass_sweeps_the_whole_destination_before_clearing_the_flag(
     assert temps(dst) == [] and not (dst / DIRTY_NAME).exists()
 
 
+@contextlib.contextmanager
+def _unremovable(directory: Path) -> Iterator[None]:
+    """Entries of `directory` cannot be removed meanwhile: for root, whom modes do not
+    stop, by the immutable attribute."""
+    if os.geteuid() == 0:
+        lock, unlock = ["chattr", "+i", str(directory)], ["chattr", "-i", str(directory)]
+    else:
+        lock, unlock = ["chmod", "500", str(directory)], ["chmod", "700", str(directory)]
+    made = subprocess.run(lock, capture_output=True, text=True, check=False)
+    if made.returncode != 0:  # a filesystem without the attribute (tmpfs before 6.0)
+        pytest.skip(f"cannot make a directory whose entries root cannot remove: {made.stderr}")
+    try:
+        yield
+    finally:
+        subprocess.run(unlock, check=True)
+
+
 def test_a_temp_that_cannot_be_removed_keeps_the_flag_until_one_pass_can(
     tmp_path: Path,
 ) -> None:
@@ -156,15 +175,7 @@ def test_a_temp_that_cannot_be_removed_keeps_the_flag_until_one_pass_can(
     run(src, dst)
     stuck = write(dst / "gone" / DEAD, b"debris").parent
     _interrupted(dst)
-    # The removal fails: for root, whom modes do not stop, the immutable attribute.
-    if os.geteuid() == 0:
-        lock, unlock = ["chattr", "+i", str(stuck)], ["chattr", "-i", str(stuck)]
-    else:
-        lock, unlock = ["chmod", "500", str(stuck)], ["chmod", "700", str(stuck)]
-    made = subprocess.run(lock, capture_output=True, text=True, check=False)
-    if made.returncode != 0:  # a filesystem without the attribute (tmpfs before 6.0)
-        pytest.skip(f"cannot make a directory whose entries root cannot remove: {made.stderr}")
-    try:
+    with _unremovable(stuck):
         for content in (b"y", b"z"):
             write(src / "f", content)  # each pass commits a file: a claim in the flag
             settle()
@@ -175,7 +186,29 @@ def test_a_temp_that_cannot_be_removed_keeps_the_flag_until_one_pass_can(
             # Kept for the sweep, not for its claims: the saved cache holds them, and a
             # flag kept for many passes does not grow with each.
             assert (dst / DIRTY_NAME).read_bytes() == b"", "the flag went or kept claims"
-    finally:
-        subprocess.run(unlock, check=True)
     report = run(src, dst)
     assert report.errors == [] and temps(dst) == [] and not (dst / DIRTY_NAME).exists()
+
+
+def test_a_kept_flag_keeps_the_claims_its_pass_could_not_settle(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "f", b"x")
+    settle()
+    run(src, dst)
+    stuck = write(dst / "gone" / DEAD, b"debris").parent
+    new = write(dst / "extra" / "new.txt", b"committed by a killed pass")
+    st = new.stat()
+    claims = {"extra/new.txt": (st.st_size, st.st_mtime_ns, st.st_ino)}
+    (dst / DIRTY_NAME).write_bytes(journal.record(*next(iter(claims.items()))))
+    (dst / "extra").rename(dst / "away")  # its directory cannot be reached meanwhile
+    (dst / "extra").symlink_to("away")
+    with _unremovable(stuck):
+        write(src / "f", b"y")
+        settle()
+        assert run(src, dst).copied == ["f"]
+        assert journal.read((dst / DIRTY_NAME).read_bytes()) == claims
+    (dst / "extra").unlink()
+    (dst / "away").rename(dst / "extra")
+    report = run(src, dst, delete=True)  # the claim settled: the file is the mirror's
+    assert report.deleted == ["extra/new.txt"] and report.errors == []
+    assert not (dst / DIRTY_NAME).exists()
