@@ -8,11 +8,8 @@ pytest keeps its temp directories in /tmp/pytest-of-<user> after a run; the
 suite instead uses a fresh directory it deletes at the end, so a run leaves
 /tmp as it found it (and an earlier root run leaves nothing a user cannot
 replace). TMPDIR points inside it for the run, so what tests and their
-children make with `tempfile` goes too. Each test's `tmp_path` is removed
-once the test is torn down, by a background process while the next tests
-run: the suite leaves about a million entries (split passes need a thousand
-directories a tree), whose removal at the end took 80-100 s of CI's budget.
-`--basetemp DIR` keeps pytest's own behaviour, for debugging.
+children make with `tempfile` goes too. `--basetemp DIR` keeps pytest's own
+behaviour, for debugging.
 """
 
 from __future__ import annotations
@@ -39,12 +36,6 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 
 
 _OWN_BASETEMP = pytest.StashKey[str]()
-_REMOVALS = pytest.StashKey[list["subprocess.Popen[bytes]"]]()
-_MAX_REMOVALS = 2  # running at once; a test that starts one more waits for the oldest
-# chmod first: tests make read-only directories. coreutils walk iteratively (fts), so
-# the 10,000-level trees some tests build go too (shutil.rmtree and os.walk recurse).
-# Neither follows a symlink out of the tree.
-_REMOVE = 'chmod -R u+rwx "$1" 2>/dev/null; exec rm -rf "$1"'
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -57,32 +48,14 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["TMPDIR"] = tempfile.tempdir = os.path.join(base, "tmp")
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
-    yield  # the test's fixtures are finalized: its servers and children have stopped
-    funcargs = getattr(item, "funcargs", {})
-    tmp = funcargs.get("tmp_path") if isinstance(funcargs, dict) else None
-    if tmp is None or item.config.stash.get(_OWN_BASETEMP, None) is None:
-        return
-    removals = item.config.stash.setdefault(_REMOVALS, [])
-    removals[:] = [proc for proc in removals if proc.poll() is None]
-    if len(removals) >= _MAX_REMOVALS:
-        removals.pop(0).wait()
-    removals.append(
-        subprocess.Popen(
-            ["sh", "-c", _REMOVE, "sh", str(tmp)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    )
-
-
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for proc in config.stash.get(_REMOVALS, []):
-        proc.wait()
     base = config.stash.get(_OWN_BASETEMP, None)
     if base is not None:
-        subprocess.run(["sh", "-c", _REMOVE, "sh", base], check=False, capture_output=True)
+        # coreutils walk iteratively (fts), so the 10,000-level trees some tests build go
+        # too (shutil.rmtree and os.walk recurse); chmod first because tests make read-only
+        # directories. Neither follows a symlink out of the tree.
+        subprocess.run(["chmod", "-R", "u+rwx", base], check=False, capture_output=True)
+        subprocess.run(["rm", "-rf", base], check=False, capture_output=True)
 
 
 @pytest.fixture
