@@ -519,17 +519,15 @@ def test_passes_sigkilled_mid_split_while_a_writer_races_converge(tmp_path: Path
     runs): the verifier dies with its pass, the destination only ever holds states
     the writer held, and once the writer stops the passes converge.
 
-    A pass after a killed one sweeps, and so does not fork: after a kill the next
-    pass is left whole every other time. The writer here removes nothing (no file,
-    no directory), because of two bugs reproduced at the end of this module: a temp a
-    killed pass leaves in a destination directory whose source is gone by the next
-    pass is never swept, and a file a killed pass committed and the source then
-    removed is never deleted by `--delete`.
+    After a kill the next pass is left whole every other time, so passes complete.
+    The writer makes every operation, removals too: a pass after a killed one sweeps
+    the whole destination for its temps, and adopts the files it committed (the
+    claims in the in-progress flag), so `--delete` converges on what the source lost.
     """
     rng = random.Random(SEED * 1000 + 2)
     race = Race(tmp_path)
     race.first_passes()
-    race.start_writer(SEED * 1000 + 3, "keep")
+    race.start_writer(SEED * 1000 + 3, "dirs")
     kills = in_split = 0
     window = 0.5  # the longest wait before a random kill; shrinks to a pass's length
     killed = False
