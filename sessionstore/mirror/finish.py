@@ -23,6 +23,7 @@ order (one fd per level, never a path string):
 
 from __future__ import annotations
 
+import functools
 import operator
 import stat
 from collections.abc import Callable, Container
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING
 from sessionstore._fs.atomic import TEMP_PREFIX
 from sessionstore.format.names import MARKERS, record_number
 from sessionstore.mirror.cache import CACHE_NAME, Cache, join
-from sessionstore.mirror.cache_file import Entry, Group, Stored
+from sessionstore.mirror.cache_file import Entry, Group, Stored, is_entry
 from sessionstore.mirror.layout import DIRTY_NAME, RESERVED_PREFIX, STORE_OWNED
 from sessionstore.storage import journal
 from sessionstore.storage.local_tree import LocalDir, describe
@@ -340,45 +341,37 @@ def _group(groups: dict[str, Stored], cache: Cache, key: str) -> Group:
     return group
 
 
-def _claimed(run: Pass, cache: Cache) -> tuple[dict[str, Entry], dict[str, journal.Claim]]:
-    """The files an interrupted pass claimed (storage/journal.py) that this pass did not
-    make its own again, and that are still exactly the file claimed, as entries; and
-    the claims not settled (their directory could not be reached, or is gone).
+def _claimed(run: Pass, cache: Cache) -> tuple[dict[str, Entry], dict[str, list[journal.Claim]]]:
+    """The files an interrupted pass claimed (storage/journal.py) that are still exactly
+    a file claimed and that this pass did not make its own again, as entries; and the
+    claims not settled (their directory could not be reached, or is gone).
 
     Such an entry has no source signature (zeros: no source file matches it), so the
     next pass to see its source compares before writing. A claim whose rename never
-    happened, or whose file was replaced since, is no proof and is dropped.
+    happened, or whose file was replaced since, is no proof and is dropped. The file
+    in place decides, not this pass's entry: one carried from the stored cache
+    describes the file the claimed one replaced.
     """
-    groups = run.groups
-    walked = _walked(run.tops)
-    pending: list[str] = []
-    ours: dict[str, Group] = {}  # a walked directory's new group, parsed once
-    for key in sorted(run.claims):
-        rel, _, name = key.rpartition("/")
-        if _reserved(name):
-            continue
-        if walked(rel):
-            names = ours.get(rel)
-            if names is None:
-                mine = groups.get(rel)
-                names = ours[rel] = cache.parsed(mine) if isinstance(mine, int) else mine or {}
-            if name in names:
-                continue  # this pass's own entry is newer
-        pending.append(key)
+    walked, parsed = _walked(run.tops), functools.cache(cache.parsed)
     found: dict[str, Entry] = {}
-    unsettled: dict[str, journal.Claim] = {}
+    unsettled: dict[str, list[journal.Claim]] = {}
     walker = _Walker(run, False, {})
     try:
-        for key in pending:
+        for key in sorted(run.claims):
             where, _, name = key.rpartition("/")
-            claim = run.claims[key]
-            level = walker.to(where)
+            level = None if _reserved(name) else walker.to(where)
             if level is None:
-                unsettled[key] = claim
+                if not _reserved(name):
+                    unsettled[key] = run.claims[key]
                 continue
             st = run.tree.lstat(level.dir, name)
-            if st is not None and journal.proves(claim, st):
-                found[key] = [0, 0, 0, 0, 0, *claim]
+            if st is None or not journal.proves(run.claims[key], st):
+                continue
+            place = [st.st_size, st.st_mtime_ns, st.st_ino]
+            mine = run.groups.get(where) if walked(where) else None
+            entry = (parsed(mine) if isinstance(mine, int) else mine or {}).get(name)
+            if not (is_entry(entry) and entry[5:8] == place):  # else this pass's own
+                found[key] = [0, 0, 0, 0, 0, *place]
     finally:
         walker.close()
     return found, unsettled

@@ -50,7 +50,7 @@ class FileOps:
     read_group: Callable[[int], Group]  # a stored group, parsed (`Cache.parsed`)
     regrouped: bool  # some directory's new group is not its stored one
     diverged: dict[str, list[str]]
-    claims: dict[str, Claim]  # what an interrupted pass committed (storage/journal.py)
+    claims: dict[str, list[Claim]]  # what an interrupted pass committed (storage/journal.py)
     dest_entry: Callable[[LocalDir, str, str], os.stat_result | None]  # tree.entry, bound once
     name: Callable[[str], str]  # source name -> destination name
     late = 0  # markers `settle_late` held back (read off the hot path: a class default)

@@ -98,7 +98,7 @@ class Pass(FileOps):
         self.unswept = False  # ... it existed at the start, and the sweep fell short
         # Dest rel -> (size, mtime_ns, ino): what an interrupted pass committed (its claims);
         # once finish has settled them, those it could not (storage/journal.py).
-        self.claims: dict[str, Claim] = {}
+        self.claims: dict[str, list[Claim]] = {}
         self.is_session = False
         self.exclude = config.exclude
         self.src_rels: dict[str, str] = {}  # with exclude only: dest rel -> source rel

@@ -60,17 +60,19 @@ def record(key: str, claim: Claim) -> bytes:
     return b"%d %d %d %d %s\0" % (*claim, len(path), path)
 
 
-def proves(claim: Claim, st: os.stat_result) -> bool:
-    """Whether the file whose lstat is `st` is still exactly the file claimed."""
-    return stat.S_ISREG(st.st_mode) and (st.st_size, st.st_mtime_ns, st.st_ino) == claim
+def proves(claims: list[Claim], st: os.stat_result) -> bool:
+    """Whether the file whose lstat is `st` is still exactly a file claimed."""
+    return stat.S_ISREG(st.st_mode) and (st.st_size, st.st_mtime_ns, st.st_ino) in claims
 
 
-def read(data: bytes) -> dict[str, Claim]:
-    """The well-formed claims in a flag's bytes, the last one for a path winning.
+def read(data: bytes) -> dict[str, list[Claim]]:
+    """The well-formed claims in a flag's bytes, by path: every one, in order (a pass
+    killed after its claim and before its rename leaves a claim no file answers to,
+    after the one the file in place answers to).
 
     Whatever is not a claim is skipped by the regex engine, not a loop per byte.
     """
-    found: dict[str, Claim] = {}
+    found: dict[str, list[Claim]] = {}
     search = _HEAD.search
     m = search(data)
     while m is not None:
@@ -80,7 +82,7 @@ def read(data: bytes) -> dict[str, Claim]:
         if start < stop < len(data) and data[stop] == 0 and data.find(b"\0", start, stop) < 0:
             key = os.fsdecode(data[start:stop])
             if not outside([key]):
-                found[key] = (int(m[1]), int(m[2]), int(m[3]))
+                found.setdefault(key, []).append((int(m[1]), int(m[2]), int(m[3])))
             m = search(data, stop + 1)
         else:
             m = search(data, start)

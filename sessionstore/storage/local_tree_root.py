@@ -156,7 +156,7 @@ class LocalRoot(LocalSync):
         self._close_journal()
         self._journal = fd
 
-    def claims(self, name: str) -> dict[str, journal.Claim]:
+    def claims(self, name: str) -> dict[str, list[journal.Claim]]:
         """The claims in the in-progress flag `name`: what an interrupted pass committed.
 
         At most `journal.MAX_BYTES` of them are read: a claim not read proves nothing.
@@ -171,7 +171,7 @@ class LocalRoot(LocalSync):
         finally:
             file.close()
 
-    def reset_claims(self, claims: dict[str, journal.Claim]) -> None:
+    def reset_claims(self, claims: dict[str, list[journal.Claim]]) -> None:
         """Leave only `claims` in the journal this pass keeps open: the change cache holds
         every other claimed file now. A kill or a full disk midway loses proofs, never
         makes one."""
@@ -179,7 +179,8 @@ class LocalRoot(LocalSync):
             return
         with contextlib.suppress(OSError):
             os.ftruncate(self._journal, 0)
-            write_all(self._journal, b"".join(journal.record(*item) for item in claims.items()))
+            kept = (journal.record(key, claim) for key, each in claims.items() for claim in each)
+            write_all(self._journal, b"".join(kept))
 
     def clear_flag(self, name: str) -> None:
         """Remove a file at the root if the root is still in place (absent is fine)."""

@@ -275,12 +275,12 @@ class S3Tree:
             return False
         return True
 
-    def claims(self, name: str) -> dict[str, Claim]:
+    def claims(self, name: str) -> dict[str, list[Claim]]:
         """None: a bucket keeps no journal (an object cannot be appended to), so the
         objects of a killed pass are this mirror's only once a pass finds them again."""
         return {}
 
-    def reset_claims(self, claims: dict[str, Claim]) -> None:
+    def reset_claims(self, claims: dict[str, list[Claim]]) -> None:
         """Nothing to keep: a bucket keeps no journal (`claims`)."""
 
     def set_flag(self, name: str) -> None:

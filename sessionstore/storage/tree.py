@@ -201,11 +201,11 @@ class Tree(Protocol[D]):
         appends a claim to it for each file it commits: storage/journal.py)."""
         ...
 
-    def claims(self, name: str) -> dict[str, Claim]:
+    def claims(self, name: str) -> dict[str, list[Claim]]:
         """The claims an interrupted pass left in the in-progress flag `name`, by path."""
         ...
 
-    def reset_claims(self, claims: dict[str, Claim]) -> None:
+    def reset_claims(self, claims: dict[str, list[Claim]]) -> None:
         """Leave only `claims` in the flag this pass set (the cache holds the others)."""
         ...
 
