@@ -359,10 +359,11 @@ def _claimed(run: Pass, cache: Cache) -> tuple[dict[str, Entry], dict[str, list[
     try:
         for key in sorted(run.claims):
             where, _, name = key.rpartition("/")
-            level = None if _reserved(name) else walker.to(where)
+            if _reserved(name):
+                continue
+            level = walker.to(where)
             if level is None:
-                if not _reserved(name):
-                    unsettled[key] = run.claims[key]
+                unsettled[key] = run.claims[key]
                 continue
             st = run.tree.lstat(level.dir, name)
             if st is None or not journal.proves(run.claims[key], st):
