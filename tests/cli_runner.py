@@ -8,8 +8,8 @@
   is killed and `subprocess.TimeoutExpired` fails the test). Text by default;
   `text=False` returns the raw bytes (text mode turns every `\\r` into `\\n`).
 - `popen(ARGS)`: the same process left running, for tests that signal or race
-  it; `finish(proc)` collects it, bounded the same way, and `wait_for` polls
-  for what it does meanwhile, bounded too.
+  it; `finish(proc)` collects it, bounded the same way, `reap(proc)` ends it in
+  a `finally`, and `wait_for` polls for what it does meanwhile, bounded too.
 
 `environ(NAME=VALUE, ...)` is this process's environment with overrides, for
 `env=`: a child given `env` gets exactly that environment.
@@ -160,7 +160,7 @@ def popen(
     """`python -m sessionstore ARGS`, started and left running (both pipes by default).
 
     The caller ends it: `finish(proc)`, or its own signal then a bounded wait, and
-    a `finally` that kills it, so a failing test never leaves a child behind.
+    a `finally` that `reap`s it, so a failing test never leaves a child behind.
     """
     return subprocess.Popen(
         [*SESSIONSTORE, *(os.fspath(a) for a in args)],
@@ -184,6 +184,17 @@ def finish(proc: subprocess.Popen[bytes], timeout: float = TIMEOUT) -> tuple[int
         proc.communicate()
         raise
     return proc.returncode, out.decode(), err.decode()
+
+
+def reap(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
+    """For a `finally`: kill `proc` if it still runs, reap it and close its pipes.
+
+    A pipe left open when a test fails early is a ResourceWarning at the end of
+    the run, which fails it a second time, far from the cause.
+    """
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate(timeout=TIMEOUT)
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:

@@ -15,6 +15,7 @@ behaviour, for debugging.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -39,6 +40,12 @@ _OWN_BASETEMP = pytest.StashKey[str]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Tests press Ctrl-C on children (`wait`, `view`, the demo) and expect what a
+    # terminal gets. Started from a script without job control (`pytest &`), the run
+    # inherits SIGINT ignored and passes that on through exec, so Python in each child
+    # would rightly keep ignoring it. A handler here is reset to the default by exec.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if config.option.basetemp is None:
         base = tempfile.mkdtemp(prefix="sessionstore-tests-")
         config.option.basetemp = os.path.join(base, "pytest")

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import orjson
-from cli_runner import popen, run
+from cli_runner import popen, reap, run
 
 from sessionstore.store.session import RecordState, Store
 
@@ -90,8 +90,7 @@ def test_ctrl_c_during_the_demo_exits_130_and_leaves_nothing(tmp_path: Path) -> 
         demo.send_signal(signal.SIGINT)
         _, stderr = demo.communicate(timeout=60)
     finally:
-        demo.kill()
-        demo.wait(timeout=60)
+        reap(demo)
     assert demo.returncode == 130, stderr
     assert b"Traceback" not in stderr and b"Aborted" not in stderr, stderr
     assert list(tmp.iterdir()) == [], "the workspace holds the raw token: it must go"
@@ -116,8 +115,7 @@ def test_ctrl_c_at_any_moment_of_the_harness_leaves_no_raw_token(tmp_path: Path)
             proc.send_signal(signal.SIGINT)
             _, stderr = proc.communicate(timeout=60)
         finally:
-            proc.kill()
-            proc.wait(timeout=60)
+            reap(proc)
         left = [p for p in tmp.rglob("*") if p.is_file() and token in p.read_bytes()]
         assert left == [], f"raw token left after SIGINT at {delay} s"
         # Before Python has its handler the signal kills it (-2), and while it imports it

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from cli_runner import environ, invoke, popen, run
+from cli_runner import environ, invoke, popen, reap, run
 from inspect_helpers import dead_pid, metrics, set_manifest, torn_trial, trial
 
 from sessionstore.store.session import Store
@@ -133,12 +133,7 @@ def nl_listing(root: Path, command: str = "inspect") -> Iterator[subprocess.Pope
     try:
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        reap(proc)
 
 
 def test_rows_stream_before_the_last_session_is_read(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 import pytest
-from cli_runner import environ, finish, popen
+from cli_runner import environ, finish, popen, reap
 
 from sessionstore._watch import Watcher
 from sessionstore.errors import InvalidInput, WaitTimedOut
@@ -338,7 +338,6 @@ def test_ctrl_c_stops_a_wait_with_exit_130_and_no_traceback(session: Session) ->
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=30)
     finally:
-        proc.kill()
-        proc.wait(timeout=30)
+        reap(proc)
     assert proc.returncode == 130, stderr
     assert b"Traceback" not in stderr and b"Aborted" not in stderr, stderr

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_runner import finish, popen, run, wait_for
+from cli_runner import finish, popen, reap, run, wait_for
 from inspect_helpers import trial
 from mirror_helpers import make_deep, remove_deep
 from view_helpers import SCRIPT_BODY, SCRIPT_NAME, Viewer, one, rich_session, soup, viewer
@@ -186,9 +186,7 @@ def test_prints_its_url_on_one_line_and_ctrl_c_ends_it(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGINT)
         code, out, err = finish(proc)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        reap(proc)
     assert (code, out) == (130, "")
     assert "Traceback" not in err
 
