@@ -30,6 +30,7 @@ _FLAT_VERSION = 1  # one object of paths: read, never written
 _TEXT_VERSION = 2  # one object of directories, each group a JSON string: read, never written
 # source signature (5) + destination (size, mtime_ns, ino)
 ENTRY_LEN = 8
+DEST = slice(5, ENTRY_LEN)  # an entry's destination half: what `dest_sig` makes
 
 Entry = list[int]
 Group = dict[str, Entry]  # the files of one destination directory, by name
@@ -43,6 +44,11 @@ _SEP = b",\n"  # between two groups
 _END = b"\n]}\n"  # after the last
 _HEAD_STEP = 1 << 20  # bytes read at once while looking for the end of the head
 _BATCH = 1 << 20  # bytes of a new file gathered for each write
+
+
+def dest_sig(st: os.stat_result) -> list[int]:
+    """The destination file's identity as an entry stores it (`entry[DEST]`)."""
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
 def encode_key(key: str) -> str:

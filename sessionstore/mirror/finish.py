@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from sessionstore._fs.atomic import TEMP_PREFIX
 from sessionstore.format.names import MARKERS, record_number
 from sessionstore.mirror.cache import CACHE_NAME, Cache, join
-from sessionstore.mirror.cache_file import Entry, Group, Stored, is_entry
+from sessionstore.mirror.cache_file import DEST, Entry, Group, Stored, dest_sig, is_entry
 from sessionstore.mirror.layout import DIRTY_NAME, RESERVED_PREFIX, STORE_OWNED
 from sessionstore.storage import journal
 from sessionstore.storage.local_tree import LocalDir, describe
@@ -217,7 +217,7 @@ def _remove_if_ours(run: Pass, level: _Level, name: str, key: str, entry: Entry)
     st = tree.lstat(level.dir, name)
     if st is None:
         return True
-    if not (stat.S_ISREG(st.st_mode) and [st.st_size, st.st_mtime_ns, st.st_ino] == entry[5:8]):
+    if not (stat.S_ISREG(st.st_mode) and dest_sig(st) == entry[DEST]):
         run.skip(key, "not deleted: changed in the destination since this mirror wrote it")
         return True
     try:
@@ -368,10 +368,10 @@ def _claimed(run: Pass, cache: Cache) -> tuple[dict[str, Entry], dict[str, list[
             st = run.tree.lstat(level.dir, name)
             if st is None or not journal.proves(run.claims[key], st):
                 continue
-            place = [st.st_size, st.st_mtime_ns, st.st_ino]
+            place = dest_sig(st)
             mine = run.groups.get(where) if walked(where) else None
             entry = (parsed(mine) if isinstance(mine, int) else mine or {}).get(name)
-            if not (is_entry(entry) and entry[5:8] == place):  # else this pass's own
+            if not (is_entry(entry) and entry[DEST] == place):  # else this pass's own
                 found[key] = [0, 0, 0, 0, 0, *place]
     finally:
         walker.close()

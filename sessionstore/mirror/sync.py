@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from sessionstore.errors import RedactionUnsafe
 from sessionstore.format.names import MARKERS
 from sessionstore.mirror import copy as rd
-from sessionstore.mirror.cache_file import ENTRY_LEN, Group, Stored, is_entry
+from sessionstore.mirror.cache_file import ENTRY_LEN, Group, Stored, dest_sig, is_entry
 from sessionstore.mirror.report import UNSTABLE_MARKER, PassReport
 from sessionstore.storage.local_tree import LocalDir, LocalTree, describe
 from sessionstore.storage.tree import Sealed, Writer
@@ -239,7 +239,7 @@ class FileOps:
         written = commit(dest, dname, mode, fill)
         if written is None:
             return False
-        dest.entries[dname] = [*rd.signature(st), *_dest_sig(written)]
+        dest.entries[dname] = [*rd.signature(st), *dest_sig(written)]
         self.report.copied.append(drel)
         if not existed:
             self.report.new.append(drel)
@@ -292,7 +292,7 @@ class FileOps:
                 return None
             if fix_mode is not None and stat.S_IMODE(dst.st_mode) != fix_mode:
                 self.tree.fchmod(dest, dfd, fix_mode)
-            return _dest_sig(dst)
+            return dest_sig(dst)
         finally:
             self.tree.close_file(dfd)
 
@@ -386,7 +386,3 @@ def _waiting(files: int) -> str:
 
 class _HeldBack(Exception):
     """A marker that must not be committed yet; the message is the reason."""
-
-
-def _dest_sig(st: os.stat_result) -> list[int]:
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
