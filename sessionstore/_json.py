@@ -87,14 +87,23 @@ def parse_object(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"invalid JSON: {exc}"
     if not isinstance(value, dict):
         return None, f"not a JSON object (a JSON {type(value).__name__})"
+    why = too_deep(value)
+    return (None, why) if why else (value, None)
+
+
+def too_deep(value: Any) -> str | None:
+    """Why `value` cannot be written back inside `ENVELOPE_DEPTH` levels; None if it can.
+
+    The one depth rule: what the readers call torn, the mirror never seals.
+    """
     wrapped: Any = value
     for _ in range(ENVELOPE_DEPTH):
         wrapped = [wrapped]
     try:
         orjson.dumps(wrapped)
     except TypeError as exc:
-        return None, f"cannot be written back as JSON ({exc}): nested too deeply"
-    return value, None
+        return f"cannot be written back as JSON ({exc}): nested too deeply"
+    return None
 
 
 def read_object(

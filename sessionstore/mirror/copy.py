@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from sessionstore import _json as jsonio
 from sessionstore._orjson import orjson
 
 if TYPE_CHECKING:
@@ -206,4 +207,4 @@ def json_object_problem(data: bytes) -> str | None:
         return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
     if not isinstance(value, dict):
         return f"a JSON {type(value).__name__}"
-    return None
+    return jsonio.too_deep(value)

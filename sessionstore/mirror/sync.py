@@ -16,6 +16,7 @@ import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from sessionstore._json import MAX_MARKER_BYTES
 from sessionstore.errors import RedactionUnsafe
 from sessionstore.format.names import MARKERS
 from sessionstore.mirror import copy as rd
@@ -31,9 +32,6 @@ if TYPE_CHECKING:
     from sessionstore.storage.journal import Claim
     from sessionstore.storage.trees import DestTree
 
-# A marker over this is torn (format.md, "Reading"); the value is jsonio.MAX_MARKER_BYTES,
-# checked by a test: importing jsonio here would cost the no-op pass its import.
-MAX_MARKER_BYTES = 64 * 1024 * 1024
 _S_ISREG = stat.S_ISREG
 
 
@@ -160,7 +158,7 @@ class FileOps:
         fd, st = opened
         dest = frame
         try:
-            if marker and st.st_size > MAX_MARKER_BYTES:
+            if marker and st.st_size > MAX_MARKER_BYTES:  # torn for the readers too
                 self.hold(drel, f"torn: larger than the {MAX_MARKER_BYTES >> 20} MiB marker limit")
                 return 1
             # A directory this pass created holds nothing it did not write.

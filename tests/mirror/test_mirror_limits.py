@@ -218,10 +218,3 @@ def test_names_are_escaped_in_the_daemon_log(src: Path, dst: Path) -> None:
     assert any(line.endswith("copied " + "long" * 50 + "/f.txt") for line in lines)
     skipped = [line.split(" skipped ", 1)[1] for line in lines if " skipped " in line]
     assert "evil\\nmirror: 999 copied, 0 errors (symlink)" in skipped
-
-
-def test_the_mirror_marker_limit_is_the_format_limit() -> None:
-    from sessionstore import _json as jsonio
-    from sessionstore.mirror import sync as _mirror_files
-
-    assert _mirror_files.MAX_MARKER_BYTES == jsonio.MAX_MARKER_BYTES

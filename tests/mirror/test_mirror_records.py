@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from mirror_helpers import paths, run, settle, tree, write
 
@@ -45,6 +46,24 @@ def test_a_torn_marker_is_held_back_with_the_parse_error(src: Path, dst: Path) -
     assert "verif" not in reasons["service/2/verification.json"]  # never quotes content
     assert reasons["trials/3/trial.json"] == "not a JSON object: a JSON list"
     assert tree(dst) == {"service/2/service.yml": b"x"}
+
+
+def test_a_marker_the_readers_would_call_torn_is_never_sealed(src: Path, dst: Path) -> None:
+    # Valid JSON, but nested deeper than any output can write back: the store's readers
+    # call it torn. Sealed, the record would stay torn for good, and the agent's rewrite
+    # (below) could never land.
+    deep = b'{"a": ' + b"[" * 300 + b"]" * 300 + b"}"
+    assert orjson.loads(deep)  # orjson reads it; it is only too deep to write back
+    write(src / "trials" / "1" / "trial.json", deep)
+    settle()
+    report = run(src, dst)
+    reasons = {i["path"]: i["reason"] for i in report.held_back}
+    assert "nested too deeply" in reasons["trials/1/trial.json"]
+    assert not (dst / "trials" / "1" / "trial.json").exists()
+    write(src / "trials" / "1" / "trial.json", b'{"ok": true}')
+    settle()
+    assert run(src, dst).copied == ["trials/1/trial.json"]
+    assert (dst / "trials" / "1" / "trial.json").read_bytes() == b'{"ok": true}'
 
 
 def test_markers_count_at_any_depth_but_only_in_record_dirs(src: Path, dst: Path) -> None:
