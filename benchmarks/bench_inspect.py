@@ -10,10 +10,14 @@ after one warm-up round:
             (the summary indexes in place: the warm-up round wrote them)
   cold:     the same, each session's index removed before the run (not timed):
             every marker is read and every index written
+  table:    sessionstore inspect --store S > /dev/null (the list as people read it,
+            80 columns: the same summaries laid out)
   floor:    find S -name '*.json' ! -name .sessionstore-index.json -exec cat {} + > /dev/null
 
 and prints each and the ratios to the floor. Goal (issue 16): inspect <= 1.0x
-the floor at 1,000 x 50 and at 10,000 x 10. A baseline, not a gate.
+the floor at 1,000 x 50 and at 10,000 x 10; the table is printed as a ratio
+to `inspect --json` (what it adds: the layout, rich's import). A baseline,
+not a gate.
 
     python benchmarks/bench_inspect.py [--sessions 1000] [--trials 50] [--repeats 5] [--dir PATH]
 """
@@ -110,8 +114,9 @@ def main() -> None:
         exe = shutil.which("sessionstore") or "sessionstore"
         inspect = [exe, "inspect", "--json", "--store", str(root)]
         floor = f"find '{root}' -name '*.json' ! -name '{INDEX}' -exec cat {{}} + > /dev/null"
+        table = [exe, "inspect", "--store", str(root)]
         samples = rounds(
-            {"inspect": inspect, "cold": inspect, "floor": ["sh", "-c", floor]},
+            {"inspect": inspect, "cold": inspect, "table": table, "floor": ["sh", "-c", floor]},
             root,
             args.repeats,
         )
@@ -119,6 +124,7 @@ def main() -> None:
         labels = {
             "inspect": "inspect --json",
             "cold": "inspect --json, no index",
+            "table": "inspect (the table)",
             "floor": "find -exec cat",
         }
         for name, values in samples.items():
@@ -128,7 +134,8 @@ def main() -> None:
             )
         print(
             f"ratio {medians['inspect'] / medians['floor']:.2f}x (goal <= 1.0x), "
-            f"without the index {medians['cold'] / medians['floor']:.2f}x"
+            f"without the index {medians['cold'] / medians['floor']:.2f}x; "
+            f"the table {medians['table'] / medians['inspect']:.2f}x inspect --json"
         )
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -7,6 +7,10 @@ styles. Widths come from `fit_widths` as the session list's do; the look is
 rich's `box=None` table (one leading space, two between columns, bold
 headers), so the detail view reads as one.
 
+The session list is laid out here too (`inspect` of a store of 10,000 sessions
+spent 5 of its 8 seconds in rich's Table): it brings its own widths, no
+leading space and its own gap, and styles only the status word of a cell.
+
 Cells are escaped text (see `display.escape`); styles are a handful of
 names written as SGR codes only when the console styles at all.
 """
@@ -25,10 +29,14 @@ _SGR = {
     "red": "31",
     "green": "32",
     "yellow": "33",
+    "cyan": "36",
     "bold red": "1;31",
+    "bold yellow": "1;33",
 }
 
-Cell = str | tuple[str, str]  # text, or (text, one of _SGR's style names)
+# Text; (text, one of _SGR's style names); or (text, style, n): the style covers only the
+# first n characters, which must not hold a space (they stay whole on the first line).
+Cell = str | tuple[str, str] | tuple[str, str, int]
 
 
 @dataclass(frozen=True)
@@ -66,10 +74,6 @@ def fit_widths(
     return widths
 
 
-def _text(cell: Cell) -> str:
-    return cell if isinstance(cell, str) else cell[0]
-
-
 def _len(text: str) -> int:
     """Terminal cells of `text`: its length when ASCII (most cells here: the fast path)."""
     return len(text) if text.isascii() else cell_len(text)
@@ -102,7 +106,7 @@ def _cut(text: str, width: int) -> str:
 
 
 def _widths(
-    console: Console, columns: Sequence[Column], rows: Sequence[Sequence[Cell]]
+    console: Console, columns: Sequence[Column], rows: Sequence[Sequence[Cell]], spacing: int
 ) -> list[int]:
     natural = [_len(c.header) for c in columns]
     longest_word = [0] * len(columns)
@@ -120,55 +124,90 @@ def _widths(
         for i, c in enumerate(columns)
     ]
     natural = [max(n, m) for n, m in zip(natural, minimum, strict=True)]
-    available = console.width - 1 - 2 * (len(columns) - 1)
     floors = [min(m, n) for m, n in zip(minimum, natural, strict=True)]
-    return fit_widths(natural, floors, available)
+    return fit_widths(natural, floors, console.width - spacing)
+
+
+# A cell as laid out: its text, style, width in cells, and how many leading characters
+# the style covers (None: all of it, padding included).
+_Part = tuple[str, str, int, int | None]
 
 
 def render_grid(
-    console: Console, title: str, columns: Sequence[Column], rows: Sequence[Sequence[Cell]]
+    console: Console,
+    title: str | None,
+    columns: Sequence[Column],
+    rows: Sequence[Sequence[Cell]],
+    *,
+    widths: list[int] | None = None,
+    lead: str = " ",
+    gap: int = 2,
 ) -> None:
-    """Print `title`, the headers and `rows` (one cell per column) at the console's width."""
-    styled = console.color_system is not None and not console.no_color
-    widths = _widths(console, columns, rows)
-    layout = [(c.wrap, c.right, w) for c, w in zip(columns, widths, strict=True)]
+    """Print `title` (if any), the headers and `rows` (one cell per column).
 
-    def line_of(parts: list[tuple[str, str, int]]) -> str:
-        out = []
-        for (_, right, width), (text, style, size) in zip(layout, parts, strict=True):
-            pad = " " * (width - size)
-            padded = pad + text if right else text + pad
-            out.append(
-                f"\x1b[{_SGR[style]}m{padded}\x1b[0m" if styled and style and text else padded
-            )
-        return (" " + "  ".join(out)).rstrip()
+    Each line starts with `lead` and has `gap` spaces between columns (rich's `box=None`
+    look by default); `widths` are the columns' (else fitted to the console's width).
+    """
+    styled = console.color_system is not None and not console.no_color
+    if widths is None:
+        widths = _widths(console, columns, rows, len(lead) + gap * (len(columns) - 1))
+    layout = [(c.wrap, c.right, w) for c, w in zip(columns, widths, strict=True)]
+    between = " " * gap
+
+    def line_of(parts: list[_Part]) -> str:
+        out = [_paint(p, w, right, styled) for (_, right, w), p in zip(layout, parts, strict=True)]
+        return (lead + between.join(out)).rstrip()
 
     def lines_of(cells: Sequence[Cell], header: bool) -> list[str]:
-        parts: list[tuple[str, str, int]] = []
+        parts: list[_Part] = []
         fits = True
         for (_, _, width), cell in zip(layout, cells, strict=True):
-            text, style = (cell, "") if isinstance(cell, str) else cell
+            text, style, n = _styled(cell)
             size = _len(text)
             fits = fits and size <= width
-            parts.append((text, "bold" if header else style, size))
+            parts.append((text, "bold", size, None) if header else (text, style, size, n))
         if fits:  # the common row: one line, nothing to fold or cut
             return [line_of(parts)]
         folded = [
             _fold(text, width) if wrap else [_cut(text, width)]
-            for (wrap, _, width), (text, _, _) in zip(layout, parts, strict=True)
+            for (wrap, _, width), (text, _, _, _) in zip(layout, parts, strict=True)
         ]
         return [
             line_of(
                 [
-                    (f[k], style, _len(f[k])) if k < len(f) else ("", style, 0)
-                    for f, (_, style, _) in zip(folded, parts, strict=True)
+                    # A style on the first characters stays on the first line.
+                    (f[k], style if k == 0 or n is None else "", _len(f[k]), n)
+                    if k < len(f)
+                    else ("", style, 0, n)
+                    for f, (_, style, _, n) in zip(folded, parts, strict=True)
                 ]
             )
             for k in range(max(map(len, folded)))
         ]
 
-    output = [title, *lines_of([c.header for c in columns], header=True)]
+    output = [] if title is None else [title]
+    output += lines_of([c.header for c in columns], header=True)
     for row in rows:
         output += lines_of(row, header=False)
     console.file.write("\n".join(output) + "\n")
     console.file.flush()
+
+
+def _paint(part: _Part, width: int, right: bool, styled: bool) -> str:
+    """One cell of a line, padded to `width`, in SGR codes when `styled`."""
+    text, style, size, n = part
+    pad = " " * (width - size)
+    if styled and style and text:
+        sgr = _SGR[style]
+        if n is None:
+            return f"\x1b[{sgr}m{pad + text if right else text + pad}\x1b[0m"
+        text = f"\x1b[{sgr}m{text[:n]}\x1b[0m{text[n:]}"
+    return pad + text if right else text + pad
+
+
+def _styled(cell: Cell) -> tuple[str, str, int | None]:
+    if isinstance(cell, str):
+        return cell, "", None
+    if len(cell) == 2:
+        return cell[0], cell[1], None
+    return cell

@@ -20,7 +20,7 @@ from sessionstore.cli.common import (
     target_options,
 )
 from sessionstore.cli.listing import Listing, listing_options
-from sessionstore.cli.sessions import session_rows, session_views
+from sessionstore.cli.sessions import session_rows
 from sessionstore.errors import InvalidInput
 from sessionstore.store.target import STORE_ENV, resolve_target, store_root
 
@@ -133,16 +133,13 @@ def _store_list(
         # Neither the records' modules nor rich for an empty list: start-up (issue 16).
         click.echo(no_sessions(root, listing.filtered))
         return
+    # The table and the data formats list the same summaries (`session_summary`).
+    objective = goal()
+    rows = session_rows(store, chosen, listing, objective) if store is not None else iter(())
     if listing.fmt is not None:
-        rows = session_rows(store, chosen, listing, goal()) if store is not None else iter(())
         listing.emit(rows, SUMMARY_COLUMNS)
         return
-    views = (
-        session_views(store, chosen, listing, goal(), write_index=True)
-        if store is not None
-        else iter(())
-    )
     # rich only for tables: the data formats never import it.
     from sessionstore.cli.views import make_console, session_list
 
-    session_list(make_console(color), list(views), root, filtered=listing.filtered)
+    session_list(make_console(color), rows, root, objective, filtered=listing.filtered)

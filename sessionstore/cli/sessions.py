@@ -20,18 +20,12 @@ T = TypeVar("T")
 
 
 def session_views(
-    store: Store,
-    chosen: list[Session],
-    listing: Listing,
-    goal: Objective,
-    *,
-    write_index: bool = False,
+    store: Store, chosen: list[Session], listing: Listing, goal: Objective
 ) -> Iterator[SessionView]:
     """Each session's view in the listing's order, loaded only when it is next: labels and
     names are the manifest's (read by the store's listing), status and best need the records.
 
-    `chosen` are the store's sessions (newest first) that carry the listing's labels;
-    `write_index`: refresh each session's summary index (`inspect` only).
+    `chosen` are the store's sessions (newest first) that carry the listing's labels.
     """
     from sessionstore.inspect.summary import SessionView
 
@@ -39,7 +33,7 @@ def session_views(
         store,
         chosen,
         listing,
-        lambda session: SessionView.load(session, goal, write_index=write_index),
+        lambda session: SessionView.load(session, goal),
         lambda view: view.status,
         lambda view: view.best.to_dict() if view.best else None,
         goal,
@@ -49,8 +43,9 @@ def session_views(
 def session_rows(
     store: Store, chosen: list[Session], listing: Listing, goal: Objective
 ) -> Iterator[dict[str, Any]]:
-    """`session_views`' summaries (what `inspect` lists), each session's summary index
-    refreshed and its kept summary used where it still holds (`session_summary`)."""
+    """`session_views`' summaries (what `inspect` lists, as a table or as data), each
+    session's summary index refreshed and its kept summary used where it still holds
+    (`session_summary`)."""
     from sessionstore.inspect.summary import session_summary
 
     return _listed(

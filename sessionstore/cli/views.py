@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import functools
 import os
-from pathlib import Path
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from sessionstore._display import escape, fmt_number, scalar
 from sessionstore.cli.cells import no_sessions
-from sessionstore.cli.grid import fit_widths
+from sessionstore.cli.grid import Cell, Column, fit_widths, render_grid
 from sessionstore.cli.records import attempts_table, trials_table
-from sessionstore.inspect.best import Best
+from sessionstore.inspect.best import Objective
 from sessionstore.inspect.spark import bars
 from sessionstore.inspect.summary import SessionView
 from sessionstore.store.session import Record, RecordState
@@ -59,17 +59,19 @@ def make_console(color: str = "auto", width: int | None = None) -> Console:
     return make()  # rich checks isatty itself
 
 
-def _created(view: SessionView, compact: bool) -> str:
-    created = view.created_at or ""
-    text = escape(created[:16].replace("T", " "))
+def _created(created_at: str | None, compact: bool) -> str:
+    text = escape((created_at or "")[:16].replace("T", " "))
     return text[5:] if compact else text
 
 
-def best_cell(best: Best | None) -> str:
-    """`#3 1234.5` or `#2 980*` (the star: no trial met the constraints); empty without one."""
+def best_cell(best: dict[str, Any] | None) -> str:
+    """`#3 1234.5` or `#2 980*` (the star: no trial met the constraints); empty without one.
+
+    `best` is a summary's (`Best.to_dict()`)."""
     if best is None:
         return ""
-    return f"#{best.n} {fmt_number(best.value)}{best.mark}"
+    mark = "" if best["meets_constraints"] else "*"
+    return f"#{best['n']} {fmt_number(best['value'])}{mark}"
 
 
 def constraints_cell(constraints: dict[str, Any], error: str | None = None) -> str:
@@ -90,61 +92,77 @@ def _longest_word(cells: list[str], cap: int) -> int:
     return min(max((len(w) for cell in cells for w in cell.split()), default=1), cap)
 
 
+_HEADERS = ["ID", "NAME", "STATUS", "BEST", "CONSTRAINTS", "CREATED"]
+
+
+def _list_widths(width: int, texts: list[list[str]], compact: bool, gap: int) -> list[int]:
+    """The session list's column widths: ID and CREATED whole, NAME giving way first,
+    STATUS, BEST and CONSTRAINTS keeping room for their longest word up to a cap."""
+    natural = [max(len(h), *(len(r[i]) for r in texts)) for i, h in enumerate(_HEADERS)]
+    minimum = [
+        natural[0],
+        min(natural[1], 5),
+        _longest_word([r[2] for r in texts], 12),
+        _longest_word([r[3] for r in texts], 7 if compact else 10),
+        _longest_word([r[4] for r in texts], 10 if compact else 16),
+        natural[5],
+    ]
+    minimum = [max(m, len(h)) for m, h in zip(minimum, _HEADERS, strict=True)]
+    available = width - gap * (len(_HEADERS) - 1)
+    # Truncating NAME loses less than wrapping the data columns, so it gives way first.
+    return fit_widths(natural, minimum, available, first={1: max(5, width // 8)})
+
+
 def session_list(
-    console: Console, views: list[SessionView], root: Path, *, filtered: bool = False
+    console: Console,
+    rows: Iterable[dict[str, Any]],
+    root: Path,
+    objective: Objective,
+    *,
+    filtered: bool = False,
 ) -> None:
-    """One row per session, newest first. Long cells wrap or truncate; none starves the rest.
+    """One row per session summary (`inspect --json`'s objects, `SessionView.summary`),
+    newest first. Long cells wrap or truncate; none starves the rest.
+
+    Only each row's cells are kept while the rest are read, not its summary: a list of
+    10,000 sessions then holds 10,000 short lists for the collector to look through.
 
     ID and CREATED never wrap; NAME truncates with an ellipsis; STATUS, BEST
     and CONSTRAINTS wrap (at spaces when they can) and keep room for their
     longest word up to a cap, so a narrow terminal gets taller rows.
     """
-    if not views:
-        console.print(Text(no_sessions(root, filtered)))
-        return
     compact = console.width < 80
     gap = 1 if compact else 2
-    rows: list[list[str]] = []  # plain escaped text: widths are measured on it
+    texts: list[list[str]] = []  # plain escaped text: widths are measured on it
+    statuses: list[str] = []
     starred = False
-    for view in views:
-        starred = starred or (view.best is not None and not view.best.meets_constraints)
-        rows.append(
+    for row in rows:
+        best = row["best"]
+        starred = starred or (best is not None and not best["meets_constraints"])
+        statuses.append(row["status"])
+        texts.append(
             [
-                escape(view.session.id or view.session.path.name),
-                escape(view.name or ""),
-                str(status_text(view)),
-                best_cell(view.best),
-                constraints_cell(view.constraints, view.constraints_error),
-                _created(view, compact),
+                escape(row["id"] or PurePosixPath(row["path"]).name),
+                escape(row["name"] or ""),
+                f"{row['status']} {row['progress']}",
+                best_cell(best),
+                constraints_cell(row["constraints"], row["constraints_error"]),
+                _created(row["created_at"], compact),
             ]
         )
-    headers = ["ID", "NAME", "STATUS", "BEST", "CONSTRAINTS", "CREATED"]
-    natural = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    minimum = [
-        natural[0],
-        min(natural[1], 5),
-        _longest_word([r[2] for r in rows], 12),
-        _longest_word([r[3] for r in rows], 7 if compact else 10),
-        _longest_word([r[4] for r in rows], 10 if compact else 16),
-        natural[5],
+    if not texts:
+        console.print(Text(no_sessions(root, filtered)))
+        return
+    widths = _list_widths(console.width, texts, compact, gap)
+    # Laid out by `render_grid`, not rich's Table, which measured and wrapped each cell
+    # through its renderables: 5 of the 8 seconds of a store of 10,000 sessions. ID and
+    # CREATED whole, NAME cut, the rest folding; only the status word of STATUS styled.
+    columns = [Column(h, wrap=h in ("STATUS", "BEST", "CONSTRAINTS")) for h in _HEADERS]
+    cells: list[list[Cell]] = [
+        [*text[:2], (text[2], _STATUS_STYLE.get(status, ""), len(status)), *text[3:]]
+        for status, text in zip(statuses, texts, strict=True)
     ]
-    minimum = [max(m, len(h)) for m, h in zip(minimum, headers, strict=True)]
-    available = console.width - gap * (len(headers) - 1)
-    # Truncating NAME loses less than wrapping the data columns, so it gives way first.
-    widths = fit_widths(natural, minimum, available, first={1: max(5, console.width // 8)})
-    table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, gap, 0, 0))
-    for i, header in enumerate(headers):
-        wraps = header in ("STATUS", "BEST", "CONSTRAINTS")
-        table.add_column(
-            header,
-            width=widths[i],
-            no_wrap=not wraps,
-            overflow="fold" if wraps else "ellipsis",
-        )
-    for view, row in zip(views, rows, strict=True):
-        table.add_row(Text(row[0]), Text(row[1]), status_text(view), *map(Text, row[3:]))
-    console.print(table)
-    objective = views[0].objective
+    render_grid(console, None, columns, cells, widths=widths, lead="", gap=gap)
     console.print(
         Text(f"BEST: {escape(objective.path)}, {objective.direction} is better", style="dim")
     )
@@ -195,7 +213,7 @@ def session_detail(
     console.print(Text(f"path: {escape(str(session.path))}"), overflow="fold")
     console.print(Text("status: ").append_text(status_text(view)))
     if view.created_at:
-        console.print(Text(f"created: {_created(view, False)} UTC"))
+        console.print(Text(f"created: {_created(view.created_at, False)} UTC"))
     constraints = constraints_cell(view.constraints, view.constraints_error) or "none"
     console.print(Text(f"constraints: {constraints}"), overflow="fold")
     console.print(Text(_best_line(view)))

@@ -12,15 +12,17 @@ import os
 import re
 from pathlib import Path
 
+import orjson
 import pytest
-from inspect_helpers import SNAPSHOTS, WIDTHS, demo_store, metrics, render, trial
+from inspect_helpers import SNAPSHOTS, WIDTHS, demo_store, metrics, render, run_cli, trial
+from rich.cells import cell_len
 from rich.console import Console
 
 from sessionstore.cli.grid import fit_widths
-from sessionstore.cli.views import session_detail, session_list
+from sessionstore.cli.views import best_cell, session_detail, session_list
 from sessionstore.inspect.best import Best, Objective, Score
 from sessionstore.inspect.spark import BLOCKS, bars
-from sessionstore.inspect.summary import SessionView
+from sessionstore.inspect.summary import SessionView, session_summary
 from sessionstore.store.session import Store
 
 
@@ -42,8 +44,8 @@ def check_snapshot(name: str, text: str) -> None:
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_session_list_snapshot(store: Store, width: int) -> None:
-    views = [SessionView.load(s) for s in store.sessions()]
-    text = render(session_list, views, store.root, width=width)
+    rows = [session_summary(s) for s in store.sessions()]
+    text = render(session_list, rows, store.root, Objective(), width=width)
     assert max(len(line) for line in text.splitlines()) <= width
     check_snapshot(f"list_{width}.txt", text)
 
@@ -58,18 +60,77 @@ def test_session_detail_snapshot(store: Store, session_id: str, width: int) -> N
 
 
 def test_list_keeps_every_id_and_creation_time_whole(store: Store) -> None:
-    views = [SessionView.load(s) for s in store.sessions()]
+    rows = [session_summary(s) for s in store.sessions()]
     for width in WIDTHS:
-        text = render(session_list, views, store.root, width=width)
-        for view in views:
-            assert f"{view.session.id} " in text
-            assert (view.created_at or "")[5:16].replace("T", " ") in text
+        text = render(session_list, rows, store.root, Objective(), width=width)
+        for row in rows:
+            assert f"{row['id']} " in text
+            assert (row["created_at"] or "")[5:16].replace("T", " ") in text
 
 
 def test_list_name_truncates_with_ellipsis(store: Store) -> None:
-    views = [SessionView.load(s) for s in store.sessions()]
-    text = render(session_list, views, store.root, width=80)
+    rows = [session_summary(s) for s in store.sessions()]
+    text = render(session_list, rows, store.root, Objective(), width=80)
     assert "llama-3…" in text and "tensor-parallel" not in text
+
+
+def test_list_shows_what_the_json_summaries_say(store: Store) -> None:
+    """The table is laid out from `inspect --json`'s objects, the summary index's kept
+    fields included: each row says the status, progress and best of its summary."""
+    for _ in range(2):  # the second time through, the indexes' kept summaries are used
+        listed = run_cli("inspect", "--store", str(store.root))
+        data = run_cli("inspect", "--store", str(store.root), "--json")
+        assert listed.returncode == data.returncode == 0, listed.stderr + data.stderr
+        lines = listed.stdout.splitlines()
+        rows = orjson.loads(data.stdout)
+        assert [line.split()[0] for line in lines[1 : len(rows) + 1]] == [r["id"] for r in rows]
+        for row, line in zip(rows, lines[1:], strict=False):
+            assert f"{row['status']} {row['progress']}" in line
+            assert best_cell(row["best"]) in line
+
+
+@pytest.mark.parametrize("width", (40, *WIDTHS))
+def test_list_lines_fit_the_width_and_keep_no_trailing_spaces(tmp_path: Path, width: int) -> None:
+    """Wide characters, escaped control bytes and long unbroken cells: every line fits in
+    `width` terminal cells, columns stay aligned, and nothing trails a line. Narrower than
+    every column's least (40 here), ID and CREATED still stay whole: a cut id is no use."""
+    store = Store(tmp_path)
+    names = ["日本語のセッション名前がとても長い", "a\x1b[31mred\tb", "x" * 90, "emoji 🚀🚀🚀 run"]
+    for i, name in enumerate(names):
+        s = store.create(id=f"s{i}", name=name, constraints={"max_" + "k" * 40: i}, pid=None)
+        trial(s, metrics(100.0 + i))
+    rows = [session_summary(s) for s in store.sessions()]
+    text = render(session_list, rows, store.root, Objective(), width=width)
+    lines = text.splitlines()
+    table = lines[: lines.index(next(line for line in lines if line.startswith("BEST:")))]
+    assert width < 60 or max(cell_len(line) for line in table) <= width
+    assert "\x1b" not in text and "\t" not in text
+    created = table[0].index("CREATED")
+    for row in rows:
+        line = next(line for line in table if line.startswith(f"{row['id']} "))
+        # CREATED is never cut: each row's sits under its header, as many cells in.
+        stamp = (row["created_at"] or "")[:16].replace("T", " ")
+        stamp = stamp[5:] if width < 80 else stamp
+        assert line.endswith(stamp)
+        assert cell_len(line) - len(stamp) == created
+    raw = io.StringIO()
+    session_list(Console(file=raw, width=width), rows, store.root, Objective())
+    assert not any(line.endswith(" ") for line in raw.getvalue().splitlines()[: len(table)])
+
+
+def test_list_styles_the_status_word_only_on_a_terminal(store: Store) -> None:
+    rows = [session_summary(s) for s in store.sessions()]
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=120, force_terminal=True, color_system="256")
+    session_list(console, rows, store.root, Objective())
+    out = buffer.getvalue()
+    assert "\x1b[36mrunning\x1b[0m trialing (3/3)" in out  # cyan word, plain progress
+    assert "\x1b[32mdone\x1b[0m verified (2/2)" in out
+    assert "\x1b[1;31minterrupted\x1b[0m trialing (2/5)" in out
+    assert "\x1b[1mCREATED" in out  # headers bold
+    buffer = io.StringIO()
+    session_list(Console(file=buffer, width=120), rows, store.root, Objective())
+    assert "\x1b[" not in buffer.getvalue()
 
 
 def test_fit_widths_shares_the_shrinking() -> None:

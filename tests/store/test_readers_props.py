@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from inspect_helpers import render
 
 from sessionstore.cli.views import session_detail, session_list
+from sessionstore.inspect.best import Objective
 from sessionstore.inspect.summary import SessionView
 from sessionstore.store.session import Session, Store
 from sessionstore.store.status import STATUSES
@@ -106,5 +107,5 @@ def test_reading_any_json_never_raises(
     view = SessionView.load(Session.open(store.root / "s"))
     detail = view.detail()
     assert b"OUTSIDE" not in orjson.dumps(detail)
-    render(session_list, views, store.root, width=80)
+    render(session_list, [v.summary() for v in views], store.root, Objective(), width=80)
     render(session_detail, view, detail["lineage"], width=80)
