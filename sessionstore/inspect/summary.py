@@ -232,7 +232,7 @@ def session_summary(
     # Constraints as large as a marker is cached at most would make a large index.
     small = len(text) <= MAX_CACHED_BYTES
     fields = index.summary(key, session.trials, session.service) if small else None
-    if fields is None or fields.keys() != _DERIVED:
+    if fields is None or not _well_formed(fields):
         view = SessionView._read(session, objective, index, constraints_read)
         fields = view._derived()
         if not any(declares_output_contract(r) for r in view.trials):
@@ -248,6 +248,33 @@ def session_summary(
 
 # The keys of `SessionView._derived`: kept fields with other keys are no summary of ours.
 _DERIVED = {"progress", "phase", "progress_counts", "trial_counts", "service", "best"}
+_BEST = {"n", "value", "objective", "direction", "meets_constraints", "failed", "checks", "verdict"}
+
+
+def _well_formed(fields: dict[str, Any]) -> bool:
+    """Whether kept fields have the keys and types `SessionView._derived` gives them: an
+    index edited by hand (its key intact) must reach neither the table as a crash nor
+    `--json` as another shape. Their values are the key's to vouch for."""
+    if fields.keys() != _DERIVED:
+        return False
+    best = fields["best"]
+    return (
+        type(fields["progress"]) is str
+        and type(fields["phase"]) is str
+        and type(fields["progress_counts"]) is dict
+        and type(fields["trial_counts"]) is dict
+        and type(fields["service"]) is int
+        and (
+            best is None
+            or (
+                type(best) is dict
+                and best.keys() == _BEST
+                and type(best["n"]) is int
+                and type(best["value"]) in (int, float)
+                and type(best["meets_constraints"]) is bool
+            )
+        )
+    )
 
 
 def _summary(

@@ -233,6 +233,17 @@ def test_a_session_judged_by_logs_keeps_no_summary(tmp_path: Path, settled: None
         pytest.param(lambda kept: kept.update(fields=[1]), id="fields-not-an-object"),
         pytest.param(lambda kept: kept.update(key=kept["key"][:-1]), id="key-shorter"),
         pytest.param(lambda kept: kept["key"].__setitem__(2, 7), id="key-planned-other"),
+        pytest.param(lambda kept: kept["fields"].update(best="#4"), id="best-not-an-object"),
+        pytest.param(lambda kept: kept["fields"]["best"].pop("n"), id="best-without-n"),
+        pytest.param(
+            lambda kept: kept["fields"]["best"].update(value="1e9"), id="best-value-a-string"
+        ),
+        pytest.param(
+            lambda kept: kept["fields"]["best"].update(meets_constraints=1), id="meets-not-bool"
+        ),
+        pytest.param(lambda kept: kept["fields"].update(progress=None), id="progress-null"),
+        pytest.param(lambda kept: kept["fields"].update(trial_counts=[4]), id="counts-a-list"),
+        pytest.param(lambda kept: kept["fields"].update(service=True), id="service-a-bool"),
     ],
 )
 def test_a_kept_summary_of_another_shape_or_key_is_not_used(
@@ -243,10 +254,27 @@ def test_a_kept_summary_of_another_shape_or_key_is_not_used(
     head, markers = _lines(s)
     forge(head["summary"])
     (s.path / INDEX).write_bytes(_index(head, markers))
-    assert _summary(s, write=False) == truth
-    assert _summary(s) == truth
+    # As bytes: `1 == True` in Python, not in the JSON a script reads.
+    assert orjson.dumps(_summary(s, write=False)) == orjson.dumps(truth)
+    assert orjson.dumps(_summary(s)) == orjson.dumps(truth)
     assert _kept(s)["fields"] == _lines(s)[0]["summary"]["fields"]
     assert _kept(s)["key"][2] == 6  # rewritten with the real key
+
+
+def test_the_table_shows_the_records_through_a_kept_summary_of_another_shape(
+    tmp_path: Path, settled: None
+) -> None:
+    """`inspect`'s table is laid out from the kept summaries: one whose key holds but
+    whose best trial is not an object of ours is recomputed, never printed or a crash."""
+    s = _session(tmp_path / "store")
+    truth = _summary(s)
+    head, markers = _lines(s)
+    head["summary"]["fields"]["best"] = {"n": "4", "value": None}
+    (s.path / INDEX).write_bytes(_index(head, markers))
+    listed = cli_runner.invoke("inspect", "--store", tmp_path / "store")
+    assert listed.exit_code == 0, listed.output
+    assert f"#{truth['best']['n']} {truth['best']['value']:g}" in listed.stdout
+    assert _kept(s)["fields"]["best"] == truth["best"]  # and the index is mended
 
 
 def test_the_listing_formats_agree_with_and_without_kept_summaries(
