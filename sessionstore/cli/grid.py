@@ -74,25 +74,25 @@ def fit_widths(
     return widths
 
 
-def _len(text: str) -> int:
+def cells_of(text: str) -> int:
     """Terminal cells of `text`: its length when ASCII (most cells here: the fast path)."""
     return len(text) if text.isascii() else cell_len(text)
 
 
 def _fold(text: str, width: int) -> list[str]:
     """`text` in lines of at most `width` cells: broken at spaces, a longer word folded."""
-    if _len(text) <= width:
+    if cells_of(text) <= width:
         return [text]
     lines: list[str] = []
     line = ""
     for word in text.split(" "):
         candidate = f"{line} {word}" if line else word
-        if _len(candidate) <= width:
+        if cells_of(candidate) <= width:
             line = candidate
             continue
         if line:
             lines.append(line)
-        pieces = chop_cells(word, width) if _len(word) > width else [word]
+        pieces = chop_cells(word, width) if cells_of(word) > width else [word]
         lines.extend(pieces[:-1])
         line = pieces[-1] if pieces else ""
     lines.append(line)
@@ -100,7 +100,7 @@ def _fold(text: str, width: int) -> list[str]:
 
 
 def _cut(text: str, width: int) -> str:
-    if _len(text) <= width:
+    if cells_of(text) <= width:
         return text
     return chop_cells(text, max(width - 1, 1))[0] + "…" if width > 1 else "…"
 
@@ -108,19 +108,19 @@ def _cut(text: str, width: int) -> str:
 def _widths(
     console: Console, columns: Sequence[Column], rows: Sequence[Sequence[Cell]], spacing: int
 ) -> list[int]:
-    natural = [_len(c.header) for c in columns]
+    natural = [cells_of(c.header) for c in columns]
     longest_word = [0] * len(columns)
     for row in rows:
         for i, cell in enumerate(row):
             text = cell if isinstance(cell, str) else cell[0]
-            size = _len(text)
+            size = cells_of(text)
             if size > natural[i]:
                 natural[i] = size
             # A word is never longer than its cell: most cells need no split.
             if size > longest_word[i] and columns[i].wrap:
-                longest_word[i] = max(longest_word[i], *map(_len, text.split(" ")))
+                longest_word[i] = max(longest_word[i], *map(cells_of, text.split(" ")))
     minimum = [
-        max(_len(c.header), c.min_width, min(longest_word[i], 16) if c.wrap else natural[i])
+        max(cells_of(c.header), c.min_width, min(longest_word[i], 16) if c.wrap else natural[i])
         for i, c in enumerate(columns)
     ]
     natural = [max(n, m) for n, m in zip(natural, minimum, strict=True)]
@@ -129,7 +129,7 @@ def _widths(
 
 
 # A cell as laid out: its text, style, width in cells, and how many leading characters
-# the style covers (None: all of it, padding included).
+# the style covers (None: all of it).
 _Part = tuple[str, str, int, int | None]
 
 
@@ -163,7 +163,7 @@ def render_grid(
         fits = True
         for (_, _, width), cell in zip(layout, cells, strict=True):
             text, style, n = _styled(cell)
-            size = _len(text)
+            size = cells_of(text)
             fits = fits and size <= width
             parts.append((text, "bold", size, None) if header else (text, style, size, n))
         if fits:  # the common row: one line, nothing to fold or cut
@@ -176,7 +176,7 @@ def render_grid(
             line_of(
                 [
                     # A style on the first characters stays on the first line.
-                    (f[k], style if k == 0 or n is None else "", _len(f[k]), n)
+                    (f[k], style if k == 0 or n is None else "", cells_of(f[k]), n)
                     if k < len(f)
                     else ("", style, 0, n)
                     for f, (_, style, _, n) in zip(folded, parts, strict=True)
@@ -194,14 +194,13 @@ def render_grid(
 
 
 def _paint(part: _Part, width: int, right: bool, styled: bool) -> str:
-    """One cell of a line, padded to `width`, in SGR codes when `styled`."""
+    """One cell of a line, padded to `width`, its text (not the padding: a line's end
+    is then stripped of it) in SGR codes when `styled`."""
     text, style, size, n = part
     pad = " " * (width - size)
     if styled and style and text:
-        sgr = _SGR[style]
-        if n is None:
-            return f"\x1b[{sgr}m{pad + text if right else text + pad}\x1b[0m"
-        text = f"\x1b[{sgr}m{text[:n]}\x1b[0m{text[n:]}"
+        n = len(text) if n is None else n
+        text = f"\x1b[{_SGR[style]}m{text[:n]}\x1b[0m{text[n:]}"
     return pad + text if right else text + pad
 
 

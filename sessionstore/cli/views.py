@@ -23,7 +23,7 @@ from rich.text import Text
 
 from sessionstore._display import escape, fmt_number, scalar
 from sessionstore.cli.cells import no_sessions
-from sessionstore.cli.grid import Cell, Column, fit_widths, render_grid
+from sessionstore.cli.grid import Cell, Column, cells_of, fit_widths, render_grid
 from sessionstore.cli.records import attempts_table, trials_table
 from sessionstore.inspect.best import Objective
 from sessionstore.inspect.spark import bars
@@ -89,7 +89,7 @@ def status_text(view: SessionView) -> Text:
 
 
 def _longest_word(cells: list[str], cap: int) -> int:
-    return min(max((len(w) for cell in cells for w in cell.split()), default=1), cap)
+    return min(max((cells_of(w) for cell in cells for w in cell.split()), default=1), cap)
 
 
 _HEADERS = ["ID", "NAME", "STATUS", "BEST", "CONSTRAINTS", "CREATED"]
@@ -98,7 +98,8 @@ _HEADERS = ["ID", "NAME", "STATUS", "BEST", "CONSTRAINTS", "CREATED"]
 def _list_widths(width: int, texts: list[list[str]], compact: bool, gap: int) -> list[int]:
     """The session list's column widths: ID and CREATED whole, NAME giving way first,
     STATUS, BEST and CONSTRAINTS keeping room for their longest word up to a cap."""
-    natural = [max(len(h), *(len(r[i]) for r in texts)) for i, h in enumerate(_HEADERS)]
+    # Terminal cells, as `render_grid` draws them (a wide character takes two).
+    natural = [max(len(h), *(cells_of(r[i]) for r in texts)) for i, h in enumerate(_HEADERS)]
     minimum = [
         natural[0],
         min(natural[1], 5),
@@ -139,12 +140,14 @@ def session_list(
     for row in rows:
         best = row["best"]
         starred = starred or (best is not None and not best["meets_constraints"])
-        statuses.append(row["status"])
+        # Escaped like every cell: a summary index's kept progress is a file's text.
+        status = escape(row["status"])
+        statuses.append(status)
         texts.append(
             [
                 escape(row["id"] or PurePosixPath(row["path"]).name),
                 escape(row["name"] or ""),
-                f"{row['status']} {row['progress']}",
+                f"{status} {escape(row['progress'])}",
                 best_cell(best),
                 constraints_cell(row["constraints"], row["constraints_error"]),
                 _created(row["created_at"], compact),

@@ -270,7 +270,7 @@ def _well_formed(fields: dict[str, Any]) -> bool:
                 type(best) is dict
                 and best.keys() == _BEST
                 and type(best["n"]) is int
-                and type(best["value"]) in (int, float)
+                and type(best["value"]) is float  # `as_number`'s: `fmt_number` needs one
                 and type(best["meets_constraints"]) is bool
             )
         )

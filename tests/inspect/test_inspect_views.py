@@ -118,6 +118,18 @@ def test_list_lines_fit_the_width_and_keep_no_trailing_spaces(tmp_path: Path, wi
     assert not any(line.endswith(" ") for line in raw.getvalue().splitlines()[: len(table)])
 
 
+def test_list_measures_wide_characters_in_cells(tmp_path: Path) -> None:
+    """A name and constraints in wide characters, on a wide terminal: each is whole and
+    on one line (their widths are counted in cells, as they are drawn)."""
+    store = Store(tmp_path)
+    s = store.create(id="wide", name="日本語の名前", constraints={"最大値": "長い文字列です"})
+    trial(s, metrics(5.0))
+    rows = [session_summary(s) for s in store.sessions()]
+    lines = render(session_list, rows, store.root, Objective(), width=200).splitlines()
+    assert lines[1].startswith("wide  日本語の名前  ") and "最大値=長い文字列です  " in lines[1]
+    assert lines[2].startswith("BEST:")  # no row folded onto a second line
+
+
 def test_list_styles_the_status_word_only_on_a_terminal(store: Store) -> None:
     rows = [session_summary(s) for s in store.sessions()]
     buffer = io.StringIO()
@@ -127,7 +139,8 @@ def test_list_styles_the_status_word_only_on_a_terminal(store: Store) -> None:
     assert "\x1b[36mrunning\x1b[0m trialing (3/3)" in out  # cyan word, plain progress
     assert "\x1b[32mdone\x1b[0m verified (2/2)" in out
     assert "\x1b[1;31minterrupted\x1b[0m trialing (2/5)" in out
-    assert "\x1b[1mCREATED" in out  # headers bold
+    assert "\x1b[1mCREATED\x1b[0m" in out  # headers bold, not their padding
+    assert not any(line.endswith((" ", " \x1b[0m")) for line in out.splitlines())
     buffer = io.StringIO()
     session_list(Console(file=buffer, width=120), rows, store.root, Objective())
     assert "\x1b[" not in buffer.getvalue()

@@ -244,6 +244,7 @@ def test_a_session_judged_by_logs_keeps_no_summary(tmp_path: Path, settled: None
         pytest.param(lambda kept: kept["fields"].update(progress=None), id="progress-null"),
         pytest.param(lambda kept: kept["fields"].update(trial_counts=[4]), id="counts-a-list"),
         pytest.param(lambda kept: kept["fields"].update(service=True), id="service-a-bool"),
+        pytest.param(lambda kept: kept["fields"]["best"].update(value=103), id="best-value-an-int"),
     ],
 )
 def test_a_kept_summary_of_another_shape_or_key_is_not_used(
@@ -275,6 +276,20 @@ def test_the_table_shows_the_records_through_a_kept_summary_of_another_shape(
     assert listed.exit_code == 0, listed.output
     assert f"#{truth['best']['n']} {truth['best']['value']:g}" in listed.stdout
     assert _kept(s)["fields"]["best"] == truth["best"]  # and the index is mended
+
+
+def test_the_table_escapes_a_kept_progress(tmp_path: Path, settled: None) -> None:
+    """A kept summary's text is a file's: control bytes in it print escaped, on one line."""
+    s = _session(tmp_path / "store")
+    _summary(s)
+    head, markers = _lines(s)
+    head["summary"]["fields"]["progress"] = "trialing \x1b]0;PWNED\x07\x1b[2J\nFORGED (2/2)"
+    (s.path / INDEX).write_bytes(_index(head, markers))
+    listed = cli_runner.run("inspect", "--store", tmp_path / "store", "--color", "never")
+    assert listed.returncode == 0, listed.stderr
+    assert "\x1b" not in listed.stdout and "\x07" not in listed.stdout
+    assert "\\x1b]0;PWNED\\x07" in listed.stdout.replace("\n", "")
+    assert not any(line.startswith("FORGED") for line in listed.stdout.splitlines())
 
 
 def test_the_listing_formats_agree_with_and_without_kept_summaries(
