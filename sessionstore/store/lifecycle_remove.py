@@ -258,7 +258,7 @@ def each_prunable(
 
     Those whose status is in `statuses` (only the `PRUNABLE` ones count:
     never running or unknown) and, with `older_than`, created more than that
-    many seconds ago (`created_at`, else the directory's mtime). A session's
+    many seconds ago (`created_at`, else the manifest's or the directory's mtime). A session's
     status is read only when the one before it has been taken, so a caller
     that stops early (a listing's `--limit`) reads no more.
     """

@@ -366,7 +366,8 @@ class Store:
             raise SessionNotFound(id, self.root) from None
 
     def sessions(self) -> list[Session]:
-        """Every session in the store, newest first (by `created_at`, else directory mtime).
+        """Every session in the store, newest first (by `created_at`, else an mtime:
+        `_created_key`).
 
         In an `s3://` store the manifests are read concurrently (`remote.each`)."""
 
@@ -384,8 +385,13 @@ class Store:
 
 
 def _created_key(session: Session) -> float:
-    """`created_at` as a timestamp, else the directory's mtime (a local-only fallback for
-    a raw workspace; raises `FileNotFoundError` once the directory is gone)."""
+    """`created_at` as a timestamp, else the manifest's mtime, else (a raw workspace) the
+    directory's: local-only fallbacks; raises `FileNotFoundError` once the directory is gone.
+
+    Not the directory's mtime where there is a manifest: `inspect` writing the summary
+    index beside it moves that, so the session would jump to the top of the next listing
+    and never be old enough for `prune --older-than`. A raw workspace gets no index.
+    """
     created = (session.manifest or {}).get("created_at")
     if isinstance(created, str):
         try:
@@ -397,4 +403,7 @@ def _created_key(session: Session) -> float:
             pass
     if isinstance(session.path, S3Path):
         return 0.0  # no directory to date; every session made by the library has created_at
-    return os.stat(session.path, follow_symlinks=False).st_mtime
+    try:
+        return os.stat(session.path / MANIFEST, follow_symlinks=False).st_mtime
+    except OSError:  # none (a raw workspace), or the directory replaced or gone: asked next
+        return os.stat(session.path, follow_symlinks=False).st_mtime

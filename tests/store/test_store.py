@@ -10,6 +10,7 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from inspect_helpers import metrics, run_cli, trial
 
 from sessionstore._fs.atomic import TEMP_PREFIX
 from sessionstore.errors import (
@@ -21,6 +22,7 @@ from sessionstore.errors import (
     SessionNotFound,
 )
 from sessionstore.format.models import Manifest
+from sessionstore.format.names import MANIFEST
 from sessionstore.store.session import RecordState, Session, Store
 
 json_values = st.recursive(
@@ -114,6 +116,35 @@ def test_sessions_are_listed_newest_first_and_skip_foreign_entries(store: Store)
     (store.root / "stray.txt").write_text("x")
     (store.root / f"{TEMP_PREFIX}1-abc").mkdir()
     assert [s.id for s in store.sessions()] == list(reversed(ids))
+
+
+def test_sessions_without_a_creation_time_keep_their_place_when_written_beside(
+    tmp_path: Path,
+) -> None:
+    """No usable `created_at`: ordered by the manifest's mtime, which `inspect` writing a
+    summary index beside it (a rename into the session directory) does not move; a raw
+    workspace, with no manifest, by its directory's. Through the CLI, so the index is
+    really written between the listings."""
+    store = Store(tmp_path / "store")
+    for i, when in enumerate((1_000_000, 2_000_000)):
+        session = store.create(id=f"s{i}", trials=2, pid=None)
+        trial(session, metrics(1.0))
+        manifest = session.path / MANIFEST
+        manifest.write_bytes(manifest.read_bytes().replace(b'"created_at"', b'"created"'))
+        os.utime(manifest, (when, when))
+    raw = store.root / "s2"
+    (raw / "trials").mkdir(parents=True)
+    os.utime(raw, (1_500_000, 1_500_000))
+    os.utime(store.root / "s0", (3_000_000, 3_000_000))  # what an index write would do
+    first = run_cli("inspect", "--json", "--store", str(store.root))
+    second = run_cli("inspect", "--json", "--store", str(store.root))
+    assert first.returncode == second.returncode == 0, first.stderr + second.stderr
+    assert [r["id"] or Path(r["path"]).name for r in orjson.loads(first.stdout)] == [
+        "s1",
+        "s2",
+        "s0",
+    ]
+    assert second.stdout == first.stdout
 
 
 def test_sessions_of_a_missing_store_is_empty(tmp_path: Path) -> None:
