@@ -40,6 +40,7 @@ from sessionstore.errors import (
 )
 from sessionstore.format.names import MANIFEST, validate_id
 from sessionstore.storage.s3_path import S3Path, absolute
+from sessionstore.store.created import created_key
 from sessionstore.store.lifecycle import live_writer
 from sessionstore.store.status import session_status
 
@@ -262,9 +263,6 @@ def each_prunable(
     status is read only when the one before it has been taken, so a caller
     that stops early (a listing's `--limit`) reads no more.
     """
-    # Imported on use (session.py imports the whole engine); the store listing's own key.
-    from sessionstore.store.session import _created_key
-
     wanted = set(statuses) & set(PRUNABLE)
     now = time.time()
     for session in store.sessions():
@@ -272,7 +270,7 @@ def each_prunable(
         if status not in wanted:
             continue
         try:
-            age = now - _created_key(session)
+            age = now - created_key(session)
         except OSError:
             continue  # removed since the listing
         if older_than is not None and age <= older_than:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -51,6 +50,7 @@ from sessionstore.storage.base import Storage
 from sessionstore.storage.local import LocalStorage
 from sessionstore.storage.s3_path import S3Path, s3_root, split_session_url
 from sessionstore.store.collection import Collection
+from sessionstore.store.created import created_key
 from sessionstore.store.export import export_record
 from sessionstore.store.files import constraints_of, exists, locate, read_object
 from sessionstore.store.records import (
@@ -366,15 +366,14 @@ class Store:
             raise SessionNotFound(id, self.root) from None
 
     def sessions(self) -> list[Session]:
-        """Every session in the store, newest first (by `created_at`, else an mtime:
-        `_created_key`).
+        """Every session in the store, newest first (`created_key`).
 
         In an `s3://` store the manifests are read concurrently (`remote.each`)."""
 
         def load(name: str) -> tuple[float, str, Session] | None:
             try:
                 session = Session._load(self.root / name, self.storage, name, name)
-                return _created_key(session), name, session
+                return created_key(session), name, session
             except (SessionNotFound, FileNotFoundError):
                 return None  # removed since the listing: it was not there
 
@@ -382,28 +381,3 @@ class Store:
         found = [f for f in each(self.storage, load, names) if f]
         found.sort(key=lambda item: (item[0], item[1]), reverse=True)
         return [session for _, _, session in found]
-
-
-def _created_key(session: Session) -> float:
-    """`created_at` as a timestamp, else the manifest's mtime, else (a raw workspace) the
-    directory's: local-only fallbacks; raises `FileNotFoundError` once the directory is gone.
-
-    Not the directory's mtime where there is a manifest: `inspect` writing the summary
-    index beside it moves that, so the session would jump to the top of the next listing
-    and never be old enough for `prune --older-than`. A raw workspace gets no index.
-    """
-    created = (session.manifest or {}).get("created_at")
-    if isinstance(created, str):
-        try:
-            moment = datetime.fromisoformat(created)
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=UTC)
-            return moment.timestamp()
-        except (ValueError, OverflowError):  # not ISO 8601, or a date beyond the epoch's range
-            pass
-    if isinstance(session.path, S3Path):
-        return 0.0  # no directory to date; every session made by the library has created_at
-    try:
-        return os.stat(session.path / MANIFEST, follow_symlinks=False).st_mtime
-    except OSError:  # none (a raw workspace), or the directory replaced or gone: asked next
-        return os.stat(session.path, follow_symlinks=False).st_mtime
