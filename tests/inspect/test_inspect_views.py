@@ -14,15 +14,18 @@ from pathlib import Path
 
 import orjson
 import pytest
-from inspect_helpers import SNAPSHOTS, WIDTHS, demo_store, metrics, render, run_cli, trial
+from cli_runner import invoke
+from inspect_helpers import SNAPSHOTS, WIDTHS, demo_store, metrics, render, trial
 from rich.cells import cell_len
 from rich.console import Console
 
 from sessionstore.cli.grid import fit_widths
 from sessionstore.cli.views import best_cell, session_detail, session_list
+from sessionstore.format.names import INDEX
 from sessionstore.inspect.best import Best, Objective, Score
 from sessionstore.inspect.spark import BLOCKS, bars
 from sessionstore.inspect.summary import SessionView, session_summary
+from sessionstore.store import index as index_module
 from sessionstore.store.session import Store
 
 
@@ -74,19 +77,26 @@ def test_list_name_truncates_with_ellipsis(store: Store) -> None:
     assert "llama-3…" in text and "tensor-parallel" not in text
 
 
-def test_list_shows_what_the_json_summaries_say(store: Store) -> None:
+def test_list_shows_what_the_json_summaries_say(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The table is laid out from `inspect --json`'s objects, the summary index's kept
     fields included: each row says the status, progress and best of its summary."""
-    for _ in range(2):  # the second time through, the indexes' kept summaries are used
-        listed = run_cli("inspect", "--store", str(store.root))
-        data = run_cli("inspect", "--store", str(store.root), "--json")
-        assert listed.returncode == data.returncode == 0, listed.stderr + data.stderr
+    monkeypatch.setattr(index_module, "SETTLE_NS", 0)  # markers cacheable at once
+    for run in range(2):
+        listed = invoke("inspect", "--store", store.root, env={"COLUMNS": "200"})
+        data = invoke("inspect", "--store", store.root, "--json")
+        assert listed.exit_code == data.exit_code == 0, listed.output + data.output
         lines = listed.stdout.splitlines()
         rows = orjson.loads(data.stdout)
         assert [line.split()[0] for line in lines[1 : len(rows) + 1]] == [r["id"] for r in rows]
         for row, line in zip(rows, lines[1:], strict=False):
             assert f"{row['status']} {row['progress']}" in line
             assert best_cell(row["best"]) in line
+        # The first run kept the summaries of the sessions whose records are all complete;
+        # the second lists from them.
+        head = orjson.loads((store.root / "verified" / INDEX).read_bytes().split(b"\n")[0])
+        assert head["summary"]["fields"]["best"]["n"] == 2, run
 
 
 @pytest.mark.parametrize("width", (40, *WIDTHS))
