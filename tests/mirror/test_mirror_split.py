@@ -173,7 +173,13 @@ def test_a_no_op_pass_shared_with_a_verifier_vouches_for_every_file(
     src, dst, files = first_copy(tmp_path, under)
     cache = (dst / CACHE_NAME).read_bytes()
     before = {p: os.lstat(dst / p) for p in files}
-    result = run_pass(src, dst)
+    # Both walks start together: the child's own start (the fork, its imports) under load
+    # could otherwise let the parent walk all but the last session before it begins.
+    proc, _ = start_waiting_pass(tmp_path, src, dst)
+    (tmp_path / "child.pid.go").touch()
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 0 and err == b"", err.decode()
+    result = orjson.loads(out)
     report = result["report"]
     assert result["forks"] == 1
     # Each session (2 + TRIALS directories) was listed whole by the parent, from the first,
