@@ -1,5 +1,7 @@
 """`python -m sessionstore` runs the CLI."""
 
+import sys
+
 from sessionstore.cli import main
 
-main()
+sys.exit(main())

@@ -3,8 +3,8 @@
 `main` is the entry point; the click group (`cli`, in `cli.group`) and the
 table of subcommands (`COMMANDS`) are imported on first use, so that
 `sessionstore --version` answers without importing click at all (issue 16:
-start-up is paid by every call a harness makes), and so does `inspect` of an
-empty local store (`cli.early`).
+start-up is paid by every call a harness makes), and so do `inspect` of an
+empty local store (`cli.early`) and `mirror --once` (`cli.early_mirror`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from sessionstore import TYPE_CHECKING, __version__
 if TYPE_CHECKING:
     from typing import Any
 
-    from sessionstore.cli.group import COMMANDS, EXIT_INTERRUPTED, LazyGroup, cli
+    from sessionstore.cli.group import COMMANDS, LazyGroup, cli
+    from sessionstore.cli.plain import EXIT_INTERRUPTED
 
 __all__ = ["COMMANDS", "EXIT_INTERRUPTED", "LazyGroup", "cli", "main"]
 
@@ -38,6 +39,12 @@ def main(argv: list[str] | None = None) -> Any:
             sys.stdout.write(line)
             sys.stdout.flush()
             return 0
+    if "mirror" in args:
+        from sessionstore.cli.early_mirror import run_early
+
+        code = run_early(args)
+        if code is not None:
+            return code
     from sessionstore.cli.group import cli
 
     return cli.main(args=args, prog_name="sessionstore")

@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from sessionstore._display import escape
-from sessionstore.cli.common import command, emit_json, json_option, library_errors, target_options
+from sessionstore.cli.common import command, json_option, library_errors, target_options
+from sessionstore.cli.plain import emit_json
 from sessionstore.store.target import resolve_target
 
 

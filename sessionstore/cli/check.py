@@ -10,13 +10,13 @@ import click
 from sessionstore._display import escape
 from sessionstore.cli.common import (
     command,
-    emit_json,
     errors_exit,
     json_option,
     record_number_type,
     target_options,
     verbosity_options,
 )
+from sessionstore.cli.plain import emit_json
 from sessionstore.errors import InvalidInput
 from sessionstore.store.target import resolve_target
 

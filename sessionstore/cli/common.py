@@ -13,8 +13,12 @@ import click
 
 from sessionstore._display import escape
 from sessionstore._fs import read as fsread
-from sessionstore._json import MAX_MARKER_BYTES, dumps_exact
-from sessionstore.errors import InvalidInput, SessionStoreError, StorageError
+from sessionstore._json import MAX_MARKER_BYTES
+from sessionstore.cli.plain import (
+    Usage,
+    failure_message,
+)
+from sessionstore.errors import InvalidInput, SessionStoreError
 from sessionstore.format.names import MAX_RECORD
 
 if TYPE_CHECKING:
@@ -269,30 +273,6 @@ def read_json_value(value: str, option: str) -> object:
         raise InvalidInput(source, f"invalid JSON: {exc}") from None
 
 
-# A secrets file on standard input is read whole before anything else runs.
-_STDIN_SECRETS_MAX = 16 * 1024 * 1024
-
-
-def secrets_file_input(paths: tuple[Path, ...]) -> list[tuple[str, bytes | None]]:
-    """`--secrets-file` values as (name, contents): `-` is standard input, read here
-    (at most once, so a second `-` is bad usage), a path is read by the library."""
-    if sum(str(p) == "-" for p in paths) > 1:
-        raise click.UsageError("--secrets-file -: standard input can be read only once")
-    named: list[tuple[str, bytes | None]] = []
-    for path in paths:
-        if str(path) != "-":
-            named.append((str(path), None))
-            continue
-        data = sys.stdin.buffer.read(_STDIN_SECRETS_MAX + 1)
-        if len(data) > _STDIN_SECRETS_MAX:
-            raise InvalidInput(
-                "--secrets-file - (standard input)",
-                f"is larger than {_STDIN_SECRETS_MAX} bytes; not a secrets file",
-            )
-        named.append(("stdin", data))
-    return named
-
-
 def read_json_object(value: str, option: str) -> dict[str, Any]:
     """`read_json_value`, which must be a JSON object (`InvalidInput` otherwise)."""
     parsed = read_json_value(value, option)
@@ -335,26 +315,24 @@ def errors_exit(exception: type[click.ClickException]) -> Callable[[F], F]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             try:
                 return func(*args, **kwargs)
-            except SessionStoreError as exc:
-                message = str(exc)
-                if isinstance(exc, StorageError) and not exc.key:
-                    message = exc.problem  # the root itself, which its problem names
-                raise exception(escape(message)) from None
-            except BrokenPipeError:
-                # The reader closed early (`| head`): click exits 1 without a message.
-                raise
-            except OSError as exc:
-                raise exception(os_error_message(exc)) from None
+            except (SessionStoreError, OSError) as exc:
+                message = failure_message(exc)
+                if message is None:  # a broken pipe (`| head`): click exits 1, saying nothing
+                    raise
+                raise exception(message) from None
+            except Usage as exc:
+                raise usage_error(exc) from None
 
         return wrapper  # type: ignore[return-value]
 
     return decorate
 
 
-def os_error_message(exc: OSError) -> str:
-    """`<file>: <reason>`, escaped, for an OSError that reached the CLI."""
-    where = f"{exc.filename}: " if exc.filename else ""
-    return escape(f"{where}{exc.strerror or exc}")
+def usage_error(exc: Usage) -> click.UsageError:
+    """Click's usage error (exit 2) for a `Usage` found by click-free code (`cli.plain`)."""
+    if exc.param_hint is None:
+        return click.UsageError(exc.message)
+    return click.BadParameter(exc.message, param_hint=exc.param_hint)
 
 
 def counted(count: int, noun: str) -> str:
@@ -366,13 +344,3 @@ def summary(done: str, ids: list[str], *, named: bool = True) -> str:
     """`removed 2 sessions: abc, def` (without the ids unless `named`): a removal's summary."""
     line = f"{done} {counted(len(ids), 'session')}"
     return f"{line}: {', '.join(ids)}" if named and ids else line
-
-
-def emit_json(value: Any) -> None:
-    """Write one JSON document (orjson, indented) to stdout.
-
-    Exact, except that a name that is not UTF-8 (a file name's raw bytes,
-    which JSON cannot carry) has its undecodable bytes written `\\xNN`.
-    """
-    sys.stdout.buffer.write(dumps_exact(value))
-    sys.stdout.flush()

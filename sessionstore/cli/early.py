@@ -23,10 +23,10 @@ STORE_ENV = "SESSIONSTORE_HOME"
 def empty_listing(args: list[str]) -> str | None:
     """The line `sessionstore ARGS` prints when it lists a local store with nothing in it;
     None when that is not sure (click then parses `args` and answers)."""
-    group_store, rest = _store_option(args)
+    group_store, rest = leading_store(args)
     if rest[:1] != ["inspect"]:
         return None
-    store, rest = _store_option(rest[1:])
+    store, rest = leading_store(rest[1:])
     if rest:
         return None
     value = store if store is not None else group_store
@@ -54,7 +54,7 @@ def empty_listing(args: list[str]) -> str | None:
     return line if line.isascii() else None  # else click.echo's encoding rules decide
 
 
-def _store_option(args: list[str]) -> tuple[str | None, list[str]]:
+def leading_store(args: list[str]) -> tuple[str | None, list[str]]:
     """A leading `--store VALUE` or `--store=VALUE` of `args`, and the arguments after it."""
     if args[:1] == ["--store"] and len(args) > 1:
         return args[1], args[2:]

@@ -9,13 +9,13 @@ import click
 from sessionstore._display import escape
 from sessionstore.cli.common import (
     command,
-    emit_json,
     json_option,
     library_errors,
     record_number_type,
     target_options,
     verbosity_options,
 )
+from sessionstore.cli.plain import emit_json
 from sessionstore.store.target import resolve_target
 
 

@@ -20,8 +20,7 @@ from sessionstore.cli.common import (
     GROUP_STORE,
     StoreParam,
 )
-
-EXIT_INTERRUPTED = 130  # 128 + SIGINT
+from sessionstore.cli.plain import EXIT_INTERRUPTED
 
 # name -> "module:attribute" of the click command; imported on first use.
 COMMANDS: dict[str, str] = {

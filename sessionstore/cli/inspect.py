@@ -13,13 +13,13 @@ from sessionstore.cli.cells import no_sessions
 from sessionstore.cli.common import (
     color_option,
     command,
-    emit_json,
     library_errors,
     objective_of,
     objective_options,
     target_options,
 )
 from sessionstore.cli.listing import Listing, listing_options
+from sessionstore.cli.plain import emit_json
 from sessionstore.cli.sessions import session_rows
 from sessionstore.errors import InvalidInput
 from sessionstore.store.target import STORE_ENV, resolve_target, store_root

@@ -11,12 +11,12 @@ from sessionstore._display import escape
 from sessionstore._proc import PID_MAX
 from sessionstore.cli.common import (
     command,
-    emit_json,
     json_option,
     library_errors,
     read_json_object,
     store_option,
 )
+from sessionstore.cli.plain import emit_json
 from sessionstore.errors import LineageWarning
 from sessionstore.store.target import store_root
 

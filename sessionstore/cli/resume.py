@@ -10,13 +10,13 @@ import click
 from sessionstore._display import escape
 from sessionstore.cli.common import (
     command,
-    emit_json,
     library_errors,
     objective_of,
     objective_options,
     target_options,
 )
 from sessionstore.cli.listing import Listing, listing_options
+from sessionstore.cli.plain import emit_json
 from sessionstore.store.target import resolve_target
 
 if TYPE_CHECKING:

@@ -10,11 +10,11 @@ from sessionstore._display import escape
 from sessionstore.cli.common import (
     command,
     library_errors,
-    os_error_message,
     summary,
     target_options,
     verbosity_options,
 )
+from sessionstore.cli.plain import os_error_message
 from sessionstore.errors import SessionStoreError
 from sessionstore.store.target import resolve_target, store_root
 

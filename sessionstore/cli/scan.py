@@ -23,11 +23,11 @@ from sessionstore.cli.common import (
     library_errors,
     objective_of,
     objective_options,
-    secrets_file_input,
     store_option,
     verbosity_options,
 )
 from sessionstore.cli.listing import Listing, listing_options
+from sessionstore.cli.plain import secrets_file_input
 from sessionstore.cli.scan_sessions import chosen_sessions, scans_sessions, session_events
 from sessionstore.errors import InvalidInput, SessionNotFound
 from sessionstore.store.target import resolve_destination, resolve_target, store_root

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from sessionstore.cli.common import command, emit_json
+from sessionstore.cli.common import command
+from sessionstore.cli.plain import emit_json
 from sessionstore.format.schema import json_schema, schema_names
 
 

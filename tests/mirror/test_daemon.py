@@ -289,7 +289,7 @@ def test_cli_daemon_stops_on_signal_with_a_final_pass(src: Path, dst: Path, sig:
 # Run in a child: the handler replaces pytest's own SIGINT handling while installed.
 _SIGNAL_INSIDE_THE_LOCK = """
 import os, sys, threading
-from sessionstore.cli.mirror import stop_on_signals
+from sessionstore.cli.mirror_run import stop_on_signals
 
 stop, wake = threading.Event(), threading.Event()
 stop_on_signals(stop, wake)

@@ -1,0 +1,83 @@
+"""What the CLI says and reads without click: error lines, JSON on stdout, secrets on stdin.
+
+One home for each, shared by the click commands (`cli.common` re-exports
+them) and by `mirror --once` answered before click is imported
+(`cli.early_mirror`: start-up is paid by every pass a harness runs, issue 16).
+A usage problem found here is a `Usage`, which the click layer turns into
+click's own usage error (exit 2) and the early path hands back to click.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from sessionstore._display import escape
+from sessionstore._json import dumps_exact
+from sessionstore.errors import InvalidInput, SessionStoreError, StorageError
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+
+
+class Usage(Exception):
+    """A usage problem: `message` (escaped), about `param_hint` (`'--exclude'`, `DST`) or
+    the command line as a whole (None). Raised before anything is done."""
+
+    def __init__(self, message: str, param_hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param_hint = param_hint
+
+
+def failure_message(exc: BaseException) -> str | None:
+    """The one line a library or OS error `exc` is reported as (escaped), else None
+    (not an error the CLI reports: a bug, or a broken pipe, which exits 1 silently)."""
+    if isinstance(exc, SessionStoreError):
+        if isinstance(exc, StorageError) and not exc.key:
+            return escape(exc.problem)  # the root itself, which its problem names
+        return escape(str(exc))
+    if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
+        return os_error_message(exc)
+    return None
+
+
+def os_error_message(exc: OSError) -> str:
+    """`<file>: <reason>`, escaped, for an OSError that reached the CLI."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    return escape(f"{where}{exc.strerror or exc}")
+
+
+def emit_json(value: Any) -> None:
+    """Write one JSON document (orjson, indented) to stdout.
+
+    Exact, except that a name that is not UTF-8 (a file name's raw bytes,
+    which JSON cannot carry) has its undecodable bytes written `\\xNN`.
+    """
+    sys.stdout.buffer.write(dumps_exact(value))
+    sys.stdout.flush()
+
+
+# A secrets file on standard input is read whole before anything else runs.
+_STDIN_SECRETS_MAX = 16 * 1024 * 1024
+
+
+def secrets_file_input(paths: tuple[Path, ...]) -> list[tuple[str, bytes | None]]:
+    """`--secrets-file` values as (name, contents): `-` is standard input, read here
+    (at most once, so a second `-` is bad usage), a path is read by the library."""
+    if sum(os.fspath(p) == "-" for p in paths) > 1:
+        raise Usage("--secrets-file -: standard input can be read only once")
+    named: list[tuple[str, bytes | None]] = []
+    for path in paths:
+        if os.fspath(path) != "-":
+            named.append((str(path), None))
+            continue
+        data = sys.stdin.buffer.read(_STDIN_SECRETS_MAX + 1)
+        if len(data) > _STDIN_SECRETS_MAX:
+            raise InvalidInput(
+                "--secrets-file - (standard input)",
+                f"is larger than {_STDIN_SECRETS_MAX} bytes; not a secrets file",
+            )
+        named.append(("stdin", data))
+    return named
