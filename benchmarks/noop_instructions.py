@@ -14,7 +14,7 @@ warm-up no-op pass and then `--passes` no-op passes, under `valgrind
 and the same with zero measured passes. The difference divided by
 `--passes` is the cost of one warm no-op pass, without the interpreter's
 start, the imports or the warm-up. PYTHONHASHSEED=0 and the collector
-disabled, as `mirror --once` runs it (cli/mirror.py), make it repeatable.
+disabled, as `mirror --once` runs it (cli/mirror_run.py), make it repeatable.
 Prints one line per checkout (millions of instructions per pass) and the
 ratio of each to the first. `--exclude PATTERN` (repeatable) gives every
 checkout's `Mirror` these exclusion patterns.

@@ -14,10 +14,7 @@ import click
 from sessionstore._display import escape
 from sessionstore._fs import read as fsread
 from sessionstore._json import MAX_MARKER_BYTES
-from sessionstore.cli.plain import (
-    Usage,
-    failure_message,
-)
+from sessionstore.cli.plain import Usage, failure_message
 from sessionstore.errors import InvalidInput, SessionStoreError
 from sessionstore.format.names import MAX_RECORD
 

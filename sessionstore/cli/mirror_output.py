@@ -1,6 +1,6 @@
 """What `sessionstore mirror` prints: the pass summary, itemized lines, the daemon's progress.
 
-Import-light like `cli/mirror.py` (rich only for the daemon's progress).
+Import-light like `cli/mirror_run.py` (rich only for the daemon's progress).
 Every name goes through `sessionstore._display.escape`: one item, one line.
 
 Itemized lines (`-v`, `--dry-run`), one per change or problem, in path order,

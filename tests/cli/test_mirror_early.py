@@ -23,14 +23,13 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mirror_helpers import snapshot
 
 from sessionstore.cli import mirror as mirror_command
 from sessionstore.cli.early_mirror import mirror_params
-from sessionstore.cli.group import cli
 from sessionstore.store.session import Store
 
 # A work directory made once per module: the paths the generated lines name.
@@ -54,11 +53,9 @@ def click_params(args: list[str]) -> dict[str, Any] | None:
     """The parameters click passes to `mirror_run.run` for `sessionstore ARGS`; None when
     click refuses the line, prints help, or runs another command."""
     seen: list[dict[str, Any]] = []
-    saved = os.environ.get("SESSIONSTORE_S3_SINGLE_WRITER")
     with mock.patch.object(mirror_command, "run", lambda **params: seen.append(params)):
-        result = CliRunner().invoke(cli, args)
-    if saved is None:  # --single-writer sets it: leave no trace in this process
-        os.environ.pop("SESSIONSTORE_S3_SINGLE_WRITER", None)
+        # --single-writer sets this variable: the invocation restores it.
+        result = invoke(*args, env={"SESSIONSTORE_S3_SINGLE_WRITER": None})
     return seen[0] if result.exit_code == 0 and seen else None
 
 
