@@ -15,6 +15,7 @@ the pool may use it.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from typing import Generic, Protocol, TypeVar
@@ -55,13 +56,16 @@ class Pool(Generic[T]):
             thread = threading.Thread(
                 target=self._run, name=f"{self._name}-{len(threads)}", daemon=True
             )
+            # Listed before it starts: a Ctrl-C can land inside `start()` once the thread
+            # runs, and a running thread `close` did not know of took another's stop and
+            # left it waiting forever (the pass hung in `close`).
+            threads.append(thread)
             try:
                 thread.start()
             except RuntimeError:  # "can't start new thread"
+                threads.pop()
                 if not threads:
                     raise
-            else:
-                threads.append(thread)
         self._todo.put(task)
         self.pending += 1
 
@@ -86,5 +90,8 @@ class Pool(Generic[T]):
         for _ in self._threads:
             self._todo.put(None)
         for thread in self._threads:
-            thread.join()
+            # A thread whose start a Ctrl-C cut short may not have begun (nothing to
+            # join); if it begins, the stop queued for it ends it at once.
+            with contextlib.suppress(RuntimeError):
+                thread.join()
         self._threads.clear()
