@@ -14,8 +14,8 @@ click's parser on generated command lines: wherever it answers, click
 parses the same parameters.
 
 `run_early` then runs `cli.mirror_run.run` with them and ends as click
-would: a library error is `Error: MESSAGE` on stderr and exit 1, Ctrl-C exit
-130, a closed stdout exit 1 in silence; a usage problem (raised before
+would: a library error is `Error: MESSAGE` (said by click) and exit 1, Ctrl-C
+exit 130, a closed stdout exit 1 in silence; a usage problem (raised before
 anything is written) hands the command line back to click, which reports it.
 """
 
@@ -105,12 +105,12 @@ def mirror_params(args: list[str]) -> dict[str, Any] | None:
 def run_early(args: list[str]) -> int | None:
     """Run `sessionstore ARGS` here when `mirror_params` reads it: the exit code; None
     when click is to run it instead."""
-    params = mirror_params(args)
-    if params is None:
-        return None
-    from sessionstore.cli.mirror_run import run  # after the cheap checks: see the docstring
-
     try:
+        params = mirror_params(args)
+        if params is None:
+            return None
+        from sessionstore.cli.mirror_run import run  # after the cheap checks: see the docstring
+
         run(**params)
     except Usage:
         return None  # nothing was written: click reports it, as every usage error
@@ -123,7 +123,11 @@ def run_early(args: list[str]) -> int | None:
         message = failure_message(exc)
         if message is None:
             raise  # a bug: its traceback, as click shows it
-        sys.stderr.write(f"Error: {message}\n")  # click.ClickException.show
+        # Click itself says it (a failed run only pays for the import): its stream and
+        # encoding rules, an ASCII or a closed stderr included, are then the same.
+        from click import ClickException
+
+        ClickException(message).show()
         return 1
     return 0
 

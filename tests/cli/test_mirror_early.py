@@ -177,13 +177,18 @@ def test_a_completion_request_is_left_to_click(monkeypatch: pytest.MonkeyPatch) 
     assert mirror_params(["mirror", _paths()["src"], "out", "--once"]) is None
 
 
-# Runs ARGS (after the marker file) and records at exit whether click was imported.
+# Runs ARGS (after the marker file) and records at exit which path ran: `click` (its
+# group), `early` (click never imported) or `early+said` (click imported only to say an
+# error, as it says them).
 _LAUNCH = """
 import atexit, sys
 marker = sys.argv[1]
 def _note():
     with open(marker, "w") as out:
-        out.write("click" if "click" in sys.modules else "early")
+        if "sessionstore.cli.group" in sys.modules:
+            out.write("click")
+        else:
+            out.write("early+said" if "click" in sys.modules else "early")
 atexit.register(_note)
 args = sys.argv[2:]
 if marker.endswith("click"):
@@ -287,12 +292,12 @@ def test_a_pass_run_early_prints_and_leaves_what_clicks_does(tmp_path: Path, lin
 @pytest.mark.parametrize(
     ("line", "code", "path"),
     [
-        ("mirror {src}/missing {dst} --once", 1, "early"),  # a library error: one line
-        ("mirror {src}/trials/1/log.txt {dst} --once", 1, "early"),
+        ("mirror {src}/missing {dst} --once", 1, "early+said"),  # a library error: one line
+        ("mirror {src}/trials/1/log.txt {dst} --once", 1, "early+said"),
         ("mirror {src} 9f9f9f9f --once --store {store}", 2, "click"),  # a mistyped id
         ("mirror {src} {dst} --once --exclude !", 2, "click"),  # a bad pattern
         ("mirror {src} {dst} --once -q -v", 2, "click"),
-        ("mirror {src} {dst} --once --secret short", 1, "early"),
+        ("mirror {src} {dst} --once --secret short", 1, "early+said"),
     ],
 )
 def test_a_failing_pass_fails_as_clicks_does(
@@ -347,3 +352,65 @@ def test_ctrl_c_during_an_early_pass_exits_130_as_clicks_does(tmp_path: Path) ->
         outcomes.append((proc.returncode, err, len(os.listdir(tmp_path / way))))
         assert (tmp_path / f"marker-{way}").read_text() == ("early" if way == "main" else "click")
     assert outcomes[0] == outcomes[1] == (130, b"", 1001)  # the files and the mirror's cache
+
+
+def test_an_error_is_said_as_click_says_it_on_an_ascii_stderr(tmp_path: Path) -> None:
+    """click writes a misconfigured (ASCII) stderr as UTF-8: so does the early path."""
+    _workspace(tmp_path)
+    (code, _, err), path = both(tmp_path, "mirror {src}/café {dst} --once", {"LC_ALL": "C"})
+    assert (code, path) == (1, "early+said")
+    (code, _, err), path = both(
+        tmp_path, "mirror {src}/café {dst} --once", {"PYTHONIOENCODING": "ascii"}
+    )
+    assert (code, path) == (1, "early+said") and "café".encode() in err
+
+
+def test_an_error_with_stderr_closed_goes_where_clicks_goes(tmp_path: Path) -> None:
+    """`2>&-`: click says the error on stdout; the early path lets click say it."""
+    _workspace(tmp_path)
+    outcomes = []
+    for way in ("main", "click"):
+        marker = tmp_path / f"marker-{way}"
+        args = ["mirror", str(tmp_path / "missing"), str(tmp_path / way), "--once", "--json"]
+        done = subprocess.run(
+            ["sh", "-c", 'exec "$@" 2>&-', "sh", sys.executable, "-c", _LAUNCH, marker, *args],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        outcomes.append((done.returncode, done.stdout, marker.read_text()))
+    assert outcomes[0][:2] == outcomes[1][:2]
+    assert outcomes[0][0] == 1 and b"Error: source" in outcomes[0][1]
+    assert [o[2] for o in outcomes] == ["early+said", "click"]
+
+
+# Sends SIGINT to itself as the mirror command's module is first imported, then runs
+# ARGS as _LAUNCH does.
+_INTERRUPT_AT_IMPORT = """
+import os, signal, sys
+class Trap:
+    def find_spec(self, name, path=None, target=None):
+        if name == "sessionstore.cli.mirror_run":
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, Trap())
+"""
+
+
+def test_ctrl_c_while_the_early_path_reads_its_line_exits_130(tmp_path: Path) -> None:
+    """SIGINT during the first import of the command's module: 130 and no traceback,
+    as click's group answers one during the same import (in its invoke)."""
+    src = _workspace(tmp_path)
+    outcomes = []
+    for way in ("main", "click"):
+        marker = tmp_path / f"marker-{way}"
+        args = ["mirror", str(src), str(tmp_path / way), "--once"]
+        done = subprocess.run(
+            [sys.executable, "-c", _INTERRUPT_AT_IMPORT + _LAUNCH, marker, *args],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        outcomes.append((done.returncode, done.stdout, done.stderr))
+        assert not (tmp_path / way).exists()  # interrupted before the pass began
+    assert outcomes[0] == outcomes[1] == (130, b"", b"")
