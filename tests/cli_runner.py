@@ -35,6 +35,30 @@ from sessionstore.cli import cli
 SESSIONSTORE: Final[tuple[str, ...]] = (sys.executable, "-m", "sessionstore")
 TIMEOUT: Final = 60.0
 
+# `python -c TWO_PATHS MARKER ARGS` runs `sessionstore ARGS` through `main`, which may
+# answer before click is imported (`cli.early`, `cli.early_mirror`), or through the click
+# group itself when MARKER ends in `click`; at exit MARKER holds which path ran: `click`
+# (the group), `early` (click never imported) or `early+said` (click imported only to say
+# an error, as it says them). For tests that compare the two paths.
+TWO_PATHS: Final = """
+import atexit, sys
+marker = sys.argv[1]
+def _note():
+    with open(marker, "w") as out:
+        if "sessionstore.cli.group" in sys.modules:
+            out.write("click")
+        else:
+            out.write("early+said" if "click" in sys.modules else "early")
+atexit.register(_note)
+args = sys.argv[2:]
+if marker.endswith("click"):
+    from sessionstore.cli.group import cli
+    cli.main(args=args, prog_name="sessionstore")
+else:
+    from sessionstore.cli import main
+    sys.exit(main(args))
+"""
+
 Arg = str | os.PathLike[str]
 Stream = int | IO[bytes] | IO[str] | None
 

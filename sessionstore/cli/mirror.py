@@ -10,6 +10,7 @@ an option added here must be added to `cli.early_mirror` or declined there
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -90,27 +91,7 @@ from sessionstore.cli.mirror_run import DEBOUNCE, FULL_EVERY, MAX_WAIT, run
 @store_option
 @json_option
 @library_errors
-def mirror(
-    src: Path,
-    dst: str,
-    once: bool,
-    secret_values: tuple[str, ...],
-    secret_env: tuple[str, ...],
-    secrets_file: tuple[Path, ...],
-    allow_short_secrets: bool,
-    no_fsync: bool,
-    delete: bool,
-    exclude: tuple[str, ...],
-    exclude_from: tuple[str, ...],
-    dry_run: bool,
-    full_every: float,
-    debounce: float,
-    max_wait: float,
-    quiet: bool,
-    verbose: bool,
-    store_dir: Path | None,
-    as_json: bool,
-) -> None:
+def mirror(**params: Any) -> None:
     """Mirror SRC into DST: changed files copied whole, redacted, atomically.
 
     DST: a session id in the store (--store), a directory or
@@ -136,4 +117,4 @@ def mirror(
       sessionstore mirror ./ws ./out -n --exclude '*.tmp' --exclude .venv/
       sessionstore mirror ./workspace ~/.sessionstore/1a2b3c4d --secret-env HF_TOKEN
     """
-    run(**locals())  # the command's parameters, by name (cli.mirror_run)
+    run(**params)  # typed there, by name: cli.mirror_run.run

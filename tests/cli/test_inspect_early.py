@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cli_runner import TWO_PATHS
 from hypothesis import given
 from hypothesis import strategies as st
 from inspect_helpers import torn_trial, trial
@@ -24,28 +25,11 @@ from sessionstore.cli.early import _plain_root, empty_listing
 from sessionstore.store.session import Store
 from sessionstore.store.target import store_root
 
-# Runs ARGS (after the marker file) and records at exit whether click was imported.
-_LAUNCH = """
-import atexit, sys
-marker = sys.argv[1]
-def _note():
-    with open(marker, "w") as out:
-        out.write("click" if "click" in sys.modules else "early")
-atexit.register(_note)
-args = sys.argv[2:]
-if marker.endswith("--click"):
-    from sessionstore.cli.group import cli
-    cli.main(args=args, prog_name="sessionstore")
-else:
-    from sessionstore.cli import main
-    sys.exit(main(args))
-"""
-
 
 def _run(
     args: list[str | bytes], env: dict[str, str], cwd: Path, marker: Path
 ) -> tuple[int, bytes, bytes, str]:
-    argv = [os.fsencode(a) for a in (sys.executable, "-c", _LAUNCH, marker, *args)]
+    argv = [os.fsencode(a) for a in (sys.executable, "-c", TWO_PATHS, marker, *args)]
     done = subprocess.run(argv, capture_output=True, env=env, cwd=cwd, timeout=60, check=False)
     return done.returncode, done.stdout, done.stderr, marker.read_text()
 

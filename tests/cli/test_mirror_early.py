@@ -23,7 +23,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from cli_runner import invoke
+from cli_runner import TWO_PATHS, invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mirror_helpers import snapshot
@@ -177,34 +177,11 @@ def test_a_completion_request_is_left_to_click(monkeypatch: pytest.MonkeyPatch) 
     assert mirror_params(["mirror", _paths()["src"], "out", "--once"]) is None
 
 
-# Runs ARGS (after the marker file) and records at exit which path ran: `click` (its
-# group), `early` (click never imported) or `early+said` (click imported only to say an
-# error, as it says them).
-_LAUNCH = """
-import atexit, sys
-marker = sys.argv[1]
-def _note():
-    with open(marker, "w") as out:
-        if "sessionstore.cli.group" in sys.modules:
-            out.write("click")
-        else:
-            out.write("early+said" if "click" in sys.modules else "early")
-atexit.register(_note)
-args = sys.argv[2:]
-if marker.endswith("click"):
-    from sessionstore.cli.group import cli
-    cli.main(args=args, prog_name="sessionstore")
-else:
-    from sessionstore.cli import main
-    sys.exit(main(args))
-"""
-
-
 def _run(
     args: list[str], cwd: Path, marker: Path, env: dict[str, str], stdout: Any = subprocess.PIPE
 ) -> tuple[int, bytes, bytes, str]:
     done = subprocess.run(
-        [sys.executable, "-c", _LAUNCH, str(marker), *args],
+        [sys.executable, "-c", TWO_PATHS, str(marker), *args],
         stdout=stdout,
         stderr=subprocess.PIPE,
         env=env,
@@ -335,7 +312,7 @@ def test_ctrl_c_during_an_early_pass_exits_130_as_clicks_does(tmp_path: Path) ->
     outcomes = []
     for way in ("main", "click"):
         args = ["mirror", str(src), str(tmp_path / way), "--once", "-v"]
-        launch = [sys.executable, "-c", _LAUNCH, str(tmp_path / f"marker-{way}"), *args]
+        launch = [sys.executable, "-c", TWO_PATHS, str(tmp_path / f"marker-{way}"), *args]
         proc = subprocess.Popen(launch, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             for _ in range(600):  # bounded: at most ~60 s until the pipe is full
@@ -373,7 +350,7 @@ def test_an_error_with_stderr_closed_goes_where_clicks_goes(tmp_path: Path) -> N
         marker = tmp_path / f"marker-{way}"
         args = ["mirror", str(tmp_path / "missing"), str(tmp_path / way), "--once", "--json"]
         done = subprocess.run(
-            ["sh", "-c", 'exec "$@" 2>&-', "sh", sys.executable, "-c", _LAUNCH, marker, *args],
+            ["sh", "-c", 'exec "$@" 2>&-', "sh", sys.executable, "-c", TWO_PATHS, marker, *args],
             capture_output=True,
             timeout=60,
             check=False,
@@ -385,7 +362,7 @@ def test_an_error_with_stderr_closed_goes_where_clicks_goes(tmp_path: Path) -> N
 
 
 # Sends SIGINT to itself as the mirror command's module is first imported, then runs
-# ARGS as _LAUNCH does.
+# ARGS as TWO_PATHS does.
 _INTERRUPT_AT_IMPORT = """
 import os, signal, sys
 class Trap:
@@ -406,7 +383,7 @@ def test_ctrl_c_while_the_early_path_reads_its_line_exits_130(tmp_path: Path) ->
         marker = tmp_path / f"marker-{way}"
         args = ["mirror", str(src), str(tmp_path / way), "--once"]
         done = subprocess.run(
-            [sys.executable, "-c", _INTERRUPT_AT_IMPORT + _LAUNCH, marker, *args],
+            [sys.executable, "-c", _INTERRUPT_AT_IMPORT + TWO_PATHS, marker, *args],
             capture_output=True,
             timeout=60,
             check=False,
