@@ -109,7 +109,9 @@ def run_early(args: list[str]) -> int | None:
         params = mirror_params(args)
         if params is None:
             return None
-        from sessionstore.cli.mirror_run import run  # after the cheap checks: see the docstring
+        # Here, inside the try (`_defaults` imported it first): a Ctrl-C during the import
+        # exits 130, as it does in click's group.
+        from sessionstore.cli.mirror_run import run
 
         run(**params)
     except Usage:
