@@ -59,6 +59,18 @@ def items(summary: dict[str, Any], *, changes_only: bool = False) -> list[str]:
     return [f"{code} {escape(text)}" for _, code, text in rows]
 
 
+def write_out(text: str) -> None:
+    """`text` on stdout, flushed. A stdout that cannot encode a name (ASCII, as
+    PYTHONIOENCODING=ascii makes it) gets what it cannot as backslash escapes, as Python
+    writes stderr, not a traceback after the pass."""
+    try:
+        sys.stdout.write(text)
+    except UnicodeEncodeError:
+        encoding = sys.stdout.encoding
+        sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
+    sys.stdout.flush()
+
+
 def print_summary(summary: dict[str, Any], level: int, itemized: bool) -> None:
     """A `--once` pass for people: counts and problems on stderr (stdout is for --json).
 
@@ -66,8 +78,7 @@ def print_summary(summary: dict[str, Any], level: int, itemized: bool) -> None:
     QUIET prints nothing but errors.
     """
     if itemized:
-        sys.stdout.write("".join(f"{line}\n" for line in items(summary)))
-        sys.stdout.flush()
+        write_out("".join(f"{line}\n" for line in items(summary)))
     errors = [f"{escape(i['path'])}: {escape(i['error'])}" for i in summary["errors"]]
     if level == QUIET:
         sys.stderr.write("".join(f"mirror: error: {line}\n" for line in errors))
@@ -123,8 +134,7 @@ class Progress:
             sys.stdout.buffer.write(orjson.dumps({"pass": kind, **summary}) + b"\n")
             sys.stdout.flush()
         elif self.level == VERBOSE:
-            sys.stdout.write("".join(f"{line}\n" for line in items(summary, changes_only=True)))
-            sys.stdout.flush()
+            write_out("".join(f"{line}\n" for line in items(summary, changes_only=True)))
         self._show(summary, kind)
 
     def _show(self, summary: dict[str, Any], kind: str) -> None:

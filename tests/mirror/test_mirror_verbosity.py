@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_runner import environ, popen
+from cli_runner import environ, popen, run
 from mirror_helpers import mirror_cli, settle, tree, write
 
 from sessionstore.format.names import MIRROR_PID as PID_NAME
@@ -43,6 +43,17 @@ def test_quiet_once_prints_errors_alone(src: Path, tmp_path: Path) -> None:
         "mirror: error: trials: a symlink is where a directory belongs; "
         "nothing is written through it\n"
     )
+
+
+def test_items_on_an_ascii_stdout_are_escaped_not_a_crash(tmp_path: Path) -> None:
+    """`-v` and `-n` with PYTHONIOENCODING=ascii: a name stdout cannot encode is written
+    backslash-escaped (as on stderr), and the pass exits 0 (it stopped with a traceback)."""
+    write(tmp_path / "src" / "café.txt", b"x")
+    settle()
+    for flags in (["--once", "-v"], ["-n"]):
+        dst = tmp_path / f"dst{len(flags)}"
+        proc = run("mirror", tmp_path / "src", dst, *flags, env=environ(PYTHONIOENCODING="ascii"))
+        assert (proc.returncode, proc.stdout) == (0, "A ./\nA caf\\xe9.txt\n"), proc.stderr
 
 
 def test_verbose_once_itemizes_on_stdout_and_counts_on_stderr(src: Path, tmp_path: Path) -> None:
