@@ -1,7 +1,7 @@
 """`sessionstore mirror ... --once`, run before click is imported.
 
 A harness runs `mirror --once` after every step, and start-up weighs most in
-a small pass: importing click and building the command cost ~20 ms and ~1.5
+a small pass: importing click and building the command cost ~23 ms and ~1.6
 MiB of peak memory before a file is looked at (issue 16). `mirror_params`
 reads only the plainest spellings of a one-pass mirror into the parameters
 click would give the command, and answers None for anything else, which
