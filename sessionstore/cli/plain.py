@@ -1,8 +1,9 @@
 """What the CLI says and reads without click: error lines, JSON on stdout, secrets on stdin.
 
-One home for each, shared by the click commands (`cli.common` re-exports
-them) and by `mirror --once` answered before click is imported
-(`cli.early_mirror`: start-up is paid by every pass a harness runs, issue 16).
+One home for each, imported from here by the click commands (`cli.common`'s
+`errors_exit` among them) and by `mirror --once` answered before click is
+imported (`cli.early_mirror`: start-up is paid by every pass a harness runs,
+issue 16).
 A usage problem found here is a `Usage`, which the click layer turns into
 click's own usage error (exit 2) and the early path hands back to click.
 """
@@ -23,7 +24,7 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT
 
 class Usage(Exception):
     """A usage problem: `message` (escaped), about `param_hint` (`'--exclude'`, `DST`) or
-    the command line as a whole (None). Raised before anything is done."""
+    the command line as a whole (None). Raised before anything is written."""
 
     def __init__(self, message: str, param_hint: str | None = None) -> None:
         super().__init__(message)
