@@ -32,21 +32,26 @@ from sessionstore.cli import mirror as mirror_command
 from sessionstore.cli.early_mirror import mirror_params
 from sessionstore.store.session import Store
 
-# A work directory made once per module: the paths the generated lines name.
-_WORK = Path(os.environ.get("TMPDIR", "/tmp")) / f"sessionstore-early-{os.getpid()}"
 
-
-def _paths() -> dict[str, str]:
-    (_WORK / "src" / "sub").mkdir(parents=True, exist_ok=True)
-    (_WORK / "secrets.txt").write_text("hunter2-hunter2\n")
-    (_WORK / "patterns").write_text("*.tmp\n")
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The paths the command lines name (`{src}`, `{file}`, ...), made once per module."""
+    work = tmp_path_factory.mktemp("early")
+    (work / "src" / "sub").mkdir(parents=True)
+    (work / "secrets.txt").write_text("hunter2-hunter2\n")
+    (work / "patterns").write_text("*.tmp\n")
     return {
-        "src": str(_WORK / "src"),
-        "file": str(_WORK / "secrets.txt"),
-        "patterns": str(_WORK / "patterns"),
-        "dir": str(_WORK / "src" / "sub"),
-        "missing": str(_WORK / "missing"),
+        "src": str(work / "src"),
+        "file": str(work / "secrets.txt"),
+        "patterns": str(work / "patterns"),
+        "dir": str(work / "src" / "sub"),
+        "missing": str(work / "missing"),
     }
+
+
+def _line(text: str, paths: dict[str, str]) -> list[str]:
+    """`text`'s words with the `paths` put in."""
+    return [word.format(**paths) for word in text.split()]
 
 
 def click_params(args: list[str]) -> dict[str, Any] | None:
@@ -86,7 +91,8 @@ _KINDS = ["flag"] * 4 + ["valued"] * 3 + ["equals"] * 2 + ["other", "stray"]
 @st.composite
 def command_lines(draw: st.DrawFn) -> list[str]:
     """`[GROUP OPTIONS] mirror` and two positionals among options: each option alone, with
-    a value (`--opt VALUE` or `--opt=VALUE`), another option, or a stray token."""
+    a value (`--opt VALUE` or `--opt=VALUE`), another option, or a stray token. Words name
+    paths as `{src}` and the like (the `paths` fixture fills them in)."""
     tokens = [draw(_POSITIONALS), draw(_POSITIONALS)]
     if draw(st.integers(0, 5)):
         tokens.append(draw(st.sampled_from(["--once", "--once", "-n", "--dry-run"])))
@@ -107,15 +113,15 @@ def command_lines(draw: st.DrawFn) -> list[str]:
         st.sampled_from([[], [], ["--store", value], [f"--store={value}"], ["--color", "never"]])
     )
     name = draw(st.sampled_from(["mirror"] * 5 + ["inspect", "--store"]))
-    paths = _paths()
-    return [t.format(**paths) for t in [*group, name, *(tokens[i] for i in order)]]
+    return [*group, name, *(tokens[i] for i in order)]
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(command_lines(), st.sampled_from(["", "/tmp/home-store", "s3://bucket/home"]))
 def test_wherever_the_early_parser_reads_a_line_click_reads_the_same(
-    args: list[str], home: str
+    paths: dict[str, str], words: list[str], home: str
 ) -> None:
+    args = [word.format(**paths) for word in words]
     with mock.patch.dict(os.environ, {"SESSIONSTORE_HOME": home} if home else {}, clear=False):
         if not home:
             os.environ.pop("SESSIONSTORE_HOME", None)
@@ -138,8 +144,8 @@ def test_wherever_the_early_parser_reads_a_line_click_reads_the_same(
         "mirror {src} 1a2b3c4d --once --store={dir}",
     ],
 )
-def test_the_spellings_a_harness_uses_are_read_early(line: str) -> None:
-    args = [t.format(**_paths()) for t in line.split()]
+def test_the_spellings_a_harness_uses_are_read_early(paths: dict[str, str], line: str) -> None:
+    args = _line(line, paths)
     early = mirror_params(args)
     assert early is not None
     assert click_params(args) == early
@@ -168,13 +174,15 @@ def test_the_spellings_a_harness_uses_are_read_early(line: str) -> None:
         "mirror {src} out --once --single-writer",
     ],
 )
-def test_anything_else_is_left_to_click(line: str) -> None:
-    assert mirror_params([t.format(**_paths()) for t in line.split()]) is None
+def test_anything_else_is_left_to_click(paths: dict[str, str], line: str) -> None:
+    assert mirror_params(_line(line, paths)) is None
 
 
-def test_a_completion_request_is_left_to_click(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_completion_request_is_left_to_click(
+    paths: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("_SESSIONSTORE_COMPLETE", "bash_complete")
-    assert mirror_params(["mirror", _paths()["src"], "out", "--once"]) is None
+    assert mirror_params(_line("mirror {src} out --once", paths)) is None
 
 
 def _run(
