@@ -26,7 +26,12 @@ HEADER = """\
 Generated from each command's `--help` by `python scripts/cli_reference.py`;
 do not edit by hand (CI checks that it is current). Every command also takes
 `-h`. Errors are one line naming the file and the problem, exit 1; usage
-errors exit 2; Ctrl-C exits 130.
+errors exit 2; Ctrl-C exits 130. A standard stream closed before the command
+starts (`>&-`, `2>&-`, `<&-`) is no crash: output to a closed stdout or input
+from a closed stdin fails as on the descriptor (`Error: stdout: Bad file
+descriptor`, exit 1), diagnostics with no stderr are dropped (a pass that
+worked exits 0), and /dev/null holds the descriptor meanwhile, so no file the
+command opens takes its number.
 
 `--store` and `--color` may also come before the command (`sessionstore
 --store X inspect`); the command's own option wins when both are given.

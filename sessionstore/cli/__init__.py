@@ -9,6 +9,9 @@ empty local store (`cli.early`) and `mirror --once` (`cli.early_mirror`).
 
 from __future__ import annotations
 
+import errno
+import io
+import os
 import sys
 
 from sessionstore import TYPE_CHECKING, __version__
@@ -28,6 +31,16 @@ VERSION_LINE = f"sessionstore, version {__version__}\n"
 def main(argv: list[str] | None = None) -> Any:
     """Console-script entry point."""
     args = sys.argv[1:] if argv is None else argv
+    if sys.stdin is None or sys.stdout is None or sys.stderr is None:
+        _closed_streams()
+    try:
+        return _main(args)
+    except _ClosedStream as exc:  # where no command reports it: click's help, --version
+        sys.stderr.write(f"Error: {exc.filename}: {exc.strerror}\n")
+        return 1
+
+
+def _main(args: list[str]) -> Any:
     if args == ["--version"]:
         sys.stdout.write(VERSION_LINE)
         return 0
@@ -48,6 +61,57 @@ def main(argv: list[str] | None = None) -> Any:
     from sessionstore.cli.group import cli
 
     return cli.main(args=args, prog_name="sessionstore")
+
+
+def _closed_streams() -> None:
+    """Stand in for the standard streams whose descriptors were closed when we started.
+
+    Python makes such a stream None, and every command then failed with a traceback
+    (`sys.stdout.buffer`). Each closed slot gets /dev/null, so that no file opened
+    later (a copy's temp, a marker) takes descriptor 0, 1 or 2, where a child's or a
+    library's stray write would land in it. Output and input then fail as they would
+    on the closed descriptor (EBADF, one error line naming the stream, exit 1), as
+    `ls >&-` does; diagnostics are dropped, as GNU tools drop what they cannot say,
+    so a pass that worked still exits 0.
+    """
+    for fd, name in enumerate(("stdin", "stdout", "stderr")):
+        if getattr(sys, name) is not None:
+            continue
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, os.O_RDWR)  # POSIX: the lowest free descriptor, `fd` itself
+        else:
+            continue  # taken since start-up (never by us): not ours to replace
+        if name == "stderr":
+            stream = open(fd, "w", errors="backslashreplace", closefd=False)  # noqa: SIM115
+        else:
+            stream = io.TextIOWrapper(_Closed(name), write_through=True)
+        setattr(sys, name, stream)
+
+
+class _ClosedStream(OSError):
+    """A read or write of a standard stream that was closed when we started (EBADF)."""
+
+
+class _Closed(io.RawIOBase):
+    """A standard stream closed at start: every read or write fails with EBADF, naming it."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+    def readable(self) -> bool:
+        return self.name == "stdin"
+
+    def writable(self) -> bool:
+        return self.name != "stdin"
+
+    def readinto(self, buffer: Any) -> int:
+        raise _ClosedStream(errno.EBADF, os.strerror(errno.EBADF), self.name)
+
+    def write(self, data: Any) -> int:
+        raise _ClosedStream(errno.EBADF, os.strerror(errno.EBADF), self.name)
 
 
 def __getattr__(name: str) -> Any:
