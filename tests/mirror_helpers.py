@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import queue
 import signal
 import stat
+import struct
 import subprocess
 import threading
 import time
@@ -275,3 +277,30 @@ def dest_state(dst: Path) -> dict[str, tuple[int, int]]:
         for p in dst.rglob("*")
         if p.is_file() and p.name != CACHE_NAME
     }
+
+
+# The change cache's groups as docs/mirror.md describes them, coded here on their own (not
+# by the module under test): packed, a JSON string of base64 of a uint32 count, the
+# count x 8 int64 entries and the names NUL-separated, little-endian; or wide, the JSON
+# object of version 3.
+
+
+def unpack_group(text: bytes) -> dict[str, list[int]]:
+    """A group's entries by name, packed or wide (an assertion error if it is neither)."""
+    value = orjson.loads(text)
+    if isinstance(value, dict):
+        return value
+    data = base64.b64decode(value, validate=True)
+    (n,) = struct.unpack_from("<I", data)
+    ints = struct.unpack_from(f"<{8 * n}q", data, 4)
+    names = data[4 + 64 * n :].split(b"\0")
+    assert len(names) == n
+    return {os.fsdecode(name): list(ints[8 * i : 8 * i + 8]) for i, name in enumerate(names)}
+
+
+def pack_group(group: dict[str, list[int]]) -> bytes:
+    """A packed group as the format describes it (whatever the names hold)."""
+    ints = [v for entry in group.values() for v in entry]
+    data = struct.pack(f"<I{len(ints)}q", len(group), *ints)
+    data += b"\0".join(os.fsencode(name) for name in group)
+    return b'"' + base64.b64encode(data) + b'"'

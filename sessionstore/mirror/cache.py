@@ -5,18 +5,20 @@ a restart. For each destination file (its path already name-redacted: source
 names may contain secrets and never reach this file) it keeps the signature
 of the settled source version that was committed and the destination file's
 (size, mtime_ns, ino) after the commit, grouped by destination directory.
-Version 3 is one JSON document laid out so that a pass reads only what it
+Version 4 is one JSON document laid out so that a pass reads only what it
 looks at:
 
-    {"version":3,"redactor":null,"dirs":["","trials/1"],"sizes":[54,61],"groups":[
-    {"notes.md":[size,mtime_ns,ctime_ns,ino,dev,dest_size,dest_mtime_ns,dest_ino]},
-    {"log.txt":[...],"trial.json":[...]}
+    {"version":4,"redactor":null,"dirs":["","trials/1"],"sizes":[106,202],"groups":[
+    "<base64 of notes.md's 8 integers and its name>",
+    "<base64 of log.txt's and trial.json's>"
     ]}
 
-The first line (the head) names each directory that has a group and the byte
-length of its group; the groups follow in that order, one a line. A pass
-parses the head alone; a directory's group is read by its offset when the
-pass enters that directory, parsed, and dropped when it leaves. So the
+(`cache_group` has a group's bytes: packed, or the JSON object of version 3
+where an integer does not fit int64). The first line (the head) names each
+directory that has a group and the byte length of its group; the groups
+follow in that order, one a line. A pass parses the head alone; a
+directory's group is read by its offset when the pass enters that
+directory, parsed, and dropped when it leaves. So the
 memory and the load of a pass grow with the number of directories, not with
 the bytes of the cache (a no-op pass at 200k files peaks at 39 MiB, not 98).
 Groups are written in the order the pass entered their directories, so the
@@ -25,9 +27,10 @@ through one `_WINDOW` at a time, not a read per directory. A directory's
 group is referred to by an int (its offset and length); a group the pass
 finds unchanged is written back as the bytes read (its int is the same
 object: identity, not equality), never re-encoded.
-Files of version 1 (one flat object of paths) and 2 (every group a JSON string
-of one object) are read too, once, and rewritten as 3. The bytes of the file
-are `cache_file`'s; a `Cache` is what one pass makes of it.
+Files of version 1 (one flat object of paths), 2 (every group a JSON string of
+one object) and 3 (every group a JSON object) are read too, once, and
+rewritten as 4. The bytes of the file are `cache_file`'s; a `Cache` is what
+one pass makes of it.
 
 It is read and written through the destination `Tree` (never through a
 symlink, never blocking on a fifo), and read from the file opened at the
@@ -51,18 +54,14 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from sessionstore.mirror.cache_file import (
-    MASK,
-    SHIFT,
+from sessionstore.mirror.cache_file import MASK, SHIFT, Stored, chunks, read
+from sessionstore.mirror.cache_group import (
     Group,
-    Stored,
-    chunks,
     dump_group,
     encode_key,
     is_entry,
     is_name,
     parse_group,
-    read,
 )
 
 if TYPE_CHECKING:
@@ -107,7 +106,7 @@ class Cache:
     """The loaded cache (each directory's group by reference), and whether it may be trusted.
 
     `rewrite`: the file must be written again even if nothing changed (it was of
-    version 1 or 2). Holds the file open until `close`.
+    version 1, 2 or 3). Holds the file open until `close`.
     """
 
     def __init__(

@@ -1,11 +1,11 @@
 """The change cache's file (`cache` has the format): its bytes, read and written.
 
-`read` turns a file of version 3, 2 or 1 into a reference per directory
+`read` turns a file of version 4, 3, 2 or 1 into a reference per directory
 (`offset << SHIFT | length` of its group in the file: an int a pass keeps and
-compares by identity); versions 2 and 1 are rebuilt in memory, as version 3
-would hold them, once. `chunks` writes version 3 from references and new
-groups. `parse_group` and `dump_group` are the one codec of a group, names
-that are not UTF-8 encoded by `encode_key`.
+compares by identity); the groups of versions 3, 2 and 1 are rebuilt in
+memory, as version 4 would hold them, once. `chunks` writes version 4 from
+references and new groups. A group's bytes are `cache_group`'s; the head and
+the files of versions 1 and 2 are parsed by the standard library's `json`.
 """
 
 from __future__ import annotations
@@ -13,27 +13,28 @@ from __future__ import annotations
 import errno
 import itertools
 import json
-import os
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, TypeGuard
 
-from sessionstore._orjson import orjson
+from sessionstore.mirror.cache_group import (
+    ENTRY_LEN,
+    Group,
+    decode_key,
+    dump_group,
+    encode_key,
+    parse_group,
+)
 from sessionstore.storage.journal import outside
 from sessionstore.storage.tree import BytesFile
 
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
     from sessionstore.storage.tree import RootFile
 
-VERSION = 3
-_NOT_NAMES = frozenset(["", ".", ".."])
+VERSION = 4
 _FLAT_VERSION = 1  # one object of paths: read, never written
 _TEXT_VERSION = 2  # one object of directories, each group a JSON string: read, never written
-# source signature (5) + destination (size, mtime_ns, ino)
-ENTRY_LEN = 8
-DEST = slice(5, ENTRY_LEN)  # an entry's destination half: what `dest_sig` makes
+_WIDE_VERSION = 3  # every group a JSON object (`cache_group`'s wide form): read, never written
 
-Entry = list[int]
-Group = dict[str, Entry]  # the files of one destination directory, by name
 # A directory's group in a pass's new cache: as stored (its reference), or as it made it.
 Stored = int | Group
 
@@ -43,73 +44,16 @@ MASK = (1 << SHIFT) - 1
 _SEP = b",\n"  # between two groups
 _END = b"\n]}\n"  # after the last
 _HEAD_STEP = 1 << 20  # bytes read at once while looking for the end of the head
+# A first line past this is no cache a pass holds in memory (a head naming ~2 million
+# directories; a version 1 or 2 file, one line, of ~300,000 files): untrusted, rebuilt.
+_HEAD_MAX = 64 << 20
 _BATCH = 1 << 20  # bytes of a new file gathered for each write
-
-
-def dest_sig(st: os.stat_result) -> list[int]:
-    """The destination file's identity as an entry stores it (`entry[DEST]`)."""
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
-
-
-def encode_key(key: str) -> str:
-    """JSON needs UTF-8; a non-UTF-8 name (surrogate-escaped) gets an unambiguous form.
-
-    NUL never occurs in a path, so the prefixed form cannot collide with a real one.
-    """
-    try:
-        key.encode("utf-8")
-    except UnicodeEncodeError:
-        import base64  # rare: only non-UTF-8 names pay for the import
-
-        return "\0" + base64.b64encode(os.fsencode(key)).decode("ascii")
-    return key
-
-
-def decode_key(key: str) -> str:
-    if key.startswith("\0"):
-        import base64
-
-        return os.fsdecode(base64.b64decode(key[1:]))
-    return key
-
-
-def parse_group(text: bytes) -> Group:
-    """One directory's stored group; empty if it is not a JSON object (never raises).
-
-    Its values are not checked here, where every pass parses every group: a value
-    that is not an entry (`is_entry`) vouches for nothing where it is used (`unchanged`
-    checks it, `copy` compares before writing, `Cache.group` drops it).
-    """
-    try:
-        group = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return {}
-    if not isinstance(group, dict):
-        return {}
-    if b"\\u0000" in text:  # an encoded name: NUL is never in a real one
-        try:
-            return {decode_key(k): v for k, v in group.items()}
-        except ValueError:
-            return {}
-    return group
-
-
-def is_entry(value: object) -> TypeGuard[Entry]:
-    """Whether a cached value is an entry: a list of ENTRY_LEN values (integers when ours)."""
-    return type(value) is list and len(value) == ENTRY_LEN
-
-
-def dump_group(group: Group) -> bytes:
-    """A group's bytes, sized to fit: orjson's own result holds 4 KiB however short it
-    is, and a new cache keeps one per directory until it is written (82 MB for 20,000
-    directories of one file, where the file is 6 MB)."""
-    return bytes(memoryview(orjson.dumps({encode_key(k): v for k, v in group.items()})))
 
 
 def chunks(
     redactor: object, names: list[str], parts: list[int | bytes], text: Callable[[int], bytes]
 ) -> Iterator[bytes]:
-    """A version 3 file's bytes in batches of about `_BATCH`, never the whole in memory.
+    """A version 4 file's bytes in batches of about `_BATCH`, never the whole in memory.
 
     `names` are encoded (`encode_key`); each part is a new group's bytes or a stored
     group's reference, whose bytes `text` reads back (`OSError` if they are not all
@@ -122,7 +66,7 @@ def chunks(
         "sizes": [p & MASK if isinstance(p, int) else len(p) for p in parts],
         "groups": [],
     }
-    line = orjson.dumps(head)[: -len(b"]}")] + b"\n"  # the groups' array left open
+    line = json.dumps(head, separators=(",", ":")).encode()[: -len(b"]}")] + b"\n"  # left open
     batch, size = [line], len(line)
     for i, part in enumerate(parts):
         if isinstance(part, int):
@@ -143,43 +87,48 @@ def chunks(
 
 
 # What `read` finds: the stored redactor, each directory's group by reference, the
-# file to read them from, and whether the file must be rewritten (version 1 or 2).
+# file to read them from, and whether the file must be rewritten (version 1, 2 or 3).
 Found = tuple[object, dict[str, int], "RootFile", bool]
 
 
 def read(file: RootFile) -> Found | None:
     """What the cache file holds if it is well-formed, else None (never raises for bad
     content; `OSError` if it cannot be read)."""
-    line, whole = _first_line(file)
+    first = _first_line(file)
+    if first is None:
+        return None
+    line, whole = first
     if whole:
         return _head(file, line)
     return _older(line)
 
 
-def _first_line(file: RootFile) -> tuple[bytes, bool]:
-    """The file's first line and True; or, if it has no line break, all of it and False."""
+def _first_line(file: RootFile) -> tuple[bytes, bool] | None:
+    """The file's first line and True; or, if it has no line break, all of it and False;
+    None if that runs past `_HEAD_MAX` (a file no mirror wrote, however large, is never
+    read whole)."""
     chunks: list[bytes] = []
     offset = 0
-    while chunk := file.read_at(offset, _HEAD_STEP):
+    while offset < _HEAD_MAX and (chunk := file.read_at(offset, _HEAD_STEP)):
         end = chunk.find(b"\n")
         if end >= 0:
             chunks.append(chunk[:end])
-            return b"".join(chunks), True
+            return (b"".join(chunks), True) if offset + end <= _HEAD_MAX else None
         chunks.append(chunk)
         offset += len(chunk)
-    return b"".join(chunks), False
+    return None if offset >= _HEAD_MAX else (b"".join(chunks), False)
 
 
 def _head(file: RootFile, line: bytes) -> Found | None:
-    """A version 3 file's references from its head; None unless the head is whole and
-    the file is exactly as long as the head says."""
+    """A version 4 file's references from its head (a version 3 file's groups rebuilt);
+    None unless the head is whole and the file is exactly as long as the head says."""
     try:
-        # The standard library's parser: orjson's holds about 12 bytes per byte of its
-        # input at once (26 MB for the head of a 200k-file cache), the peak of a pass.
+        # The standard library's parser, which also holds the least memory while it
+        # parses: orjson's held about 12 bytes per byte of its input at once.
         head = json.loads(line + b"]}")
     except (ValueError, RecursionError):  # not JSON (or not UTF-8), or nested past the stack
         return None
-    if not isinstance(head, dict) or head.get("version") != VERSION:
+    if not isinstance(head, dict) or head.get("version") not in (VERSION, _WIDE_VERSION):
         return None
     names, sizes = head.get("dirs"), head.get("sizes")
     if not (isinstance(names, list) and isinstance(sizes, list) and head.get("groups") == []):
@@ -198,6 +147,9 @@ def _head(file: RootFile, line: bytes) -> Found | None:
     refs = dict(zip(names, at, strict=True))
     if len(refs) != len(names):
         return None
+    if head["version"] == _WIDE_VERSION:
+        texts = {rel: file.read_at(ref >> SHIFT, ref & MASK) for rel, ref in refs.items()}
+        return _rebuilt(head.get("redactor"), texts)
     decoded = _decoded(refs)
     return None if decoded is None else (head.get("redactor"), decoded, file, False)
 
@@ -215,16 +167,11 @@ def _decoded(refs: dict[str, int]) -> dict[str, int] | None:
     return None if outside([rel for rel in refs if rel]) else refs
 
 
-def is_name(name: str) -> bool:
-    """Whether a group's key can name a file in its directory (one path component)."""
-    return name not in _NOT_NAMES and "/" not in name and "\0" not in name
-
-
 def _older(data: bytes) -> Found | None:
     """A version 1 or 2 file's groups, rebuilt in memory as references (read once)."""
     try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
         return None
     if not isinstance(doc, dict):
         return None
@@ -236,17 +183,24 @@ def _older(data: bytes) -> Found | None:
         dirs = doc.get("dirs")
         if isinstance(dirs, dict) and {*map(type, dirs.values())} <= {str}:
             texts = {rel: text.encode() for rel, text in dirs.items()}
-    if texts is None:
-        return None
+    return None if texts is None else _rebuilt(doc.get("redactor"), texts)
+
+
+def _rebuilt(redactor: object, texts: dict[str, bytes]) -> Found | None:
+    """An older file's groups (`texts`, by encoded directory) written as version 4 would
+    write them, in memory, as references into those bytes (read once: the pass rewrites
+    the file). A group that holds no entry is left out."""
+    packed = {rel: dump_group(parse_group(text)) for rel, text in texts.items()}
     refs: dict[str, int] = {}
     offset = 0
-    for rel, text in texts.items():
-        refs[rel] = offset << SHIFT | len(text)
-        offset += len(text)
+    for rel, text in packed.items():
+        if text != b"{}":
+            refs[rel] = offset << SHIFT | len(text)
+            offset += len(text)
     decoded = _decoded(refs)
     if decoded is None:
         return None
-    return doc.get("redactor"), decoded, BytesFile(b"".join(texts.values())), True
+    return redactor, decoded, BytesFile(b"".join(t for t in packed.values() if t != b"{}")), True
 
 
 def _from_flat(files: object) -> dict[str, bytes] | None:

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING
 from sessionstore._fs.atomic import TEMP_PREFIX
 from sessionstore.format.names import MARKERS, record_number
 from sessionstore.mirror.cache import CACHE_NAME, Cache, join
-from sessionstore.mirror.cache_file import DEST, Entry, Group, Stored, dest_sig, is_entry
+from sessionstore.mirror.cache_file import Stored
+from sessionstore.mirror.cache_group import DEST, Entry, Group, dest_sig, is_entry
 from sessionstore.mirror.layout import DIRTY_NAME, RESERVED_PREFIX, STORE_OWNED
 from sessionstore.storage import journal
 from sessionstore.storage.local_tree import LocalDir, describe

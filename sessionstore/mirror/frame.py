@@ -6,7 +6,7 @@ import os
 from collections.abc import Collection, Iterator
 
 from sessionstore.format.names import MARKERS, record_number
-from sessionstore.mirror.cache_file import Group
+from sessionstore.mirror.cache_group import Group
 from sessionstore.storage.local_tree import UNKNOWN, LocalDir
 
 # Directory levels below the root a pass walks. Two fds per level (source and

@@ -20,7 +20,8 @@ from sessionstore._json import MAX_MARKER_BYTES
 from sessionstore.errors import RedactionUnsafe
 from sessionstore.format.names import MARKERS
 from sessionstore.mirror import copy as rd
-from sessionstore.mirror.cache_file import ENTRY_LEN, Group, Stored, dest_sig, is_entry
+from sessionstore.mirror.cache_file import Stored
+from sessionstore.mirror.cache_group import ENTRY_LEN, Group, dest_sig, is_entry
 from sessionstore.mirror.report import UNSTABLE_MARKER, PassReport
 from sessionstore.storage.local_tree import LocalDir, LocalTree, describe
 from sessionstore.storage.tree import Sealed, Writer

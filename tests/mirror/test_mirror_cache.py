@@ -1,19 +1,22 @@
 """The change cache on disk: a head naming each directory, then its group, read where a pass looks.
 
-Format 3 (`sessionstore.mirror.cache`), one JSON document: a first line
-`{"version":3,"redactor":...,"dirs":[...],"sizes":[...],"groups":[`, then each
-directory's group (name -> 8 integers) on a line of its own, in the order of
-`dirs`, `sizes` giving each one's length in bytes. A no-op pass writes
-nothing; a pass that changes one directory re-encodes that directory's group
-only (the others are copied as they were); files of version 1 and 2 are read
-once and rewritten; a malformed group costs its own directory reads, never
-rewrites; a head that does not describe the file exactly makes the whole
-cache untrusted (reads, never rewrites), and the next pass converges.
+Format 4 (`sessionstore.mirror.cache`), one JSON document: a first line
+`{"version":4,"redactor":...,"dirs":[...],"sizes":[...],"groups":[`, then each
+directory's group (name -> 8 integers, packed: `mirror_helpers.unpack_group`
+decodes it on its own) on a line of its own, in the order of `dirs`, `sizes`
+giving each one's length in bytes. A no-op pass writes nothing; a pass that
+changes one directory re-encodes that directory's group only (the others are
+copied as they were); files of version 1, 2 and 3 are read once and
+rewritten; a malformed group costs its own directory reads, never rewrites; a
+head that does not describe the file exactly makes the whole cache untrusted
+(reads, never rewrites), and the next pass converges.
 """
 
 from __future__ import annotations
 
+import base64
 import os
+import struct
 import subprocess
 import sys
 import tracemalloc
@@ -22,7 +25,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from mirror_helpers import SourceReads, dest_state, run, settle, write
+from mirror_helpers import SourceReads, dest_state, pack_group, run, settle, unpack_group, write
 
 from sessionstore.mirror.cache import _WINDOW, CACHE_NAME, Cache
 from sessionstore.mirror.cache_file import read
@@ -56,7 +59,7 @@ def raw(dst: Path) -> tuple[object, Groups]:
     line, _, rest = data.partition(b"\n")
     head = orjson.loads(line + b"]}")
     names, sizes = head["dirs"], head["sizes"]
-    assert head["version"] == 3 and head["groups"] == [] and len(names) == len(sizes)
+    assert head["version"] == 4 and head["groups"] == [] and len(names) == len(sizes)
     found: Groups = {}
     offset = 0
     for name, size in zip(names, sizes, strict=True):
@@ -71,15 +74,20 @@ def raw(dst: Path) -> tuple[object, Groups]:
 
 
 def groups(dst: Path) -> dict[str, dict[str, list[int]]]:
-    return {rel: orjson.loads(text) for rel, text in raw(dst)[1].items()}
+    return {rel: unpack_group(text) for rel, text in raw(dst)[1].items()}
 
 
 def write_cache(
-    dst: Path, redactor: object, texts: Groups, *, sizes: Sequence[object] | None = None
+    dst: Path,
+    redactor: object,
+    texts: Groups,
+    *,
+    sizes: Sequence[object] | None = None,
+    version: int = 4,
 ) -> None:
-    """A version 3 file as the format describes it (`sizes`: a head that says otherwise)."""
+    """A file as the format describes it (`sizes`: a head that says otherwise)."""
     head = {
-        "version": 3,
+        "version": version,
         "redactor": redactor,
         "dirs": list(texts),
         "sizes": [len(t) for t in texts.values()] if sizes is None else list(sizes),
@@ -92,7 +100,8 @@ def write_cache(
 def test_the_head_names_each_directory_and_the_length_of_its_group(src: Path, dst: Path) -> None:
     run(src, dst)
     doc = load(dst)
-    assert doc["version"] == 3 and doc["redactor"] is None
+    assert doc["version"] == 4 and doc["redactor"] is None
+    assert all(g.startswith(b'"') for g in raw(dst)[1].values())  # every group packed
     assert sorted(doc["dirs"]) == ["", "d0", "d1", "d2"]  # type: ignore[call-overload]
     # The head, a line a group, the closing line.
     assert (dst / CACHE_NAME).read_bytes().count(b"\n") == 1 + 4 + 1
@@ -143,7 +152,7 @@ def test_a_change_re_encodes_only_its_directory(src: Path, dst: Path) -> None:
     assert sorted(after) == ["", "d0", "d1", "d2", "d3"]
     assert {k: after[k] for k in ("", "d0", "d1")} == {k: before[k] for k in ("", "d0", "d1")}
     assert after["d2"] != before["d2"]
-    assert orjson.loads(after["d2"]).keys() == orjson.loads(before["d2"]).keys()
+    assert unpack_group(after["d2"]).keys() == unpack_group(before["d2"]).keys()
 
 
 def test_groups_are_written_in_the_order_the_pass_entered_them(tmp_path: Path, dst: Path) -> None:
@@ -195,12 +204,23 @@ def flatten(dst: Path) -> None:
 
 def as_text(dst: Path) -> None:
     """Rewrite the cache as the version 2 file of the previous release would hold it."""
-    redactor, texts = raw(dst)
-    doc = {"version": 2, "redactor": redactor, "dirs": {k: v.decode() for k, v in texts.items()}}
-    (dst / CACHE_NAME).write_bytes(orjson.dumps(doc))
+    redactor = raw(dst)[0]
+    dirs = {k: orjson.dumps(v).decode() for k, v in groups(dst).items()}
+    (dst / CACHE_NAME).write_bytes(orjson.dumps({"version": 2, "redactor": redactor, "dirs": dirs}))
 
 
-@pytest.mark.parametrize("older", [flatten, as_text], ids=["version-1", "version-2"])
+def as_wide(dst: Path) -> None:
+    """Rewrite the cache as the version 3 file of the previous release would hold it."""
+    redactor = raw(dst)[0]
+    write_cache(dst, redactor, {k: orjson.dumps(v) for k, v in groups(dst).items()}, version=3)
+
+
+OLDER = pytest.mark.parametrize(
+    "older", [flatten, as_text, as_wide], ids=["version-1", "version-2", "version-3"]
+)
+
+
+@OLDER
 def test_an_older_cache_is_trusted_once_and_rewritten(
     src: Path, dst: Path, monkeypatch: pytest.MonkeyPatch, older: Callable[[Path], None]
 ) -> None:
@@ -210,10 +230,11 @@ def test_an_older_cache_is_trusted_once_and_rewritten(
     spy = SourceReads(monkeypatch, src)
     report = run(src, dst)
     assert report.unchanged == 13 and report.copied == [] and spy.opens == []
-    assert load(dst)["version"] == 3 and groups(dst) == before and dest_state(dst) == state
+    assert load(dst)["version"] == 4 and groups(dst) == before and dest_state(dst) == state
+    assert all(g.startswith(b'"') for g in raw(dst)[1].values())
 
 
-@pytest.mark.parametrize("older", [flatten, as_text], ids=["version-1", "version-2"])
+@OLDER
 def test_delete_works_on_the_first_pass_after_the_upgrade(
     src: Path, dst: Path, older: Callable[[Path], None]
 ) -> None:
@@ -223,6 +244,10 @@ def test_delete_works_on_the_first_pass_after_the_upgrade(
     report = run(src, dst, delete=True)
     assert report.delete_skipped is None and report.deleted == ["d1/f4.txt"]
     assert "f4.txt" not in groups(dst)["d1"]
+
+
+def _packed(data: bytes) -> bytes:
+    return b'"' + base64.b64encode(data) + b'"'
 
 
 @pytest.mark.parametrize(
@@ -235,6 +260,14 @@ def test_delete_works_on_the_first_pass_after_the_upgrade(
         pytest.param(b'{"f2.txt": {"a": 1}}', id="an-object"),
         pytest.param(b'{"f2.txt": 5}', id="a-number"),
         pytest.param(b'{"f2.txt": [1, 2, 3, 4, 5, 6, 7, 8], "f5', id="cut"),
+        pytest.param(b'"not base64!"', id="packed-not-base64"),
+        pytest.param(_packed(struct.pack("<I", 1)), id="packed-count-without-entries"),
+        pytest.param(pack_group({"f2.txt": [1] * 8})[:-6] + b'"', id="packed-cut"),
+        pytest.param(
+            _packed(struct.pack("<I8q", 1, *[1] * 8) + b"f2.txt\0f5.txt"), id="packed-one-name-more"
+        ),
+        pytest.param(_packed(struct.pack("<I8q", 2, *[1] * 8) + b"f2.txt"), id="packed-count-more"),
+        pytest.param(_packed(b"\xff" * 4 + b"f2.txt"), id="packed-huge-count"),
     ],
 )
 def test_a_malformed_group_costs_its_directory_reads_never_rewrites(
@@ -299,7 +332,7 @@ def _rewritten(change: Callable[[bytes], bytes]) -> Callable[[Path], None]:
         pytest.param(_rewritten(lambda b: b + b"{}"), id="longer"),
         pytest.param(_rewritten(lambda b: b.partition(b"\n")[0] + b"\n"), id="head-only"),
         pytest.param(_rewritten(lambda b: b.replace(b"\n", b" ")), id="no-line-break"),
-        pytest.param(_rewritten(lambda b: b.replace(b":3,", b":4,", 1)), id="other-version"),
+        pytest.param(_rewritten(lambda b: b.replace(b":4,", b":5,", 1)), id="other-version"),
         pytest.param(_rewritten(lambda b: b.replace(b"null", b'"\xff"', 1)), id="not-utf-8"),
         pytest.param(_rewritten(lambda b: b.replace(b"null", DEEP, 1)), id="nested-deep"),
         pytest.param(_resized(lambda n: n[:-1]), id="a-size-short"),
@@ -352,7 +385,7 @@ def test_two_directories_of_one_name_make_the_cache_untrusted(src: Path, dst: Pa
     redactor, texts = raw(dst)
     line = orjson.dumps(
         {
-            "version": 3,
+            "version": 4,
             "redactor": redactor,
             "dirs": ["d1", "d1"],
             "sizes": [len(texts["d1"]), len(texts["d2"])],
@@ -394,17 +427,18 @@ def test_a_cache_naming_a_directory_outside_the_destination_is_untrusted(
     assert victim.read_bytes() == b"precious" and groups(dst).keys() == {"", "d0", "d1", "d2"}
 
 
+@pytest.mark.parametrize("form", [pack_group, orjson.dumps], ids=["packed", "wide"])
 @pytest.mark.parametrize(
     "name", ["../../outside/victim", "..", ".", "", "x/../../../outside/victim"]
 )
 def test_a_group_naming_a_file_outside_its_directory_never_steers_a_removal(
-    src: Path, dst: Path, tmp_path: Path, name: str
+    src: Path, dst: Path, tmp_path: Path, name: str, form: Callable[[object], bytes]
 ) -> None:
     run(src, dst, delete=True)
     victim = write(tmp_path / "outside" / "victim", b"precious")
     _, texts = raw(dst)
-    group = {**orjson.loads(texts["d0"]), name: _victim_entry(victim)}
-    write_cache(dst, None, {**texts, "d0": orjson.dumps(group)})
+    group = {**unpack_group(texts["d0"]), name: _victim_entry(victim)}
+    write_cache(dst, None, {**texts, "d0": form(group)})
     (src / "d0" / "f3.txt").unlink()  # the group is then not found as it was: leftovers
     report = run(src, dst, delete=True)
     assert report.deleted == ["d0/f3.txt"] and report.errors == []
@@ -476,7 +510,9 @@ def test_non_utf8_names_round_trip_through_the_groups(tmp_path: Path, dst: Path)
     )
     data = (dst / CACHE_NAME).read_bytes()
     assert b"\\u0000" in data.partition(b"\n")[0]  # an encoded directory name in the head
-    assert b"\\u0000" in data.partition(b"\n")[2]  # and an encoded name in a group
+    odd = "\0" + base64.b64encode(b"d\xff").decode()  # the head's spelling of the directory
+    # A packed group holds a name as the file system spells it: its own bytes.
+    assert sorted(groups(dst)[odd]) == sorted(os.fsdecode(n) for n in (b"f\xfe.txt", b"plain.txt"))
     report = run(src, dst)
     assert report.unchanged == 3 and report.copied == []
     with open(raw_src + b"/d\xff/f\xfe.txt", "ab") as f:
@@ -489,7 +525,7 @@ def test_non_utf8_names_round_trip_through_the_groups(tmp_path: Path, dst: Path)
 def test_a_value_that_is_no_entry_is_dropped_and_the_cache_converges(src: Path, dst: Path) -> None:
     run(src, dst, delete=True)
     redactor, texts = raw(dst)
-    group = orjson.loads(texts["d2"])
+    group: dict[str, object] = {**unpack_group(texts["d2"])}
     group["ghost.txt"] = "not an entry"  # no such file in the source
     texts["d2"] = orjson.dumps(group)
     write_cache(dst, redactor, texts)
@@ -606,3 +642,27 @@ def test_a_cache_another_user_made_is_untrusted(tmp_path: Path) -> None:
     # Its own cache now, trusted: b, which no cache of its own recorded, stays for good.
     report = run(src, dst, delete=True)
     assert report.delete_skipped is None and report.deleted == [] and (dst / "b").exists()
+
+
+def test_a_cache_file_too_long_to_be_one_is_never_read_whole(
+    src: Path, dst: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1 GiB with no line break (sparse: no disk) is no cache a mirror wrote: untrusted
+    after its first 64 MiB, every file compared, and the pass holds no more than that."""
+    run(src, dst)
+    state = dest_state(dst)
+    with open(dst / CACHE_NAME, "r+b") as f:
+        f.truncate(0)
+        f.truncate(1 << 30)
+    spy = SourceReads(monkeypatch, src)
+    tracemalloc.start()
+    try:
+        report = run(src, dst)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert report.copied == [] and report.unchanged == 13 and len(spy.opens) == 13
+    assert peak < 160 << 20 and dest_state(dst) == state
+    monkeypatch.undo()
+    spy = SourceReads(monkeypatch, src)
+    assert run(src, dst).unchanged == 13 and spy.opens == []  # rebuilt: read-free again
