@@ -9,12 +9,12 @@ from typing import Any
 
 from sessionstore._display import escape
 from sessionstore._fs import read as fsread
+
+# Defined beside the bounded reads: the mirror's walk refuses a marker with no JSON import.
+from sessionstore._fs.read import MAX_MARKER_BYTES as MAX_MARKER_BYTES
 from sessionstore._orjson import orjson
 from sessionstore.errors import InvalidInput
 
-# A marker is a small document; anything bigger is almost certainly not one and
-# reading it whole would let a stray file stall a listing.
-MAX_MARKER_BYTES = 64 * 1024 * 1024
 # Levels of JSON that outputs may put around a file's object (with room to spare):
 # a file nested deeper than orjson's 254-level limit minus this is torn.
 ENVELOPE_DEPTH = 8

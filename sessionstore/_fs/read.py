@@ -42,6 +42,10 @@ __all__ = [
     "read_pid",
 ]
 
+# A marker is a small document; anything bigger is almost certainly not one and
+# reading it whole would let a stray file stall a listing. (Here, not in `_json`, so
+# that the mirror's walk can refuse one without importing a JSON library.)
+MAX_MARKER_BYTES = 64 * 1024 * 1024
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
 _CHUNK = 1 << 16

@@ -13,11 +13,13 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from sessionstore._display import escape
-from sessionstore._json import dumps_exact
 from sessionstore.errors import InvalidInput, SessionStoreError, StorageError
+
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
+if TYPE_CHECKING:
+    from typing import Any
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 
@@ -56,6 +58,8 @@ def emit_json(value: Any) -> None:
     Exact, except that a name that is not UTF-8 (a file name's raw bytes,
     which JSON cannot carry) has its undecodable bytes written `\\xNN`.
     """
+    from sessionstore._json import dumps_exact  # on use: a pass without --json imports no orjson
+
     sys.stdout.buffer.write(dumps_exact(value))
     sys.stdout.flush()
 

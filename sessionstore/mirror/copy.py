@@ -29,13 +29,21 @@ import os
 import stat
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
 
-from sessionstore import _json as jsonio
-from sessionstore._orjson import orjson
-
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from sessionstore.redact.redactor import Redactor
+
+    class Sink(Protocol):
+        """Where the redacted bytes go; `feed` returns False to stop reading early.
+
+        `data` may be a view of a chunk the redactor holds: keep it, never change it.
+        """
+
+        def feed(self, data: bytes | memoryview) -> bool: ...
+
 
 # CLOCK_REALTIME_COARSE is in `time` only from Python 3.13; the Linux value is 5.
 CLOCK_COARSE: int = getattr(time, "CLOCK_REALTIME_COARSE", 5)
@@ -71,15 +79,6 @@ class Unstable(Exception):
 
 class Vanished(Exception):
     """The file disappeared between listing and open; skipped quietly."""
-
-
-class Sink(Protocol):
-    """Where the redacted bytes go; `feed` returns False to stop reading early.
-
-    `data` may be a view of a chunk the redactor holds: keep it, never change it.
-    """
-
-    def feed(self, data: bytes | memoryview) -> bool: ...
 
 
 def open_source(
@@ -201,6 +200,9 @@ class Write:
 
 def json_object_problem(data: bytes) -> str | None:
     """Why `data` is not a JSON object, in words that never quote the content."""
+    from sessionstore import _json as jsonio  # on use (a marker): a no-op pass needs no JSON
+    from sessionstore._orjson import orjson
+
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:

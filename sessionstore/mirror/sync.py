@@ -14,9 +14,8 @@ import functools
 import os
 import stat
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from sessionstore._json import MAX_MARKER_BYTES
+from sessionstore._fs.read import MAX_MARKER_BYTES
 from sessionstore.errors import RedactionUnsafe
 from sessionstore.format.names import MARKERS
 from sessionstore.mirror import copy as rd
@@ -24,13 +23,15 @@ from sessionstore.mirror.cache_file import Stored
 from sessionstore.mirror.cache_group import ENTRY_LEN, Group, dest_sig, is_entry
 from sessionstore.mirror.report import UNSTABLE_MARKER, PassReport
 from sessionstore.storage.local_tree import LocalDir, LocalTree, describe
-from sessionstore.storage.tree import Sealed, Writer
+from sessionstore.storage.tree import Sealed
 
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
     from sessionstore.mirror.config import PassConfig
     from sessionstore.mirror.frame import Frame
     from sessionstore.redact.redactor import Redactor
     from sessionstore.storage.journal import Claim
+    from sessionstore.storage.tree import Writer
     from sessionstore.storage.trees import DestTree
 
 _S_ISREG = stat.S_ISREG
