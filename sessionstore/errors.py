@@ -37,7 +37,10 @@ Warnings (`warnings.warn`, not raised):
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class SessionStoreError(Exception):

@@ -29,12 +29,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar
 
 from sessionstore._fs import read as fsread
 from sessionstore._fs.tree import remove_tree_at
-from sessionstore._fs.walk import walk
 from sessionstore._proc import process_alive
+
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 TEMP_PREFIX = ".sstmp-"
 # The format's modes (docs/format.md), re-exported by `sessionstore.format.names`: they
@@ -189,9 +193,6 @@ def write_atomic(
         f.write(data)
 
 
-T = TypeVar("T")
-
-
 def build_dir(
     parent_fd: int,
     build: Callable[[int, str], T],
@@ -295,6 +296,8 @@ def sweep_tree_at(
     entered. With `durable`, a directory a temp left is fsynced at once, so a
     caller that then records "swept" cannot see the temp come back.
     """
+    from sessionstore._fs.walk import walk  # on use: a pass that sweeps nothing needs no walk
+
     problems: list[tuple[str, str]] = []
     cutoff = time.time() - older_than
     for entry in walk(root_fd, descend=lambda e: not is_temp_name(e.name)):

@@ -26,10 +26,13 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import Any
 
 from sessionstore.cli.early import STORE_ENV, leading_store
 from sessionstore.cli.plain import EXIT_INTERRUPTED, Usage, failure_message
+
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
+if TYPE_CHECKING:
+    from typing import Any
 
 # Option -> parameter, as cli.mirror declares them.
 _FLAGS = {

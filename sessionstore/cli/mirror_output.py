@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING, Any
 
 from sessionstore._display import escape
 
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
+    from typing import Any
+
     from sessionstore.mirror.report import PassReport
 
 QUIET, NORMAL, VERBOSE = -1, 0, 1

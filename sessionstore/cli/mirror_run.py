@@ -21,7 +21,6 @@ import gc
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from sessionstore._display import escape
 from sessionstore.cli.mirror_output import NORMAL, QUIET, VERBOSE, print_summary
@@ -29,8 +28,10 @@ from sessionstore.cli.plain import Usage, emit_json, secrets_file_input
 from sessionstore.errors import InvalidInput, SessionNotFound
 from sessionstore.store.target import STORE_ENV, resolve_destination
 
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
     import threading
+    from typing import Any
 
     from sessionstore.mirror.mirror import Mirror, PassReport
     from sessionstore.redact.redactor import Redactor

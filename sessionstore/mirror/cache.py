@@ -52,7 +52,6 @@ attack away from the secret itself.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
 
 from sessionstore.mirror.cache_file import MASK, SHIFT, Stored, chunks, read
 from sessionstore.mirror.cache_group import (
@@ -64,7 +63,10 @@ from sessionstore.mirror.cache_group import (
     parse_group,
 )
 
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
+    from typing import Any
+
     from sessionstore.redact.redactor import Redactor
     from sessionstore.storage.tree import RootFile, Tree
 

@@ -27,7 +27,6 @@ import functools
 import operator
 import stat
 from collections.abc import Callable, Container
-from typing import TYPE_CHECKING
 
 from sessionstore._fs.atomic import TEMP_PREFIX
 from sessionstore.format.names import MARKERS, record_number
@@ -38,6 +37,7 @@ from sessionstore.mirror.layout import DIRTY_NAME, RESERVED_PREFIX, STORE_OWNED
 from sessionstore.storage import journal
 from sessionstore.storage.local_tree import LocalDir, describe
 
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
     from sessionstore.mirror.walk import Pass
     from sessionstore.storage.trees import DestTree

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from sessionstore._fs.atomic import TEMP_PREFIX
 from sessionstore.errors import RedactionUnsafe
 from sessionstore.format.names import CONSTRAINTS, INDEX, MANIFEST, REPORT
 
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
     from sessionstore.redact.redactor import Redactor
 

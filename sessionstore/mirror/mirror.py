@@ -46,7 +46,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from sessionstore._fs import read as fsread
 from sessionstore.errors import InvalidInput
@@ -58,6 +57,7 @@ from sessionstore.mirror.layout import DIRTY_NAME, RESERVED_PREFIX
 from sessionstore.mirror.report import PassReport
 from sessionstore.mirror.walk import Pass
 
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
     from sessionstore.mirror.daemon import Daemon, PassCallback, WatchConfig
     from sessionstore.mirror.exclude import Exclude

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Any
+
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
+if TYPE_CHECKING:
+    from typing import Any
 
 # The reason a marker is held back with when it is itself unstable ("unstable: REASON").
 UNSTABLE_MARKER = "unstable: "
 
 
-@dataclass
 class PassReport:
     """What one pass did. Paths are destination (name-redacted) paths relative to its root.
 
@@ -20,23 +21,24 @@ class PassReport:
     the change was not applied. `new` is the part of `copied` the destination
     did not hold, `created_dirs` the directories the pass created ("" the
     root). With `dry_run` nothing was written: the lists say what the pass
-    would have done.
+    would have done. (A plain class, not a dataclass: see `config.PassConfig`.)
     """
 
-    dry_run: bool = False
-    source_missing: bool = False
-    copied: list[str] = field(default_factory=list)
-    new: list[str] = field(default_factory=list)
-    created_dirs: list[str] = field(default_factory=list)
-    unchanged: int = 0
-    unstable: list[dict[str, str]] = field(default_factory=list)
-    held_back: list[dict[str, str]] = field(default_factory=list)
-    skipped: list[dict[str, str]] = field(default_factory=list)
-    diverged: list[dict[str, Any]] = field(default_factory=list)
-    errors: list[dict[str, str]] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    delete_skipped: str | None = None
-    duration: float = 0.0
+    def __init__(self) -> None:
+        self.dry_run = False
+        self.source_missing = False
+        self.copied: list[str] = []
+        self.new: list[str] = []
+        self.created_dirs: list[str] = []
+        self.unchanged = 0
+        self.unstable: list[dict[str, str]] = []
+        self.held_back: list[dict[str, str]] = []
+        self.skipped: list[dict[str, str]] = []
+        self.diverged: list[dict[str, Any]] = []
+        self.errors: list[dict[str, str]] = []
+        self.deleted: list[str] = []
+        self.delete_skipped: str | None = None
+        self.duration = 0.0
 
     @property
     def ok(self) -> bool:

@@ -9,12 +9,12 @@ entered as a frame of its own with its destination directories above it.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from sessionstore.mirror.cache import join
 from sessionstore.mirror.frame import Frame
 from sessionstore.storage.local_tree import OPEN_DIR, LocalDir
 
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
     from sessionstore.mirror.walk import Pass
 

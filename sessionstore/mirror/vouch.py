@@ -16,9 +16,11 @@ group to name it by: the parent lists it, and adopts its clean subdirectories.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, NoReturn
 
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
     from sessionstore.mirror.claims import Claims
     from sessionstore.mirror.frame import Child, Frame
     from sessionstore.mirror.walk import Pass

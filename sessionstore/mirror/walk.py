@@ -40,7 +40,6 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING
 
 from sessionstore._fs.atomic import TEMP_PREFIX
 from sessionstore.format.names import MANIFEST, MARKERS, REPORT
@@ -64,6 +63,7 @@ from sessionstore.mirror.sync import FileOps
 from sessionstore.storage.local_tree import OPEN_DIR, describe
 from sessionstore.storage.trees import make_tree
 
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
     from sessionstore.mirror.config import PassConfig
     from sessionstore.storage.journal import Claim

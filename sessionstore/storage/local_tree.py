@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from sessionstore._fs import read as fsread
 from sessionstore._fs.atomic import AtomicFile, publish_once, sweep_tree_at, write_all
@@ -25,10 +24,11 @@ from sessionstore.storage.local_tree_dirs import (
     describe,
 )
 from sessionstore.storage.local_tree_root import LocalRoot
-from sessionstore.storage.tree import Sealed, Writer
+from sessionstore.storage.tree import Sealed
 
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
-    from sessionstore.storage.tree import Tree
+    from sessionstore.storage.tree import Tree, Writer
 
 __all__ = ["OPEN_DIR", "UNKNOWN", "LocalDir", "LocalTree", "describe"]
 

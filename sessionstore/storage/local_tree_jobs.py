@@ -10,11 +10,11 @@ temp: the bookkeeping is the caller's, when the job comes back.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from sessionstore._fs.atomic import fsync_dir
 from sessionstore.storage.local_tree_dirs import _OPEN, LocalDir
 
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
     from sessionstore._fs.atomic import AtomicFile
 

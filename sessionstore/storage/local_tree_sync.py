@@ -50,15 +50,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from sessionstore._fs.atomic import publish_once
-from sessionstore._fs.pool import Pool
 from sessionstore.storage.local_tree_dirs import _UNKNOWN, LocalDir, LocalDirs, describe
 from sessionstore.storage.local_tree_jobs import DIR, FILE, MARKER, Job
 
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
     from sessionstore._fs.atomic import AtomicFile
+    from sessionstore._fs.pool import Pool
 
 # Threads that wait in fsync. Measured on ext4 (docs/benchmarks.md): 16 concurrent
 # fsyncs of small new files take ~0.3 ms each against ~1 ms one at a time; more
@@ -113,6 +113,9 @@ class LocalSync(LocalDirs):
                 pool = self._pool
                 if self._round:
                     if pool is None:
+                        # On first use: a pass that syncs nothing imports no pool (nor typing).
+                        from sessionstore._fs.pool import Pool
+
                         pool = self._pool = Pool(POOL_THREADS, "sessionstore-fsync")
                     jobs, self._round = self._round, []
                     queued = 0

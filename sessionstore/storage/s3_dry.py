@@ -23,7 +23,10 @@ from sessionstore.storage.dry import Count, DryChanges
 from sessionstore.storage.local_tree_dirs import LocalDir
 from sessionstore.storage.s3_tree import S3Tree
 from sessionstore.storage.s3_tree_io import object_key, object_stat
-from sessionstore.storage.tree import Writer
+
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
+if TYPE_CHECKING:
+    from sessionstore.storage.tree import Writer
 
 __all__ = ["S3DryTree"]
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path, PosixPath
-from typing import TYPE_CHECKING
 
 from sessionstore.errors import StorageError
 
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
     from sessionstore.storage.s3_config import S3Url
 

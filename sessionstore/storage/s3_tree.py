@@ -42,11 +42,11 @@ from sessionstore.storage.s3_tree_io import (
     object_stat,
     put_later,
 )
-from sessionstore.storage.tree import BytesFile, ErrorSink, Sealed, Writer
+from sessionstore.storage.tree import BytesFile, ErrorSink, Sealed
 
 if TYPE_CHECKING:
     from sessionstore.storage.journal import Claim
-    from sessionstore.storage.tree import Tree
+    from sessionstore.storage.tree import Tree, Writer
 
 __all__ = ["S3Dest", "S3Tree"]
 

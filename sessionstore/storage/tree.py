@@ -30,33 +30,9 @@ a pass is refused before anything is written to it.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Protocol, TypeVar
-
-if TYPE_CHECKING:
-    from sessionstore.storage.journal import Claim
+from collections.abc import Callable
 
 ErrorSink = Callable[[str, str], None]  # (destination path, one-line problem)
-
-
-class Writer(Protocol):
-    """What `commit_file`'s `fill` writes the bytes into (a local `AtomicFile`, an upload)."""
-
-    def write(self, data: bytes | memoryview, /) -> None: ...
-
-
-class RootFile(Protocol):
-    """A file at the root read by offset (the change cache: each directory's part when
-    the pass reaches it, never the whole file at once)."""
-
-    size: int  # when it was opened
-
-    def read_at(self, offset: int, n: int) -> bytes:
-        """Up to `n` bytes at `offset` (fewer only at the end; `OSError` if unreadable)."""
-        ...
-
-    def close(self) -> None: ...
 
 
 class BytesFile:
@@ -77,150 +53,176 @@ class Sealed(Exception):
     """`commit_marker` found its name taken: the record was sealed by another writer."""
 
 
-class Dir(Protocol):
-    """A directory of the tree (a prefix): where it sits and what the pass learnt about it."""
+# The protocols are for mypy: defined only when it reads them, so that a pass imports no
+# `typing` (its start-up, issue 16). Nothing subclasses them or checks an instance
+# against them at run time.
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterable
+    from typing import Protocol, TypeVar
 
-    name: str
-    rel: str  # its path from the root ("" for the root)
-    created: bool  # made by this pass: it holds nothing the pass did not write
+    from sessionstore.storage.journal import Claim
 
+    class Writer(Protocol):
+        """What `commit_file`'s `fill` writes the bytes into (a local `AtomicFile`, an upload)."""
 
-D = TypeVar("D", bound=Dir)  # the backend's own directory type
+        def write(self, data: bytes | memoryview, /) -> None: ...
 
+    class RootFile(Protocol):
+        """A file at the root read by offset (the change cache: each directory's part when
+        the pass reaches it, never the whole file at once)."""
 
-class Tree(Protocol[D]):
-    """The operations a mirror pass performs on its destination, and only those.
+        size: int  # when it was opened
 
-    One per pass; not thread-safe. Each method taking a directory may create
-    nothing but what it says; errors about a directory go to the error sink.
-    """
+        def read_at(self, offset: int, n: int) -> bytes:
+            """Up to `n` bytes at `offset` (fewer only at the end; `OSError` if unreadable)."""
+            ...
 
-    root: D
+        def close(self) -> None: ...
 
-    def open_root(self, path: str) -> bool:
-        """Open (creating if missing) the destination root; False (reported) if unusable."""
-        ...
+    class Dir(Protocol):
+        """A directory of the tree (a prefix): where it sits and what the pass learnt about it."""
 
-    def identity(self) -> tuple[int, int]:
-        """Something that identifies the root (a local (dev, ino)), to skip it in the source."""
-        ...
+        name: str
+        rel: str  # its path from the root ("" for the root)
+        created: bool  # made by this pass: it holds nothing the pass did not write
 
-    def entry(self, d: D, name: str, key: str) -> os.stat_result | None:
-        """The metadata of entry `name` of `d` (`key`: its path from the root); None if absent.
+    D = TypeVar("D", bound=Dir)  # the backend's own directory type
 
-        Never follows a symlink at `name`. The no-op pass's one call per file.
+    class Tree(Protocol[D]):
+        """The operations a mirror pass performs on its destination, and only those.
+
+        One per pass; not thread-safe. Each method taking a directory may create
+        nothing but what it says; errors about a directory go to the error sink.
         """
-        ...
 
-    def lstat(self, d: D, name: str) -> os.stat_result | None:
-        """`entry` for callers without the key at hand (markers, --delete)."""
-        ...
+        root: D
 
-    def present(self, d: D) -> bool:
-        """Whether `d` exists as a directory, creating it (and its parents) if missing."""
-        ...
+        def open_root(self, path: str) -> bool:
+            """Open (creating if missing) the destination root; False (reported) if unusable."""
+            ...
 
-    def open_file(self, d: D, name: str) -> int | None:
-        """A read handle on a regular file (never a symlink, never blocking), else None."""
-        ...
+        def identity(self) -> tuple[int, int]:
+            """Something that identifies the root (a local (dev, ino)), to skip it in the source."""
+            ...
 
-    def reach(self, d: D, *, quiet: bool = False) -> bool:
-        """Whether `d` exists and is usable; a bad one is reported once unless `quiet`."""
-        ...
+        def entry(self, d: D, name: str, key: str) -> os.stat_result | None:
+            """The metadata of entry `name` of `d` (`key`: its path from the root); None if absent.
 
-    def check(self, d: D) -> bool:
-        """Whether `d` and its parents still sit where they were found (before a change)."""
-        ...
+            Never follows a symlink at `name`. The no-op pass's one call per file.
+            """
+            ...
 
-    def read(self, fd: int, n: int) -> bytes:
-        """Up to `n` bytes of an open handle (fewer only at its end)."""
-        ...
+        def lstat(self, d: D, name: str) -> os.stat_result | None:
+            """`entry` for callers without the key at hand (markers, --delete)."""
+            ...
 
-    def fstat(self, fd: int) -> os.stat_result:
-        """The metadata of an open handle."""
-        ...
+        def present(self, d: D) -> bool:
+            """Whether `d` exists as a directory, creating it (and its parents) if missing."""
+            ...
 
-    def close_file(self, fd: int) -> None:
-        """Release a handle from `open_file`."""
-        ...
+        def open_file(self, d: D, name: str) -> int | None:
+            """A read handle on a regular file (never a symlink, never blocking), else None."""
+            ...
 
-    def open_root_file(self, name: str) -> RootFile | None:
-        """A regular file at the root (the change cache), open for reads by offset, else
-        None (also, on a local tree, when another user made it: storage/local_tree_root)."""
-        ...
+        def reach(self, d: D, *, quiet: bool = False) -> bool:
+            """Whether `d` exists and is usable; a bad one is reported once unless `quiet`."""
+            ...
 
-    def put_root_file(self, name: str, chunks: Iterable[bytes], mode: int) -> None:
-        """Replace a file at the root atomically with the concatenated `chunks`.
+        def check(self, d: D) -> bool:
+            """Whether `d` and its parents still sit where they were found (before a change)."""
+            ...
 
-        An error raised while `chunks` is consumed propagates and leaves the old file.
-        """
-        ...
+        def read(self, fd: int, n: int) -> bytes:
+            """Up to `n` bytes of an open handle (fewer only at its end)."""
+            ...
 
-    def commit_file(
-        self, d: D, name: str, mode: int, fill: Callable[[Writer], None]
-    ) -> os.stat_result | None:
-        """Write `name` atomically from `fill`; its metadata, or None if `d` is unusable.
+        def fstat(self, fd: int) -> os.stat_result:
+            """The metadata of an open handle."""
+            ...
 
-        Readers see the old file or the new one, never a part. Errors of
-        `fill` propagate and leave nothing behind.
-        """
-        ...
+        def close_file(self, fd: int) -> None:
+            """Release a handle from `open_file`."""
+            ...
 
-    def commit_marker(
-        self, d: D, name: str, mode: int, fill: Callable[[Writer], None]
-    ) -> os.stat_result | None:
-        """`commit_file` only if `name` is absent; raises `Sealed` if it is taken."""
-        ...
+        def open_root_file(self, name: str) -> RootFile | None:
+            """A regular file at the root (the change cache), open for reads by offset, else
+            None (also, on a local tree, when another user made it: storage/local_tree_root)."""
+            ...
 
-    def unconfirmed(self, d: D) -> bool:
-        """Whether a write below `d` failed after `commit_file` returned (before a marker)."""
-        ...
+        def put_root_file(self, name: str, chunks: Iterable[bytes], mode: int) -> None:
+            """Replace a file at the root atomically with the concatenated `chunks`.
 
-    def fchmod(self, d: D, fd: int, mode: int) -> None:
-        """Set the permission bits of an open file of `d`."""
-        ...
+            An error raised while `chunks` is consumed propagates and leaves the old file.
+            """
+            ...
 
-    def unlink(self, d: D, name: str) -> bool:
-        """Remove a file; False if it was gone or `d` is unusable."""
-        ...
+        def commit_file(
+            self, d: D, name: str, mode: int, fill: Callable[[Writer], None]
+        ) -> os.stat_result | None:
+            """Write `name` atomically from `fill`; its metadata, or None if `d` is unusable.
 
-    def rmdir(self, d: D, name: str) -> bool:
-        """Remove an empty directory; False otherwise."""
-        ...
+            Readers see the old file or the new one, never a part. Errors of
+            `fill` propagate and leave nothing behind.
+            """
+            ...
 
-    def sweep(self) -> bool:
-        """After an interrupted pass: remove its dead temps anywhere in the tree.
+        def commit_marker(
+            self, d: D, name: str, mode: int, fill: Callable[[Writer], None]
+        ) -> os.stat_result | None:
+            """`commit_file` only if `name` is absent; raises `Sealed` if it is taken."""
+            ...
 
-        False when part of the tree could not be swept (reported through the error
-        sink): the pass then leaves the in-progress flag for the next one.
-        """
-        ...
+        def unconfirmed(self, d: D) -> bool:
+            """Whether a write below `d` failed after `commit_file` returned (before a marker)."""
+            ...
 
-    def set_flag(self, name: str) -> None:
-        """Create the in-progress flag at the root, durably if asked (a local tree then
-        appends a claim to it for each file it commits: storage/journal.py)."""
-        ...
+        def fchmod(self, d: D, fd: int, mode: int) -> None:
+            """Set the permission bits of an open file of `d`."""
+            ...
 
-    def claims(self, name: str) -> dict[str, list[Claim]]:
-        """The claims an interrupted pass left in the in-progress flag `name`, by path."""
-        ...
+        def unlink(self, d: D, name: str) -> bool:
+            """Remove a file; False if it was gone or `d` is unusable."""
+            ...
 
-    def reset_claims(self, claims: dict[str, list[Claim]]) -> None:
-        """Leave only `claims` in the flag this pass set (the cache holds the others)."""
-        ...
+        def rmdir(self, d: D, name: str) -> bool:
+            """Remove an empty directory; False otherwise."""
+            ...
 
-    def clear_flag(self, name: str) -> None:
-        """Remove the flag (absent is fine)."""
-        ...
+        def sweep(self) -> bool:
+            """After an interrupted pass: remove its dead temps anywhere in the tree.
 
-    def flush(self) -> None:
-        """Make everything committed so far durable (before a record's marker)."""
-        ...
+            False when part of the tree could not be swept (reported through the error
+            sink): the pass then leaves the in-progress flag for the next one.
+            """
+            ...
 
-    def close(self, d: D) -> None:
-        """The pass is done with `d`: flush it if it changed, release it."""
-        ...
+        def set_flag(self, name: str) -> None:
+            """Create the in-progress flag at the root, durably if asked (a local tree then
+            appends a claim to it for each file it commits: storage/journal.py)."""
+            ...
 
-    def close_all(self) -> None:
-        """End of pass: flush what is left and release everything."""
-        ...
+        def claims(self, name: str) -> dict[str, list[Claim]]:
+            """The claims an interrupted pass left in the in-progress flag `name`, by path."""
+            ...
+
+        def reset_claims(self, claims: dict[str, list[Claim]]) -> None:
+            """Leave only `claims` in the flag this pass set (the cache holds the others)."""
+            ...
+
+        def clear_flag(self, name: str) -> None:
+            """Remove the flag (absent is fine)."""
+            ...
+
+        def flush(self) -> None:
+            """Make everything committed so far durable (before a record's marker)."""
+            ...
+
+        def close(self, d: D) -> None:
+            """The pass is done with `d`: flush it if it changed, release it."""
+            ...
+
+        def close_all(self) -> None:
+            """End of pass: flush what is left and release everything."""
+            ...

@@ -7,12 +7,14 @@ the S3 tree (and obstore).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeAlias
 
 from sessionstore.storage.local_tree import LocalDir, LocalTree
 from sessionstore.storage.tree import ErrorSink
 
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from sessionstore.storage.s3_tree import S3Tree
     from sessionstore.storage.s3_tree_io import S3Dest
 

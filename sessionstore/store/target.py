@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from sessionstore.errors import AmbiguousTarget, InvalidId, InvalidInput, SessionNotFound
 from sessionstore.format.names import MANIFEST, is_id, validate_id
 from sessionstore.storage.s3_path import S3Path, s3_root, split_session_url
 
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
     from sessionstore.store.session import Session
 
