@@ -277,6 +277,7 @@ class FileOps:
         """The destination's (size, mtime, ino) if it already holds exactly these bytes.
 
         `fix_mode`: the permission bits it must have (set if not); None leaves them.
+        A file with other bits and another name is not the same: it is replaced.
         """
         dfd = self.tree.open_file(dest, dname)
         if dfd is None:
@@ -291,6 +292,11 @@ class FileOps:
             if not (same and sink.at_eof()):
                 return None
             if fix_mode is not None and stat.S_IMODE(dst.st_mode) != fix_mode:
+                if dst.st_nlink > 1:
+                    # A chmod changes the inode, so every name of it: another one (a
+                    # `cp -al` snapshot of the destination) may be outside both trees.
+                    # A new file (temp and rename) leaves the other name as it was.
+                    return None
                 self.tree.fchmod(dest, dfd, fix_mode)
             return dest_sig(dst)
         finally:
