@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -98,9 +99,27 @@ class Watcher:
         self.observer.start()
 
     def healthy(self) -> bool:
-        """Whether the observer thread and every emitter thread are still alive."""
-        observer = self.observer
-        return observer.is_alive() and all(e.is_alive() for e in observer.emitters)
+        """Whether the observer thread and every thread of watchdog's it relies on are alive.
+
+        Not only the observer's and the emitters': watchdog reads inotify in a
+        thread of its own, and an exception there (a RecursionError walking a
+        directory chain ~1000 deep that was moved in) ends that thread alone,
+        while the others wait on for events that will never come.
+        """
+        return self.observer.is_alive() and all(t.is_alive() for t in self._started_threads())
+
+    def _started_threads(self) -> list[threading.Thread]:
+        """The observer, its emitters, and every thread either holds, once started.
+
+        Found by type, not by name: watchdog keeps its inotify reader in a private
+        attribute whose name and owner change between releases (each emitter's
+        `_inotify` up to 6.x, the observer's `_inotify_fd` in 7.x). Copied with
+        `list` before iterating: the observer's threads may change them meanwhile.
+        """
+        owners: list[Any] = [self.observer, *list(self.observer.emitters)]
+        held = [value for owner in owners for value in list(vars(owner).values())]
+        threads = [t for t in (*owners, *held) if isinstance(t, threading.Thread)]
+        return [t for t in threads if t.ident is not None]  # never started: not dead either
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop watching and join the thread (never started: nothing to join)."""

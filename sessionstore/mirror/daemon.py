@@ -9,8 +9,8 @@ pass reports unstable or held back are retried with a backoff.
 Events are lost in ways nobody reports: inotify queue overflow, a new
 directory that could not be watched (max_user_watches), an observer thread
 that died. So a full pass runs every `full_every` seconds regardless, and at
-once on any sign of trouble: a warning or error logged by watchdog, or an
-observer thread that is no longer alive.
+once on any sign of trouble: a warning or error logged by watchdog, or a
+watchdog thread that is no longer alive (`Watcher.healthy`).
 
 One daemon per destination (`sessionstore.mirror.lock`). Stopping (the stop
 event, SIGINT or SIGTERM in the CLI) ends watching and runs one final full

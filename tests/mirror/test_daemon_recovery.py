@@ -1,0 +1,57 @@
+"""The daemon recovers when a watchdog thread dies: a real daemon process, a real deep tree.
+
+A directory chain deeper than the interpreter's recursion limit, moved into the
+source whole, kills watchdog's inotify reader thread (it walks the chain to
+watch it, recursively before Python 3.12); the observer and emitter threads
+live on and report nothing ever again.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from mirror_helpers import DaemonProcess, make_deep, remove_deep, write
+
+pytestmark = pytest.mark.timeout(120)
+
+TOO_DEEP = sys.getrecursionlimit() + 100  # the daemon runs this interpreter, with its limit
+# A hang guard on each pass, far below the periodic full pass (an hour here):
+# the dead thread is noticed within a second, and polling passes come every 2 s.
+GUARD = 20.0
+
+
+def test_files_written_after_the_inotify_reader_died_are_mirrored_at_once(
+    src: Path, dst: Path, tmp_path: Path
+) -> None:
+    src.mkdir()
+    stage = tmp_path / "stage"
+    make_deep(stage, TOO_DEEP)
+    daemon = DaemonProcess(src, dst, "--json", "--full-every", "3600")
+    try:
+        assert daemon.next()["pass"] == "initial"
+        os.rename(stage, src / "chain")  # the reader's walk of it fails: the reader is gone
+        write(src / "late.txt", b"written after the reader died")  # queued after the move
+        for _ in range(10):  # a full pass at once, then one every 2 s (polling)
+            report = daemon.next(timeout=GUARD)
+            if "late.txt" in report["copied"]:
+                break
+        else:
+            raise AssertionError("late.txt was never mirrored")
+        assert report["pass"] == "full"
+        assert daemon.running(), "the daemon exited"
+    finally:
+        code, err = daemon.stop()
+        for root in (src / "chain", dst / "chain"):
+            if root.exists():
+                remove_deep(root)
+    assert (dst / "late.txt").read_bytes() == b"written after the reader died"
+    assert code == 1, err  # the chain is deeper than the mirror goes: an error, every pass
+    lines = err.splitlines()
+    stopped = [line for line in lines if line.startswith("mirror: a watcher thread stopped")]
+    assert len(stopped) == 1 and "RecursionError" in stopped[0], err
+    # Restarted, the observer cannot walk the chain either: polling from then on, said once.
+    assert sum("cannot watch" in line for line in lines) == 1, err
+    assert "Traceback" not in err
