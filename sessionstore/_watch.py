@@ -95,8 +95,17 @@ class Watcher:
         )
 
     def start(self) -> None:
-        """Start the observer thread; `OSError` (no inotify instance) or `RecursionError`."""
-        self.observer.start()
+        """Start the observer thread; `OSError` (no inotify instance) or `RecursionError`.
+
+        A start that fails stops what watchdog had started already: its inotify
+        reader runs from the observer's creation, and the watches added before a
+        recursive walk failed stay on the instance until it is closed.
+        """
+        try:
+            self.observer.start()
+        except BaseException:
+            self.stop()
+            raise
 
     def healthy(self) -> bool:
         """Whether the observer thread and every thread of watchdog's it relies on are alive.

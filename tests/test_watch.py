@@ -114,3 +114,19 @@ def test_any_thread_of_the_watcher_that_ends_makes_it_unhealthy(tmp_path: Path) 
             assert not watcher.healthy(), kind.__name__
         finally:
             watcher.stop(timeout=SOON)
+
+
+def test_a_watcher_that_cannot_start_leaves_no_thread_or_descriptor(tmp_path: Path) -> None:
+    """watchdog starts its inotify reader with the observer; a start that fails stops it."""
+    src = tmp_path / "src"
+    make_deep(src, TOO_DEEP)
+    try:
+        threads, fds = set(threading.enumerate()), set(os.listdir("/proc/self/fd"))
+        watcher = Watcher(lambda change: None)
+        watcher.watch(str(src), recursive=True, content_only=True)
+        with pytest.raises(RecursionError):
+            watcher.start()  # its walk of the tree, in this thread
+        assert set(threading.enumerate()) == threads
+        assert set(os.listdir("/proc/self/fd")) == fds  # the inotify instance, its pipe
+    finally:
+        remove_deep(src)
