@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -75,6 +76,12 @@ class Watcher:
     def __init__(self, on_change: Callable[[Change], None]) -> None:
         from watchdog.observers import Observer  # only when watching: see the module docstring
 
+        # watchdog warns when a recursive watch adds a watch it holds already (a new
+        # directory is watched by its parent's walk, then again on its own event) or
+        # removes one already gone: bookkeeping that loses no event. Its text is the
+        # watch's repr, every watched path in it, so a secret in a name went to stderr
+        # raw, many lines per warning. Ignored for the process: one filter, added once.
+        warnings.filterwarnings("ignore", "Callback with id ", RuntimeWarning)
         self._handler = _Handler(on_change)
         # Public for tests, which stop its emitter threads to play a dead watcher.
         self.observer: BaseObserver = Observer()
