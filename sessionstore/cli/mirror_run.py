@@ -162,7 +162,7 @@ def _run_daemon(
     daemon = Daemon(the_mirror, config, progress)
 
     stop_on_signals(stop, daemon.wake)
-    threading.excepthook = _thread_error_line  # this process is ours: one line, not a traceback
+    one_line_diagnostics()
     return daemon.run(stop)
 
 
@@ -196,12 +196,44 @@ def stop_on_signals(*events: threading.Event) -> None:
         signal.signal(sig, on_signal)
 
 
+def one_line_diagnostics() -> None:
+    """Make what threads and libraries print on their own one line each, none of their text.
+
+    This process is ours (the daemon's), and such text may spell source paths in
+    forms no redaction can promise to catch: watchdog's warnings and errors hold
+    reprs of bytes paths, where a name with a secret `pässwort-...` reads
+    `p\\xc3\\xa4sswort-...`. So a line says only the kind of problem (the exception's
+    or the warning's class) and, for a warning, the code that raised it.
+    """
+    import threading
+    import warnings
+
+    threading.excepthook = _thread_error_line
+    sys.unraisablehook = _unraisable_line
+    warnings.showwarning = _warning_line
+
+
 def _thread_error_line(args: Any) -> None:
     """A watcher thread that dies (the daemon notices and restarts it) says so in one line."""
-    exc = args.exc_value
-    sys.stderr.write(
-        f"mirror: a watcher thread stopped: {escape(f'{type(exc).__name__}: {exc}')}\n"
-    )
+    sys.stderr.write(f"mirror: a watcher thread stopped: {args.exc_type.__name__}\n")
+
+
+def _unraisable_line(args: Any) -> None:
+    """An exception Python could only ignore (in a finalizer, say), in one line."""
+    sys.stderr.write(f"mirror: an error was ignored: {args.exc_type.__name__}\n")
+
+
+def _warning_line(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: Any = None,
+) -> None:
+    """A warning, in one line: its class and the code that raised it (`warnings.showwarning`)."""
+    where = escape(f"{filename}:{lineno}")
+    sys.stderr.write(f"mirror: warning: {category.__name__} at {where}\n")
 
 
 def _redactor(
