@@ -20,6 +20,7 @@ pass, so nothing written before the stop is lost.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import stat
@@ -29,7 +30,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sessionstore._display import escape
 from sessionstore._watch import Change, Watcher, preload
 from sessionstore.mirror.lock import DestLock, acquire_lock
 from sessionstore.mirror.report import PassReport
@@ -286,10 +286,11 @@ class Daemon:
         except (OSError, RecursionError) as exc:
             # Cannot watch: no inotify instances left (OSError), or a tree deeper
             # than watchdog's recursive os.walk can follow (RecursionError). The
-            # periodic full passes still converge, only latency suffers.
-            why = escape(str(exc)) if isinstance(exc, OSError) else "the tree is too deep"
-            where = escape(str(self.mirror.source))
-            logging.getLogger(__name__).warning("cannot watch %s (%s); polling only", where, why)
+            # periodic full passes still converge, only latency suffers. Said without
+            # the source's path, which may hold a secret, nor the exception's text,
+            # which may hold any path below it: only the error's name and the C library's text.
+            why = _errno_text(exc) if isinstance(exc, OSError) else "the tree is too deep"
+            logging.getLogger(__name__).warning("cannot watch the source (%s); polling only", why)
             return
         self.observer = observer
 
@@ -303,6 +304,13 @@ class Daemon:
         observer, self.observer = self.observer, None
         if observer is not None:
             observer.stop(timeout=5)
+
+
+def _errno_text(exc: OSError) -> str:
+    """`EMFILE: Too many open files`: what an OSError is, in no words of whoever raised it."""
+    if exc.errno is None:
+        return type(exc).__name__
+    return f"{errno.errorcode.get(exc.errno, exc.errno)}: {os.strerror(exc.errno)}"
 
 
 def _is_dir(path: os.PathLike[str]) -> bool:

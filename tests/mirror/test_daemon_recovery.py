@@ -54,4 +54,6 @@ def test_files_written_after_the_inotify_reader_died_are_mirrored_at_once(
     assert stopped == ["mirror: a watcher thread stopped: RecursionError"], err
     # Restarted, the observer cannot walk the chain either: polling from then on, said once.
     assert sum("cannot watch" in line for line in lines) == 1, err
+    assert "cannot watch the source (the tree is too deep); polling only" in lines
+    assert str(src) not in err  # a source path may hold a secret: never printed
     assert "Traceback" not in err
