@@ -19,14 +19,15 @@ from sessionstore.cli.common import (
     verbosity_options,
 )
 from sessionstore.cli.plain import emit_json
-from sessionstore.errors import WaitTimedOut
-from sessionstore.store.target import resolve_target
+from sessionstore.errors import SessionNotFound, WaitTimedOut
+from sessionstore.store.target import resolve_target, store_root
 
 if TYPE_CHECKING:
     from sessionstore.store.collection import Collection
     from sessionstore.store.lifecycle import Writer
     from sessionstore.store.records import Record
     from sessionstore.store.session import Session
+    from sessionstore.store.wait import SessionIdentity
 
 EXIT_TORN = 1
 EXIT_TIMED_OUT = 3
@@ -77,15 +78,16 @@ def wait(
 ) -> None:
     """Wait until a record of session TARGET is completed, and print it.
 
-    The record and its directory need not exist yet. A wait stops early when
-    the session's recorded writer (the --pid of `new`) is dead and no mirror
-    daemon is copying into it: nothing will ever complete the record. Exit
-    status: 0 the record is completed; 1 its marker is torn (not a JSON
-    object) or an error; 3 --timeout passed first, or the writer is dead.
-    With --json, a completed or torn record prints as `inspect` shows
-    records; a timeout or a dead writer prints {"n", "state": "timed_out"
-    or "writer_dead", "path", "timeout", "writer", "error"}. There is no
-    default timeout: a job that takes an hour to start is not a failure.
+    The record and its directory need not exist yet. A wait stops early when the session's
+    recorded writer (the --pid of `new`) is dead and no mirror daemon is copying into it:
+    nothing will ever complete the record. It stops with an error when the session is
+    removed or replaced by a new one of the same id: nothing will complete the record
+    either. Exit status: 0 the record is completed; 1 its marker is torn (not a JSON object)
+    or an error (the session is gone); 3 --timeout passed first, or the writer is dead. With
+    --json, a completed or torn record prints as `inspect` shows records; a timeout or a
+    dead writer prints {"n", "state": "timed_out" or "writer_dead", "path", "timeout",
+    "writer", "error"}. There is no default timeout: a job that takes an hour to start is
+    not a failure.
 
     \b
     Examples:
@@ -95,21 +97,22 @@ def wait(
     """
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
     from sessionstore.store.session import RecordState
+    from sessionstore.store.wait import identify
 
     if sum((trial is not None, attempt is not None, report)) != 1:
         raise click.UsageError("give exactly one of --trial N, --attempt K, --report")
     session = resolve_target(target, store_dir)
-    if trial is not None:
-        what, collection, n = f"trial {trial}", session.trials, trial
-    elif attempt is not None:
-        what, collection, n = f"attempt {attempt}", session.service, attempt
-    else:
-        what, collection, n = "report", None, 0
-    path = collection.path / str(n) if collection else session.path
-    if verbose:
-        _say_waiting(session, what, path, timeout)
     try:
-        record = _wait(session, collection, n, timeout)
+        # Taken before anything else: the whole wait, every slice of it, is on this session.
+        identity = identify(session)
+        what, collection, n = _waited_for(session, trial, attempt)
+        path = collection.path / str(n) if collection else session.path
+        if verbose:
+            _say_waiting(session, what, path, timeout)
+        record = _wait(session, identity, collection, n, timeout)
+    except SessionNotFound as exc:
+        # Named as the user named it, as when the session is missing at the start.
+        raise SessionNotFound(target, store_root(store_dir), hint=exc.hint) from None
     except (WaitTimedOut, _WriterDead) as exc:
         message = f"{what}: {exc}"
         if as_json:
@@ -122,6 +125,17 @@ def wait(
         raise click.ClickException(escape(f"{what} is torn: {record.path}/{record.error}"))
     if not as_json and not quiet:
         click.echo(escape(f"{what} completed: {record.path}"))
+
+
+def _waited_for(
+    session: Session, trial: int | None, attempt: int | None
+) -> tuple[str, Collection | None, int]:
+    """(what it is called, its collection or None for the report, its number or 0)."""
+    if trial is not None:
+        return f"trial {trial}", session.trials, trial
+    if attempt is not None:
+        return f"attempt {attempt}", session.service, attempt
+    return "report", None, 0
 
 
 def _say_waiting(session: Session, what: str, path: Path, timeout: float | None) -> None:
@@ -158,15 +172,25 @@ class _WriterDead(Exception):
         )
 
 
-def _wait(session: Session, collection: Collection | None, n: int, timeout: float | None) -> Record:
+def _wait(
+    session: Session,
+    identity: SessionIdentity | None,
+    collection: Collection | None,
+    n: int,
+    timeout: float | None,
+) -> Record:
     """The record once completed or torn; `WaitTimedOut` past `timeout`, `_WriterDead` as
     soon as the writer is seen dead with the record still in flight (read once more then:
-    a writer that completed it and exited is no dead writer)."""
+    a writer that completed it and exited is no dead writer); `SessionNotFound` once the
+    session is gone or replaced."""
     from sessionstore.store.lifecycle import mirror_daemon, recorded_writer
-    from sessionstore.store.wait import wait_report
+    from sessionstore.store.wait import wait_record, wait_report
 
     def once(seconds: float) -> Record:
-        return collection.wait(n, seconds) if collection else wait_report(session, seconds)
+        if collection is None:
+            return wait_report(session, seconds, identity=identity)
+        path = collection.path / str(n)
+        return wait_record(path, collection.marker, n, seconds, identity=identity)
 
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:

@@ -17,6 +17,12 @@ shows a torn prefix for a moment. So a torn marker is returned as torn only
 once it is `settle` seconds old by its mtime, or has kept the same size and
 mtime for `settle` seconds by the waiter's clock (which also covers a writer
 whose clock runs ahead). At the deadline a torn marker is returned as torn.
+
+The session is the one the wait started on: once its directory has been seen,
+each poll checks it is still there and still the same one (`SessionIdentity`),
+and a wait on a session removed or replaced (a new session made under the
+same id) raises `SessionNotFound`. A record of the replacement never answers
+a wait on the original: nothing will complete the original's record.
 """
 
 from __future__ import annotations
@@ -25,21 +31,29 @@ import logging
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sessionstore._json import MAX_MARKER_BYTES
 from sessionstore._watch import READ_ONLY_KINDS, Change, Watcher
-from sessionstore.errors import InvalidInput, StorageError, TooLarge, Unavailable, WaitTimedOut
-from sessionstore.format.names import REPORT
+from sessionstore.errors import (
+    InvalidInput,
+    SessionNotFound,
+    StorageError,
+    TooLarge,
+    Unavailable,
+    WaitTimedOut,
+)
+from sessionstore.format.names import MANIFEST, REPORT
 from sessionstore.storage.s3_path import S3Path
-from sessionstore.store.files import locate, object_of
+from sessionstore.store.files import locate, object_of, read_object
 from sessionstore.store.records import Record, RecordState, read_record
 
 if TYPE_CHECKING:
     from sessionstore.store.session import Session
 
-__all__ = ["wait_record", "wait_report"]
+__all__ = ["SessionIdentity", "identify", "wait_record", "wait_report"]
 
 POLL_INTERVAL = 1.0
 SETTLE = 1.0
@@ -128,6 +142,59 @@ def _marker_signature(path: str) -> tuple[int, int] | None:
     return st.st_size, st.st_mtime_ns
 
 
+@dataclass(frozen=True)
+class SessionIdentity:
+    """Which session directory a wait is on, so that a new one under the same name is not it.
+
+    The directory's device and inode tell a removed-and-recreated directory
+    apart until the filesystem reuses the inode; the manifest's `created_at`
+    (None for a raw workspace, or a manifest that cannot be read) covers that
+    reuse. Only two known, different `created_at` differ: a manifest that
+    appears during the wait (a mirror copying the session in) is the same
+    session.
+    """
+
+    device: int
+    inode: int
+    created_at: str | None
+
+    @classmethod
+    def of(cls, session_dir: str | os.PathLike[str]) -> SessionIdentity | None:
+        """The identity of the session directory there now; None when there is none (or it
+        is in an `s3://` store, where waits do not check)."""
+        if isinstance(session_dir, S3Path):
+            return None
+        try:
+            # Not followed: a session directory swapped for a symlink is another thing.
+            st = os.stat(session_dir, follow_symlinks=False)
+        except OSError:
+            return None
+        storage, key = locate(Path(session_dir), 1)
+        _, manifest, _ = read_object(storage, f"{key}/{MANIFEST}", key)
+        created = (manifest or {}).get("created_at")
+        return cls(st.st_dev, st.st_ino, created if isinstance(created, str) else None)
+
+    def same_as(self, now: SessionIdentity | None) -> bool:
+        """Whether `now` (this directory as read again) is still this session."""
+        if now is None or (now.device, now.inode) != (self.device, self.inode):
+            return False
+        return None in (self.created_at, now.created_at) or now.created_at == self.created_at
+
+
+def identify(session: Session) -> SessionIdentity | None:
+    """The identity to hold a wait on `session` to, taken now (None in an `s3://` store).
+
+    Raises `SessionNotFound` if the session directory is gone already: a wait
+    given no identity would take the first session to appear there instead.
+    """
+    if isinstance(session.path, S3Path):
+        return None
+    identity = SessionIdentity.of(session.path)
+    if identity is None:
+        raise SessionNotFound(str(session.path))
+    return identity
+
+
 def wait_record(
     path: str | os.PathLike[str],
     marker: str,
@@ -136,18 +203,19 @@ def wait_record(
     *,
     poll_interval: float = POLL_INTERVAL,
     settle: float = SETTLE,
+    identity: SessionIdentity | None = None,
 ) -> Record:
     """Block until the record at `path` (marker `marker`) is completed or torn; return it.
 
-    `path` is `<session>/<collection>/<n>`; it need not exist yet, nor its
-    parent: the session directory is watched until they appear. `n` 0 means
-    the session's report (`store.Session.report()`): `path` is then the
-    session directory and `marker` is `report.json`. `timeout` None waits
-    forever; otherwise `WaitTimedOut` is raised once `timeout` seconds pass
-    with the record still in flight. A torn record is returned, not raised
-    (see the module docstring for the settle rule). Thread-safe: each call
-    uses its own observer. Raises `InvalidInput` (a ValueError) for a negative
-    `timeout` or a record number that does not fit `marker`.
+    `path` is `<session>/<collection>/<n>`; it need not exist yet, nor its parent: the
+    session directory is watched until they appear. `n` 0 means the session's report
+    (`store.Session.report()`): `path` is then the session directory and `marker` is
+    `report.json`. `timeout` None waits forever; otherwise `WaitTimedOut` is raised once
+    `timeout` seconds pass with the record still in flight. A torn record is returned, not
+    raised (see the module docstring for the settle rule). Thread-safe: each call uses its
+    own observer. Raises `InvalidInput` (a ValueError) for a negative `timeout` or a record
+    number that does not fit `marker`; `SessionNotFound` once the session is not `identity`
+    (default: the one first seen; `identify`).
     """
     _check_arguments(n, marker, timeout)
     if isinstance(path, S3Path):
@@ -166,6 +234,7 @@ def wait_record(
             watches.arm()
             handler.event.clear()
             record = read_record(n, Path(record_dir), marker)
+            identity = _still_there(chain[0], identity)  # after the read: see its docstring
             now = time.monotonic()
             expired = deadline is not None and now >= deadline
             sleep = poll_interval
@@ -186,6 +255,24 @@ def wait_record(
             handler.event.wait(max(sleep, 0.0))
     finally:
         watches.close()
+
+
+def _still_there(session_dir: str, seen: SessionIdentity | None) -> SessionIdentity | None:
+    """The identity to hold the session to from now on; `SessionNotFound` once it is gone.
+
+    Called after each read of the record, so that a record read from a
+    replacement is never returned. `seen` None: the directory was not there
+    yet (a wait may start before it).
+    """
+    now = SessionIdentity.of(session_dir)
+    if seen is None:
+        return now
+    if not seen.same_as(now):
+        raise SessionNotFound(
+            session_dir, hint="it was removed (or replaced by another) during the wait"
+        )
+    # A manifest first read now (copied in by a mirror) dates the session from here on.
+    return seen if seen.created_at is not None else now
 
 
 def _poll_remote(path: S3Path, marker: str, n: int, timeout: float | None) -> Record:
@@ -274,6 +361,15 @@ def wait_report(
     *,
     poll_interval: float = POLL_INTERVAL,
     settle: float = SETTLE,
+    identity: SessionIdentity | None = None,
 ) -> Record:
     """Block until the session's `report.json` is completed (or torn); see `wait_record`."""
-    return wait_record(session.path, REPORT, 0, timeout, poll_interval=poll_interval, settle=settle)
+    return wait_record(
+        session.path,
+        REPORT,
+        0,
+        timeout,
+        poll_interval=poll_interval,
+        settle=settle,
+        identity=identity,
+    )
