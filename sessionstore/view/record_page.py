@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sessionstore.format.names import MARKERS
+from sessionstore.errors import RecordNotFound
+from sessionstore.format.names import MARKERS, TRIALS
 from sessionstore.harness.verdict import output_verdict
 from sessionstore.storage.base import Storage
 from sessionstore.store.session import Record, Session
@@ -183,6 +184,24 @@ def record_body(
         if against is not None:
             body += config_diff_html(ref, against)
     return body + _files(ref)
+
+
+def listed_record(ref: RecordRef) -> tuple[Record, list[int]] | None:
+    """The record and the session's trial numbers (the diff picker's), or None when its
+    collection does not list the record: the page is then 404.
+
+    Asked of the listing `inspect` uses first: `Collection.get` reads a record
+    of a collection it cannot list (a symlink, a regular file, a FIFO) for
+    any number, as torn, which would serve a page for a record that is not.
+    """
+    trials = ref.session.trials.numbers()
+    collection = ref.session.trials if ref.collection == TRIALS else ref.session.service
+    if ref.n not in (trials if ref.collection == TRIALS else collection.numbers()):
+        return None
+    try:
+        return collection.get(ref.n), trials
+    except RecordNotFound:  # removed since it was listed
+        return None
 
 
 def file_parts(ref: RecordRef, parts: list[str]) -> str | None:

@@ -41,7 +41,7 @@ from urllib.parse import parse_qs, quote, unquote_to_bytes, urlsplit
 
 from sessionstore._display import escape
 from sessionstore._json import dumps_exact
-from sessionstore.errors import InvalidId, RecordNotFound, SessionNotFound
+from sessionstore.errors import InvalidId, SessionNotFound
 from sessionstore.format.names import SERVICE, TRIALS, record_number, validate_id
 from sessionstore.inspect.best import Objective
 from sessionstore.inspect.summary import SessionView, session_summary
@@ -52,7 +52,7 @@ from sessionstore.view.files import Stream, read_file, stream
 from sessionstore.view.html import FILE_CSP, page, page_csp, text, url_name
 from sessionstore.view.limits import BoundedServer
 from sessionstore.view.list_page import ListQuery, list_body
-from sessionstore.view.record_page import RecordRef, file_parts, record_body
+from sessionstore.view.record_page import RecordRef, file_parts, listed_record, record_body
 from sessionstore.view.render import is_binary
 from sessionstore.view.session_page import Links, live_signature, session_body
 from sessionstore.view.watchdog import HeadDeadlines
@@ -186,12 +186,10 @@ class Site:
         return self._page(view.name or session.key, body, live)
 
     def _record_page(self, ref: RecordRef, query: dict[str, list[str]]) -> bytes:
-        collection = ref.session.trials if ref.collection == TRIALS else ref.session.service
-        try:
-            record = collection.get(ref.n)
-        except RecordNotFound:
-            raise NotFound from None
-        numbers = ref.session.trials.numbers()
+        found = listed_record(ref)
+        if found is None:
+            raise NotFound
+        record, numbers = found
         against = record_number(query.get("against", [""])[-1])
         other = RecordRef(ref.session, TRIALS, against) if against in numbers else None
         body = record_body(ref, record, numbers, other)
