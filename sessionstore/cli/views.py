@@ -212,55 +212,61 @@ def session_detail(
     head = Text(escape(session.id or "(no manifest)"), style="bold")
     if view.name:
         head.append(f"  {escape(view.name)}")
-    console.print(head)
-    console.print(Text(f"path: {escape(str(session.path))}"), overflow="fold")
-    console.print(Text("status: ").append_text(status_text(view)))
+    _line(console, head)
+    _line(console, Text(f"path: {escape(str(session.path))}"))
+    _line(console, Text("status: ").append_text(status_text(view)))
     if view.created_at:
-        console.print(Text(f"created: {_created(view.created_at, False)} UTC"))
+        _line(console, Text(f"created: {_created(view.created_at, False)} UTC"))
     constraints = constraints_cell(view.constraints, view.constraints_error) or "none"
-    console.print(Text(f"constraints: {constraints}"), overflow="fold")
-    console.print(Text(_best_line(view)))
+    _line(console, Text(f"constraints: {constraints}"))
+    _line(console, Text(_best_line(view)))
     if lineage:
         parts = [f"{escape(str(item['id']))} ({_lineage_state(item)})" for item in lineage]
-        console.print(Text(f"previous: {', '.join(parts)}"), overflow="fold")
+        _line(console, Text(f"previous: {', '.join(parts)}"))
     if view.manifest_error:
-        console.print(Text(f"manifest: {escape(view.manifest_error)}", style="bold red"))
+        _line(console, Text(f"manifest: {escape(view.manifest_error)}", style="bold red"))
     if view.constraints_error:
-        console.print(Text(f"constraints: {escape(view.constraints_error)}", style="bold red"))
+        _line(console, Text(f"constraints: {escape(view.constraints_error)}", style="bold red"))
     _report_lines(console, view.report)
     spark = _spark(console, view)
     if spark is not None:
         console.print()
-        console.print(spark, overflow="fold")
+        _line(console, spark)
     console.print()
     trials_table(console, view, show_all)
     if view.service:
         console.print()
         attempts_table(console, view.service, view.verdicts(view.service))
     for collection, names in view.foreign.items():
-        console.print(
-            Text(
-                f"foreign entries in {collection}/: {', '.join(map(escape, names))}",
-                style="yellow",
-            ),
-            overflow="fold",
-        )
+        names_line = f"foreign entries in {collection}/: {', '.join(map(escape, names))}"
+        _line(console, Text(names_line, style="yellow"))
 
 
 def _report_lines(console: Console, report: Record) -> None:
     if report.state is RecordState.TORN:
-        console.print(Text(f"report: {escape(report.error or '')}", style="bold red"))
+        _line(console, Text(f"report: {escape(report.error or '')}", style="bold red"))
         return
     if report.data is None:
         return
     line = f"report: {escape(str(report.data.get('status', 'done')))}"
     if isinstance(report.data.get("best_trial"), int):
         line += f", best trial {report.data['best_trial']}"
-    console.print(Text(line))
+    _line(console, Text(line))
     for key in ("constraints", "verified"):
         value = report.data.get(key)
         if isinstance(value, dict):
-            console.print(Text(f"  {key}: {constraints_cell(value) or 'none'}"), overflow="fold")
+            _line(console, Text(f"  {key}: {constraints_cell(value) or 'none'}"))
+
+
+def _line(console: Console, text: Text) -> None:
+    """Print `text` folded at the console's width, in time linear in its length.
+
+    rich crops each printed line to the width (`crop`), splitting the text's one
+    segment at every line break with a copy of the rest: quadratic in the length of
+    a long text (8 MB of constraints took 43 s). A folded text has no line wider than
+    the console: there is nothing to crop.
+    """
+    console.print(text, overflow="fold", crop=False)
 
 
 def _lineage_state(item: dict[str, Any]) -> str:
