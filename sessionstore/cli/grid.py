@@ -65,11 +65,25 @@ def fit_widths(
         excess = sum(widths) - available
         if excess > 0:
             widths[index] = max(widths[index] - excess, floor, minimum[index])
-    while sum(widths) > available:
-        slack = [(w - m, w, i) for i, (w, m) in enumerate(zip(widths, minimum, strict=True))]
-        gain, _, index = max(slack, key=lambda item: (item[0] > 0, item[1], item[0]))
-        if gain <= 0:
+    while (excess := sum(widths) - available) > 0:
+        giving = [i for i, (w, m) in enumerate(zip(widths, minimum, strict=True)) if w > m]
+        if not giving:
             break
+        # One character at a time, the widest columns would take turns, each losing one
+        # a turn, until they are down to the next widest: as many whole turns are taken
+        # at once. Character by character, a cell of megabytes cost seconds per megabyte.
+        top = max(widths[i] for i in giving)
+        tied = [i for i in giving if widths[i] == top]
+        below = max((widths[i] for i in giving if widths[i] < top), default=0)
+        turns = min(top - below, *(widths[i] - minimum[i] for i in tied), excess // len(tied))
+        if turns > 0:
+            for i in tied:
+                widths[i] -= turns
+            continue
+        # Fewer characters left to lose than tied columns: one at a time, by the rule
+        # (the widest, then the one with the most to give, then the first).
+        slack = [(w - m, w, i) for i, (w, m) in enumerate(zip(widths, minimum, strict=True))]
+        _, _, index = max(slack, key=lambda item: (item[0] > 0, item[1], item[0]))
         widths[index] -= 1
     return widths
 
