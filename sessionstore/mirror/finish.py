@@ -33,32 +33,14 @@ from sessionstore.format.names import MARKERS, record_number
 from sessionstore.mirror.cache import CACHE_NAME, Cache, join
 from sessionstore.mirror.cache_file import Stored
 from sessionstore.mirror.cache_group import DEST, Entry, Group, dest_sig, is_entry
+from sessionstore.mirror.dest_walk import Level, Walker, is_gone
 from sessionstore.mirror.layout import DIRTY_NAME, RESERVED_PREFIX, STORE_OWNED
 from sessionstore.storage import journal
-from sessionstore.storage.local_tree import LocalDir, describe
+from sessionstore.storage.local_tree import describe
 
 TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
     from sessionstore.mirror.walk import Pass
-    from sessionstore.storage.trees import DestTree
-
-# Directories at the top of a session that the store creates; never removed when emptied.
-_STORE_DIRS = frozenset(MARKERS)
-
-
-def is_gone(rel: str, listed: dict[str, Container[str]]) -> bool:
-    """Whether this pass's listings prove `rel` is no longer in the source.
-
-    A directory on the path that was not listed proves nothing either way; a
-    deeper one may have been (a subset pass lists only its subtrees).
-    """
-    where = ""
-    for part in rel.split("/"):
-        names = listed.get(where)
-        if names is not None and part not in names:
-            return True
-        where = f"{where}/{part}" if where else part
-    return False
 
 
 def listings(run: Pass) -> dict[str, Container[str]]:
@@ -96,76 +78,10 @@ class _Vouched:
         return group is not None and name in group
 
 
-class _Level:
-    """One open destination directory on the current path, and what it knows."""
-
-    __slots__ = ("dir", "emptied", "sealed")
-
-    def __init__(self, d: LocalDir, sealed: str | None) -> None:
-        self.dir = d
-        self.sealed = sealed  # the sealed record this directory is in, if any
-        self.emptied = False  # something below it was deleted
-
-
-class _Walker:
-    """Opens destination directories along sorted paths, closing (and maybe removing) on the way."""
-
-    def __init__(self, run: Pass, delete: bool, listed: dict[str, Container[str]]) -> None:
-        self.run = run
-        self.tree: DestTree = run.tree
-        self.delete = delete
-        self.listed = listed
-        self.stack = [_Level(self.tree.root, None)]
-
-    def to(self, rel: str) -> _Level | None:
-        """The open level for destination directory `rel` ("" the root); None if not there."""
-        parts = rel.split("/") if rel else []
-        while len(self.stack) > len(parts) + 1 or not self._on_path(parts):
-            self.pop()
-        for part in parts[len(self.stack) - 1 :]:
-            top = self.stack[-1]
-            here = f"{top.dir.rel}/{part}" if top.dir.rel else part
-            d = LocalDir(top.dir, part, here)
-            if not self.tree.reach(d, quiet=True):
-                return None
-            self.stack.append(_Level(d, top.sealed or self._sealed_record(d)))
-        return self.stack[-1]
-
-    def _on_path(self, parts: list[str]) -> bool:
-        depth = len(self.stack) - 1
-        rel = "/".join(parts[:depth])
-        return self.stack[-1].dir.rel == rel
-
-    def _sealed_record(self, d: LocalDir) -> str | None:
-        parent = d.parent
-        if parent is None or parent.name not in MARKERS or record_number(d.name) is None:
-            return None
-        marker = self.run.name(MARKERS[parent.name])
-        return d.rel if self.tree.lstat(d, marker) is not None else None
-
-    def pop(self) -> None:
-        level = self.stack.pop()
-        d = level.dir
-        self.tree.close(d)
-        parent = self.stack[-1]
-        if level.emptied and self._removable(level) and self.tree.rmdir(parent.dir, d.name):
-            parent.emptied = True
-
-    def _removable(self, level: _Level) -> bool:
-        rel = level.dir.rel
-        if level.sealed or (self.run.is_session and rel in _STORE_DIRS):
-            return False
-        return is_gone(rel, self.listed)
-
-    def close(self) -> None:
-        while len(self.stack) > 1:
-            self.pop()
-
-
 def settle_leftovers(run: Pass, leftovers: dict[str, Entry], delete: bool) -> set[str]:
     """Report removals from sealed records, delete (with `delete`); the keys no longer ours."""
     listed = listings(run)
-    walker = _Walker(run, delete, listed)
+    walker = Walker(run, delete, listed)
     dropped: set[str] = set()
     # An excluded path is never deleted, nor a divergence: the pass did not look at it.
     excluded = run.exclude.covers if run.exclude is not None else _nothing
@@ -212,7 +128,7 @@ def _may_be_in_record(key: str) -> bool:
     )
 
 
-def _remove_if_ours(run: Pass, level: _Level, name: str, key: str, entry: Entry) -> bool:
+def _remove_if_ours(run: Pass, level: Level, name: str, key: str, entry: Entry) -> bool:
     """Delete `name` if it is still the file the mirror committed; True if the key is dropped."""
     tree = run.tree
     st = tree.lstat(level.dir, name)
@@ -356,7 +272,7 @@ def _claimed(run: Pass, cache: Cache) -> tuple[dict[str, Entry], dict[str, list[
     walked, parsed = _walked(run.tops), functools.cache(cache.parsed)
     found: dict[str, Entry] = {}
     unsettled: dict[str, list[journal.Claim]] = {}
-    walker = _Walker(run, False, {})
+    walker = Walker(run, False, {})
     try:
         for key in sorted(run.claims):
             where, _, name = key.rpartition("/")

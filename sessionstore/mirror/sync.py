@@ -17,11 +17,11 @@ from collections.abc import Callable
 
 from sessionstore._fs.read import MAX_MARKER_BYTES
 from sessionstore.errors import RedactionUnsafe
-from sessionstore.format.names import MARKERS
 from sessionstore.mirror import copy as rd
 from sessionstore.mirror.cache_file import Stored
 from sessionstore.mirror.cache_group import ENTRY_LEN, Group, dest_sig, is_entry
 from sessionstore.mirror.report import UNSTABLE_MARKER, PassReport
+from sessionstore.mirror.sealing import Sealing
 from sessionstore.storage.local_tree import LocalDir, LocalTree, describe
 from sessionstore.storage.tree import Sealed
 
@@ -32,27 +32,23 @@ if TYPE_CHECKING:
     from sessionstore.redact.redactor import Redactor
     from sessionstore.storage.journal import Claim
     from sessionstore.storage.tree import Writer
-    from sessionstore.storage.trees import DestTree
 
 _S_ISREG = stat.S_ISREG
 
 
-class FileOps:
+class FileOps(Sealing):
     """Per-file decisions of a pass, and its report lines."""
 
-    # Provided by the pass.
+    # Provided by the pass (with `Sealing`'s).
     m: PassConfig
     redactor: Redactor | None
-    tree: DestTree
     report: PassReport
     groups: dict[str, Stored]  # the new cache, by directory (`open_group`, `close_group`)
     stored: dict[str, int]  # the trusted cache's groups by reference, else none
     read_group: Callable[[int], Group]  # a stored group, parsed (`Cache.parsed`)
     regrouped: bool  # some directory's new group is not its stored one
-    diverged: dict[str, list[str]]
     claims: dict[str, list[Claim]]  # what an interrupted pass committed (storage/journal.py)
     dest_entry: Callable[[LocalDir, str, str], os.stat_result | None]  # tree.entry, bound once
-    name: Callable[[str], str]  # source name -> destination name
     late = 0  # markers `settle_late` held back (read off the hot path: a class default)
 
     def unchanged(self, dest: Frame, e: os.DirEntry[str], dname: str, drel: str) -> bool:
@@ -117,19 +113,6 @@ class FileOps:
             self.check_sealed(record.rel, frame, e, dname, drel)
             return 0
         return self.sync(frame, e, dname, drel, marker)
-
-    def sealed(self, frame: Frame) -> Frame | None:
-        """The sealed record `frame` is in (its marker is in the destination), if any."""
-        record = frame.record
-        while record is not None:
-            if record.sealed is None:
-                assert record.parent_name is not None
-                marker = self.name(MARKERS[record.parent_name])
-                record.sealed = self.tree.lstat(record, marker) is not None
-            if record.sealed:
-                return record
-            record = record.up.record if record.up else None
-        return None
 
     def open_settled(
         self, frame: Frame, e: os.DirEntry[str], drel: str, marker: bool
