@@ -72,6 +72,17 @@ class Walker:
             self.stack.append(Level(d, top.sealed or self._sealed_record(d)))
         return self.stack[-1]
 
+    def sealed_now(self) -> str | None:
+        """`to`'s question asked again just before a deletion: a record on the path sealed
+        since it was opened, whose levels from there down are then known sealed."""
+        for i, level in enumerate(self.stack):
+            sealed = level.sealed or self._sealed_record(level.dir)
+            if sealed is not None:
+                for below in self.stack[i:]:
+                    below.sealed = sealed
+                return sealed
+        return None
+
     def _on_path(self, parts: list[str]) -> bool:
         depth = len(self.stack) - 1
         rel = "/".join(parts[:depth])

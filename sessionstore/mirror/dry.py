@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from sessionstore._fs.atomic import AtomicFile
@@ -68,9 +68,18 @@ class DryTree(DryChanges, LocalTree):
         return True
 
     def commit_file(
-        self, d: LocalDir, name: str, mode: int, fill: Callable[[AtomicFile], None]
+        self,
+        d: LocalDir,
+        name: str,
+        mode: int,
+        fill: Callable[[AtomicFile], None],
+        guards: Sequence[tuple[LocalDir, str]] = (),
     ) -> os.stat_result | None:
-        """Run `fill` (it reads the source through the torn-read guard) into nothing."""
+        """Run `fill` (it reads the source through the torn-read guard) into nothing.
+
+        `guards` are not looked at: the pass found those records unsealed, and a
+        record sealed since is what a concurrent writer does (not predicted).
+        """
         if not self.present(d):
             return None
         sink = Count()

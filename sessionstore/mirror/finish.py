@@ -98,6 +98,8 @@ def settle_leftovers(run: Pass, leftovers: dict[str, Entry], delete: bool) -> se
             if level is None:
                 dropped.add(key)  # its directory is gone from the destination too
                 continue
+            if level.sealed is None and delete:
+                walker.sealed_now()  # a record sealed since `to` opened it: kept whole
             if level.sealed is not None:
                 if level.sealed in listed:  # the record is still in the source
                     run.diverged.setdefault(level.sealed, []).append(key)

@@ -23,7 +23,7 @@ from sessionstore.mirror.cache_group import ENTRY_LEN, Group, dest_sig, is_entry
 from sessionstore.mirror.report import UNSTABLE_MARKER, PassReport
 from sessionstore.mirror.sealing import Sealing
 from sessionstore.storage.local_tree import LocalDir, LocalTree, describe
-from sessionstore.storage.tree import Sealed
+from sessionstore.storage.tree import RecordSealed, Sealed
 
 TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
@@ -152,6 +152,9 @@ class FileOps(Sealing):
         except Sealed:
             self.hold(drel, SEALED_MEANWHILE)
             return 1
+        except RecordSealed as exc:  # found just before the rename: nothing was written
+            self.sealed_meanwhile(frame, exc.record, drel)
+            return 0
         except rd.Unstable as exc:
             return self.not_settled(drel, str(exc), marker)
         except _HeldBack as exc:
@@ -218,8 +221,10 @@ class FileOps(Sealing):
 
         # A record's marker seals it: create-if-absent, so a record another writer sealed
         # meanwhile is never overwritten (`Sealed`). report.json at a root is replaced.
-        commit = self.tree.commit_marker if seal else self.tree.commit_file
-        written = commit(dest, dname, mode, fill)
+        if seal:
+            written = self.tree.commit_marker(dest, dname, mode, fill)
+        else:  # in a record: only if its marker is still absent at the rename (`guards`)
+            written = self.tree.commit_file(dest, dname, mode, fill, self.guards(dest))
         if written is None:
             return False
         dest.entries[dname] = [*rd.signature(st), *dest_sig(written)]
@@ -250,7 +255,7 @@ class FileOps(Sealing):
         self,
         fd: int,
         st: os.stat_result,
-        dest: LocalDir,
+        dest: Frame,
         dname: str,
         data: bytes | None,
         hook: Callable[[], None] | None,
@@ -275,6 +280,8 @@ class FileOps(Sealing):
             if not (same and sink.at_eof()):
                 return None
             if fix_mode is not None and stat.S_IMODE(dst.st_mode) != fix_mode:
+                if self.sealed_now(dest) is not None:
+                    return dest_sig(dst)  # a sealed record's modes are not compared
                 if dst.st_nlink > 1:
                     # A chmod changes the inode, so every name of it: another one (a
                     # `cp -al` snapshot of the destination) may be outside both trees.
@@ -329,6 +336,10 @@ class FileOps(Sealing):
                 self.hold(rel, _waiting(below) if below else SEALED_MEANWHILE)
                 failed.add(rel)
                 self.late += 1
+            while tree.withheld:  # not renamed: its record was sealed meanwhile
+                rel, record = tree.withheld.popitem()
+                self.diverged.setdefault(record, []).append(rel)
+                failed.add(rel)
         if failed:
             report = self.report
             report.copied = [rel for rel in report.copied if rel not in failed]

@@ -23,11 +23,13 @@ from sessionstore.storage.local_tree_dirs import (
     LocalDir,
     describe,
 )
+from sessionstore.storage.local_tree_jobs import sealed_by
 from sessionstore.storage.local_tree_root import LocalRoot
-from sessionstore.storage.tree import Sealed
+from sessionstore.storage.tree import RecordSealed, Sealed
 
 TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
+    from sessionstore.storage.local_tree_jobs import Guards
     from sessionstore.storage.tree import Tree, Writer
 
 __all__ = ["OPEN_DIR", "UNKNOWN", "LocalDir", "LocalTree", "describe"]
@@ -98,7 +100,12 @@ class LocalTree(LocalRoot):
     # -- changing -------------------------------------------------------------------
 
     def commit_file(
-        self, d: LocalDir, name: str, mode: int, fill: Callable[[Writer], None]
+        self,
+        d: LocalDir,
+        name: str,
+        mode: int,
+        fill: Callable[[Writer], None],
+        guards: Guards = (),
     ) -> os.stat_result | None:
         """Write `name` in `d` atomically (`fill` writes the bytes); the new file's fstat.
 
@@ -107,18 +114,23 @@ class LocalTree(LocalRoot):
         before the rename. Errors of `fill` propagate (the temp is removed).
         Durable: the fsync and the rename happen later (`LocalSync.defer`); a
         failure then is reported for this file and its path put in `failed`.
+        A marker of `guards` found just before the rename: `RecordSealed` (durable:
+        the path goes in `withheld`, with the record's).
         """
         started = self._start(d, name, mode, fill)
         if started is None:
             return None
         out, written = started
         if self.durable:
-            self.defer(d, name, out, marker=False)
+            self.defer(d, name, out, marker=False, guards=guards)
             return written
-        with out:
+        with out:  # leaving by an exception removes the temp
             if not self.check(d):
                 out.discard()
                 return None
+            sealed = sealed_by(guards)  # the last thing before the rename
+            if sealed is not None:
+                raise RecordSealed(sealed)
         self._touch(d)
         return written
 

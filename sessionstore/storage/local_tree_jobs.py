@@ -1,7 +1,8 @@
 """What the fsync pool of a durable local pass runs (`local_tree_sync`): one `Job` each.
 
 A file's job fsyncs its temp and, if the file's directory is still where the
-walk found it (`in_place`), renames it into place; a marker's job only
+walk found it (`in_place`) and no record the file is in has its marker now
+(`sealed_by`), renames it into place; a marker's job only
 fsyncs (the caller links it later); a directory's job fsyncs the directory.
 A job runs in a pool thread and touches nothing of the pass but its own
 temp: the bookkeeping is the caller's, when the job comes back.
@@ -9,6 +10,7 @@ temp: the bookkeeping is the caller's, when the job comes back.
 
 from __future__ import annotations
 
+import errno
 import os
 
 from sessionstore._fs.atomic import fsync_dir
@@ -16,7 +18,11 @@ from sessionstore.storage.local_tree_dirs import _OPEN, LocalDir
 
 TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from sessionstore._fs.atomic import AtomicFile
+
+    Guards = Sequence[tuple[LocalDir, str]]  # (directory, marker name) of each record
 
 FILE, MARKER, DIR = range(3)
 
@@ -24,7 +30,9 @@ FILE, MARKER, DIR = range(3)
 class Job:
     """One thing for the pool: a temp file's fsync (and a file's rename), or a directory's."""
 
-    __slots__ = ("close", "d", "error", "fd", "kind", "moved", "name", "out", "root")
+    __slots__ = (
+        "close", "d", "error", "fd", "guards", "kind", "moved", "name", "out", "root", "sealed",
+    )  # fmt: skip
 
     def __init__(
         self, kind: int, d: LocalDir, name: str, out: AtomicFile | None, fd: int = -1
@@ -37,6 +45,10 @@ class Job:
         self.close = False  # ... which the job closes once fsynced
         self.root: LocalDir | None = None  # a file job's: its chain is checked up to there
         self.moved = False  # the file's directory was not in place: not renamed
+        # A file job's records (their directory and marker name) and, if one of those
+        # markers was found just before the rename, that record's path: not renamed.
+        self.guards: Guards = ()
+        self.sealed: str | None = None
         self.error: Exception | None = None
 
     @property
@@ -55,10 +67,42 @@ class Job:
             return
         out.sync()
         if self.root is not None:
-            if in_place(self.d, self.root):
-                out.commit()  # fsynced already: only the rename (the temp is removed on failure)
-            else:
+            if not in_place(self.d, self.root):
                 self.moved = True
+                return
+            self.rename()
+
+    def rename(self) -> None:
+        """A file's rename (fsynced already), unless a record of `guards` has its marker
+        now: then `sealed` names it and the temp is left to the caller (to discard).
+
+        The look is the last thing before the rename: a record sealed by another
+        writer until then keeps its file. A failed rename removes the temp; a failed
+        look (`OSError`) leaves it to the caller too.
+        """
+        assert self.out is not None
+        self.sealed = sealed_by(self.guards)
+        if self.sealed is None:
+            self.out.commit()
+
+
+def sealed_by(guards: Guards) -> str | None:
+    """The first record of `guards` whose marker is in its directory now, else None.
+
+    Reads only, through each record directory's fd (held open while a commit below
+    it is pending), the marker's name not followed: safe in a pool thread. Any
+    error but the marker's absence propagates (the commit is not made).
+    """
+    for record, marker in guards:
+        fd = record.fd
+        if fd is None:  # closed: the pass unwinds; nothing is committed below it
+            raise OSError(errno.EBADF, "the record's directory was closed")
+        try:
+            os.stat(marker, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        return record.rel
+    return None
 
 
 def in_place(d: LocalDir, root: LocalDir) -> bool:

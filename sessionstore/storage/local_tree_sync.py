@@ -59,6 +59,7 @@ TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as su
 if TYPE_CHECKING:
     from sessionstore._fs.atomic import AtomicFile
     from sessionstore._fs.pool import Pool
+    from sessionstore.storage.local_tree_jobs import Guards
 
 # Threads that wait in fsync. Measured on ext4 (docs/benchmarks.md): 16 concurrent
 # fsyncs of small new files take ~0.3 ms each against ~1 ms one at a time; more
@@ -79,6 +80,7 @@ class LocalSync(LocalDirs):
         # Commits that never reached their name, and directories whose fsync failed.
         self.failed: set[str] = set()
         self.declined: dict[str, int] = {}  # markers not linked -> `blockers` (0: name taken)
+        self.withheld: dict[str, str] = {}  # files not renamed -> the record sealed meanwhile
         self._lost: set[str] = set()  # the directories in `failed`
         self._synced: set[str] = set()  # directories fsynced in this pass (and unchanged since)
         self._pool: Pool[Job] | None = None
@@ -135,7 +137,9 @@ class LocalSync(LocalDirs):
         finally:
             self._in_round = False
 
-    def defer(self, d: LocalDir, name: str, out: AtomicFile, marker: bool) -> None:
+    def defer(
+        self, d: LocalDir, name: str, out: AtomicFile, marker: bool, guards: Guards = ()
+    ) -> None:
         """Hand a written temp in `d` to the round: fsync, then rename (or, for a marker, link).
 
         Runs the round when it is full (or flushes when too much is held).
@@ -155,6 +159,7 @@ class LocalSync(LocalDirs):
         job = Job(MARKER if marker else FILE, d, name, out)
         if not marker:
             job.root = self.root
+            job.guards = guards
         self._submit(job)
 
     # -- what comes back ------------------------------------------------------------------
@@ -197,11 +202,16 @@ class LocalSync(LocalDirs):
         else:
             try:
                 if job.moved:  # in place after all (`in_place` saw it mid-change)
-                    out.commit()
+                    job.rename()
             except OSError as failure:
+                out.discard()  # `commit` removed its temp; a failed look did not
                 self._fail(job, failure)
             else:
-                self._touch(job.d)  # renamed
+                if job.sealed is not None:
+                    out.discard()
+                    self.withheld[job.rel] = job.sealed
+                else:
+                    self._touch(job.d)  # renamed
         self._release(job.d)
 
     def _fail(self, job: Job, exc: OSError) -> None:

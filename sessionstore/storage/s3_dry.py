@@ -17,7 +17,7 @@ marker another mirror seals before the real pass is held back then).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from sessionstore.storage.dry import Count, DryChanges
 from sessionstore.storage.local_tree_dirs import LocalDir
@@ -35,7 +35,12 @@ class S3DryTree(DryChanges, S3Tree):
     """`S3Tree` with every change replaced by its answer; see the module docstring."""
 
     def commit_file(
-        self, d: LocalDir, name: str, mode: int, fill: Callable[[Writer], None]
+        self,
+        d: LocalDir,
+        name: str,
+        mode: int,
+        fill: Callable[[Writer], None],
+        guards: Sequence[tuple[LocalDir, str]] = (),
     ) -> os.stat_result | None:
         """Run `fill` (it reads the source through the torn-read guard) into nothing."""
         object_key(self.dest, f"{d.rel}/{name}" if d.rel else name)  # refused as for real

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -188,9 +188,17 @@ class S3Tree:
         self.etags[name] = result["e_tag"]
 
     def commit_file(
-        self, d: LocalDir, name: str, mode: int, fill: Callable[[Writer], None]
+        self,
+        d: LocalDir,
+        name: str,
+        mode: int,
+        fill: Callable[[Writer], None],
+        guards: Sequence[tuple[LocalDir, str]] = (),
     ) -> os.stat_result | None:
         """Upload `name` from `fill`; its expected metadata (small files: the PUT is pending).
+
+        `guards` are not checked yet (TODO: a HEAD of each marker in the upload thread
+        just before the PUT; no PUT can be conditional on another key's absence).
 
         A PUT that fails later is reported when it is waited for (`flush`,
         `unconfirmed`: the record's marker then waits). An error of `fill`

@@ -53,13 +53,25 @@ class Sealed(Exception):
     """`commit_marker` found its name taken: the record was sealed by another writer."""
 
 
+class RecordSealed(Exception):
+    """`commit_file` found the marker of a record the file is in, just before its commit:
+    the record was sealed meanwhile and the file was not committed (nothing left behind).
+
+    `record` is that record's path from the root.
+    """
+
+    def __init__(self, record: str) -> None:
+        super().__init__(record)
+        self.record = record
+
+
 # The protocols are for mypy: defined only when it reads them, so that a pass imports no
 # `typing` (its start-up, issue 16). Nothing subclasses them or checks an instance
 # against them at run time.
 TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
     import os
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
     from typing import Protocol, TypeVar
 
     from sessionstore.storage.journal import Claim
@@ -159,12 +171,20 @@ if TYPE_CHECKING:
             ...
 
         def commit_file(
-            self, d: D, name: str, mode: int, fill: Callable[[Writer], None]
+            self,
+            d: D,
+            name: str,
+            mode: int,
+            fill: Callable[[Writer], None],
+            guards: Sequence[tuple[D, str]] = (),
         ) -> os.stat_result | None:
             """Write `name` atomically from `fill`; its metadata, or None if `d` is unusable.
 
             Readers see the old file or the new one, never a part. Errors of
-            `fill` propagate and leave nothing behind.
+            `fill` propagate and leave nothing behind. `guards`: (record directory,
+            marker name) of each record `d` is in; if one of those markers exists
+            just before the commit, nothing is committed (`RecordSealed`, or later
+            in `withheld`).
             """
             ...
 
