@@ -391,7 +391,10 @@ class Pass(FileOps):
         the claims the flag holds (storage/journal.py). A pass that changes nothing
         never lists the destination at all.
         """
-        if self.flagged:
-            return
-        self.tree.set_flag(DIRTY_NAME)  # also when it exists: the claims go on after it
-        self.flagged = self.dirty = True
+        if not self.flagged:
+            self.flagged = True  # once: a flag that cannot be made is no file's error
+            try:
+                self.tree.set_flag(DIRTY_NAME)  # also when it exists: the claims go on after it
+                self.dirty = True
+            except OSError as exc:  # the root not writable, say: mirrored all the same
+                self.error(DIRTY_NAME, f"cannot create the in-progress flag: {describe(exc)}")
