@@ -197,8 +197,10 @@ class S3Tree:
     ) -> os.stat_result | None:
         """Upload `name` from `fill`; its expected metadata (small files: the PUT is pending).
 
-        `guards` are not checked yet (TODO: a HEAD of each marker in the upload thread
-        just before the PUT; no PUT can be conditional on another key's absence).
+        `guards` are not looked at yet: a record sealed during the pass can still
+        get this object (docs/mirror.md, "Sealed records"). A HEAD of each marker
+        just before the PUT would narrow that, never close it: no PUT can be
+        conditional on another key's absence.
 
         A PUT that fails later is reported when it is waited for (`flush`,
         `unconfirmed`: the record's marker then waits). An error of `fill`

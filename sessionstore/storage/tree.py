@@ -182,9 +182,9 @@ if TYPE_CHECKING:
 
             Readers see the old file or the new one, never a part. Errors of
             `fill` propagate and leave nothing behind. `guards`: (record directory,
-            marker name) of each record `d` is in; if one of those markers exists
-            just before the commit, nothing is committed (`RecordSealed`, or later
-            in `withheld`).
+            marker name) of each record `d` is in; a local tree that finds one of
+            those markers just before the rename commits nothing (`RecordSealed`,
+            or, durable, the path in `withheld`). A bucket does not look yet.
             """
             ...
 
