@@ -303,20 +303,27 @@ while stack:
 # listings. Fails (exit 1) unless it vouched for every file (argv[3]): a floor that
 # skipped work would flatter.
 CHECKS = """
-import gc, os, sys
-import orjson
+import array, gc, json, os, sys
 gc.disable()
 O = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 P = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 src, dst, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
 with open(os.path.join(dst, ".sessionstore-mirror.json"), "rb") as f:
-    doc = orjson.loads(f.read())  # one parse of the whole file (the mirror parses the head)
-groups = dict(zip(doc["dirs"], doc["groups"]))
+    doc = json.loads(f.read())  # one parse of the whole file (the mirror parses the head)
+packed = dict(zip(doc["dirs"], doc["groups"]))
+def unpack(text):  # a version 4 group, as the mirror unpacks it
+    data = bytes.fromhex(text)
+    n = int.from_bytes(data[:4], "little")
+    ints = array.array("q")
+    ints.frombytes(data[4 : 4 + 64 * n])
+    at = iter(ints.tolist())
+    names = data[4 + 64 * n :].decode("utf-8", "surrogateescape").split("\\0")
+    return dict(zip(names, map(list, zip(*[at] * 8))))
 same = 0
 stack = [(os.open(src, O), os.open(dst, P), "")]
 while stack:
     fd, dfd, rel = stack.pop()
-    group = groups.get(rel, {})
+    group = unpack(packed[rel]) if rel in packed else {}
     with os.scandir(fd) as it:
         for e in it:
             if e.is_dir(follow_symlinks=False):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import os
 import queue
 import signal
@@ -280,7 +279,7 @@ def dest_state(dst: Path) -> dict[str, tuple[int, int]]:
 
 
 # The change cache's groups as docs/mirror.md describes them, coded here on their own (not
-# by the module under test): packed, a JSON string of base64 of a uint32 count, the
+# by the module under test): packed, a JSON string of the hex of a uint32 count, the
 # count x 8 int64 entries and the names NUL-separated, little-endian; or wide, the JSON
 # object of version 3.
 
@@ -290,7 +289,7 @@ def unpack_group(text: bytes) -> dict[str, list[int]]:
     value = orjson.loads(text)
     if isinstance(value, dict):
         return value
-    data = base64.b64decode(value, validate=True)
+    data = bytes.fromhex(value)
     (n,) = struct.unpack_from("<I", data)
     ints = struct.unpack_from(f"<{8 * n}q", data, 4)
     names = data[4 + 64 * n :].split(b"\0")
@@ -303,4 +302,4 @@ def pack_group(group: dict[str, list[int]]) -> bytes:
     ints = [v for entry in group.values() for v in entry]
     data = struct.pack(f"<I{len(ints)}q", len(group), *ints)
     data += b"\0".join(os.fsencode(name) for name in group)
-    return b'"' + base64.b64encode(data) + b'"'
+    return b'"' + data.hex().encode() + b'"'

@@ -8,9 +8,9 @@ of the settled source version that was committed and the destination file's
 Version 4 is one JSON document laid out so that a pass reads only what it
 looks at:
 
-    {"version":4,"redactor":null,"dirs":["","trials/1"],"sizes":[106,202],"groups":[
-    "<base64 of notes.md's 8 integers and its name>",
-    "<base64 of log.txt's and trial.json's>"
+    {"version":4,"redactor":null,"dirs":["","trials/1"],"sizes":[154,302],"groups":[
+    "<hex of notes.md's 8 integers and its name>",
+    "<hex of log.txt's and trial.json's>"
     ]}
 
 (`cache_group` has a group's bytes: packed, or the JSON object of version 3

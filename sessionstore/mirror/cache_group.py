@@ -5,17 +5,19 @@ A group maps the names of one destination directory's files to their entries
 (`ENTRY_LEN` integers each; `cache_file` says which). Version 4 writes it
 packed, as one JSON string, so that the file stays one JSON document:
 
-    "<base64 of: n (uint32) | n x ENTRY_LEN int64 | the n names, NUL-separated>"
+    "<hex of: n (uint32) | n x ENTRY_LEN int64 | the n names, NUL-separated>"
 
 integers little-endian, names as the file system spells them (`os.fsencode`:
 a name that is not UTF-8 is its own bytes). The standard library unpacks it at
-C speed (base64, `array`) with no JSON parse: a no-op pass then imports no JSON
-library for its groups, and orjson's import (with dataclasses, inspect and uuid,
-which its init imports) cost a pass more time and memory than its parse saved
-(issue 16). A group holding an integer that int64 cannot (an inode number at
-or past 2**63, a time past the year 2262) is written wide instead: the JSON
-object of version 3, `{"name":[integers]}`, a name that is not UTF-8 spelled
-by `encode_key`. Both forms are read.
+C speed (`binascii`, `array`) with no JSON parse: a no-op pass then imports no
+JSON library for its groups, and orjson's import (with dataclasses, inspect and
+uuid, which its init imports) cost a pass more time and memory than its parse
+saved (issue 16). Hex, not base64: twice the bytes, where base64 takes 4/3, but
+base64's decoder alone took most of the time of orjson's whole parse. A group
+holding an integer that int64 cannot (an inode number at or past 2**63, a time
+past the year 2262) is written wide instead: the JSON object of version 3,
+`{"name":[integers]}`, a name that is not UTF-8 spelled by `encode_key`. Both
+forms are read.
 """
 
 from __future__ import annotations
@@ -95,8 +97,8 @@ def parse_group(text: bytes) -> Group:
 
 def _unpack(text: bytes) -> Group:
     try:
-        data = binascii.a2b_base64(text[1:-1], strict_mode=True)
-    except binascii.Error:
+        data = binascii.a2b_hex(text[1:-1])
+    except binascii.Error:  # not hex, or of an odd length
         return {}
     n = int.from_bytes(data[:_COUNT], "little")
     end = _COUNT + n * _WIDTH
@@ -109,9 +111,11 @@ def _unpack(text: bytes) -> Group:
     ints.frombytes(data[_COUNT:end])
     if _SWAP:
         ints.byteswap()
-    values = ints.tolist()
-    entries = [values[i : i + ENTRY_LEN] for i in range(0, len(values), ENTRY_LEN)]
-    return dict(zip(names, entries, strict=True))
+    # ENTRY_LEN at a time, as lists (what `is_entry` asks); zip without strict=True:
+    # its keyword parse costs more than the group (equal lengths, checked above).
+    at = iter(ints.tolist())
+    entries = map(list, zip(*[at] * ENTRY_LEN))  # noqa: B905
+    return dict(zip(names, entries))  # noqa: B905
 
 
 def _parse_wide(text: bytes) -> Group:
@@ -162,7 +166,7 @@ def _pack(group: Group) -> bytes:
     if _SWAP:
         ints.byteswap()
     data = len(group).to_bytes(_COUNT, "little") + ints.tobytes() + names.encode(*_FS)
-    return b'"' + binascii.b2a_base64(data, newline=False) + b'"'
+    return b'"' + binascii.b2a_hex(data) + b'"'
 
 
 def _is_ints(value: object) -> bool:

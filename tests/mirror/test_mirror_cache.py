@@ -247,7 +247,7 @@ def test_delete_works_on_the_first_pass_after_the_upgrade(
 
 
 def _packed(data: bytes) -> bytes:
-    return b'"' + base64.b64encode(data) + b'"'
+    return b'"' + data.hex().encode() + b'"'
 
 
 @pytest.mark.parametrize(
@@ -260,7 +260,8 @@ def _packed(data: bytes) -> bytes:
         pytest.param(b'{"f2.txt": {"a": 1}}', id="an-object"),
         pytest.param(b'{"f2.txt": 5}', id="a-number"),
         pytest.param(b'{"f2.txt": [1, 2, 3, 4, 5, 6, 7, 8], "f5', id="cut"),
-        pytest.param(b'"not base64!"', id="packed-not-base64"),
+        pytest.param(b'"not hex!"', id="packed-not-hex"),
+        pytest.param(b'"0100000"', id="packed-odd-length"),
         pytest.param(_packed(struct.pack("<I", 1)), id="packed-count-without-entries"),
         pytest.param(pack_group({"f2.txt": [1] * 8})[:-6] + b'"', id="packed-cut"),
         pytest.param(
