@@ -111,8 +111,8 @@ def _unpack(text: bytes) -> Group:
     ints.frombytes(data[_COUNT:end])
     if _SWAP:
         ints.byteswap()
-    # ENTRY_LEN at a time, as lists (what `is_entry` asks); zip without strict=True:
-    # its keyword parse costs more than the group (equal lengths, checked above).
+    # ENTRY_LEN at a time, as lists (what `is_entry` asks). The lengths are equal (checked
+    # above), so zip's strict=True would only add work to every group of every pass.
     at = iter(ints.tolist())
     entries = map(list, zip(*[at] * ENTRY_LEN))  # noqa: B905
     return dict(zip(names, entries))  # noqa: B905
