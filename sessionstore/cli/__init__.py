@@ -38,6 +38,10 @@ def main(argv: list[str] | None = None) -> Any:
     except _ClosedStream as exc:  # where no command reports it: click's help, --version
         sys.stderr.write(f"Error: {exc.filename}: {exc.strerror}\n")
         return 1
+    except KeyboardInterrupt:  # before a command took over (importing click, say): as after
+        from sessionstore.cli.plain import EXIT_INTERRUPTED
+
+        return EXIT_INTERRUPTED
 
 
 def _main(args: list[str]) -> Any:
