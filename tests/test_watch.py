@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_runner import wait_for
 from mirror_helpers import make_deep, remove_deep
 
 from sessionstore._watch import Watcher
@@ -23,14 +23,6 @@ from sessionstore._watch import Watcher
 # Deeper than any walk that recurses per level can follow (the limit counts frames).
 TOO_DEEP = sys.getrecursionlimit() + 100
 SOON = 10.0  # a hang guard: threads end within milliseconds
-
-
-def eventually(check: Callable[[], bool], timeout: float = SOON) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true after {timeout} s")
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -68,12 +60,12 @@ def test_a_dead_inotify_reader_makes_the_watcher_unhealthy(
     try:
         assert watcher.healthy()
         os.rename(deep, src / "stage")  # the reader walks it to watch it, and dies
-        eventually(lambda: bool(thread_deaths))
+        wait_for(lambda: bool(thread_deaths), "the reader to die", SOON)
         assert [type(exc) for exc in thread_deaths] == [RecursionError]
         # The observer and emitter threads live on, waiting for events that never come.
         assert watcher.observer.is_alive()
         assert all(emitter.is_alive() for emitter in watcher.observer.emitters)
-        eventually(lambda: not watcher.healthy())
+        wait_for(lambda: not watcher.healthy(), "the watcher to be unhealthy", SOON)
     finally:
         watcher.stop(timeout=SOON)
 
