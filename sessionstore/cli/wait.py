@@ -184,13 +184,12 @@ def _wait(
     a writer that completed it and exited is no dead writer); `SessionNotFound` once the
     session is gone or replaced."""
     from sessionstore.store.lifecycle import mirror_daemon, recorded_writer
-    from sessionstore.store.wait import wait_record, wait_report
+    from sessionstore.store.wait import wait_report
 
     def once(seconds: float) -> Record:
         if collection is None:
             return wait_report(session, seconds, identity=identity)
-        path = collection.path / str(n)
-        return wait_record(path, collection.marker, n, seconds, identity=identity)
+        return collection.wait(n, seconds, identity=identity)
 
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:

@@ -19,6 +19,10 @@ from sessionstore.storage.base import Storage
 from sessionstore.store.files import locate
 from sessionstore.store.records import Record, RecordWriter, read_record, read_records
 
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
+if TYPE_CHECKING:
+    from sessionstore.store.wait import SessionIdentity
+
 __all__ = ["Collection"]
 
 
@@ -131,14 +135,18 @@ class Collection:
                 n, self.path / str(n), self.marker, storage=self.storage, key=f"{self.key}/{n}"
             )
 
-    def wait(self, n: int, timeout: float | None = None) -> Record:
+    def wait(
+        self, n: int, timeout: float | None = None, *, identity: SessionIdentity | None = None
+    ) -> Record:
         """Block until record `n` is completed or torn, and return it.
 
         The record (and the collection directory) need not exist yet. Event
         driven with a 1 s re-check; `timeout` None waits forever, else
-        `WaitTimedOut` is raised. Rules in `sessionstore.store.wait`.
+        `WaitTimedOut` is raised; `SessionNotFound` once the session is not
+        `identity` (default: the one first seen; a caller that waits in several
+        calls takes it once, `store.wait.identify`). Rules in `sessionstore.store.wait`.
         """
         # Imported on use, to keep start-up light: waiting imports watchdog.
         from sessionstore.store.wait import wait_record
 
-        return wait_record(self.path / str(n), self.marker, n, timeout)
+        return wait_record(self.path / str(n), self.marker, n, timeout, identity=identity)
