@@ -23,13 +23,17 @@ HEAVY = {"orjson", "dataclasses", "inspect", "uuid", "datetime", "typing", "clic
 HEAVY |= {"pydantic", "sessionstore._json", "sessionstore._orjson", "sessionstore.cli.group"}
 
 # `python -c LAUNCH LIST ARGS...` runs `sessionstore ARGS` as the console script does and,
-# at exit, writes the names of the modules it imported to LIST.
+# at exit, writes the names of the modules it imported to LIST. What the interpreter had
+# loaded before the pass began is left out: a site's `.pth` file may import typing (a CA
+# injector importing certifi does, on the CI machine), and that is the site's cost, not
+# the pass's.
 LAUNCH = """
 import atexit, sys
 listing, args = sys.argv[1], sys.argv[2:]
+before = set(sys.modules)
 def note():
     with open(listing, "w") as out:
-        out.write("\\n".join(sorted(sys.modules)))
+        out.write("\\n".join(sorted(set(sys.modules) - before)))
 atexit.register(note)
 sys.argv = ["sessionstore", *args]
 from sessionstore.cli import main
