@@ -27,6 +27,7 @@ never contain a secret value: they name where a value came from instead.
     ├── PreviousRunning        (RuntimeError)      lineage asks for a running session
     │   └── PreviousUnknown                        ... or one whose status is unknown
     ├── LockHeld               (TimeoutError)      another daemon holds the destination
+    ├── DestinationLost        (FileNotFoundError) a daemon's destination was removed
     └── WaitTimedOut           (TimeoutError)      a record did not complete in time
 
 Warnings (`warnings.warn`, not raised):
@@ -320,6 +321,22 @@ class LockHeld(SessionStoreError, TimeoutError):
         self.pid = pid
         holder = f"process {pid}" if pid is not None else "another process"
         super().__init__(f"{path}: already locked by {holder}; stop it or mirror elsewhere")
+
+
+class DestinationLost(SessionStoreError, FileNotFoundError):
+    """A running daemon's destination was removed or replaced (its lock is gone); it stopped.
+
+    Raised by a pass of a daemon before it writes anything: mirroring on would
+    re-create a removed session (without its `session.json`), or write into a
+    directory that another daemon may lock.
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = path
+        super().__init__(
+            f"{path}: the destination was removed or replaced while the daemon mirrored into "
+            "it (the lock it holds is no longer there); stopped, nothing written there since"
+        )
 
 
 class WaitTimedOut(SessionStoreError, TimeoutError):

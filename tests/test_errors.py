@@ -42,6 +42,7 @@ EXAMPLES: list[errors.SessionStoreError] = [
     errors.PreviousRunning("abc"),
     errors.PreviousUnknown("abc", "pid is not an integer"),
     errors.LockHeld(Path("/dst/.lock"), 42),
+    errors.DestinationLost(Path("/store/abc")),
     errors.WaitTimedOut(Path("/s/trials/1/trial.json"), 2.5),
 ]
 

@@ -35,7 +35,8 @@ def rm(
     ever sees half a session, and a removal that is killed leaves nothing
     visible (the next rm or prune sweeps what it left). A session whose writer
     is alive (the --pid recorded at `new`, or a mirror daemon) is refused
-    unless --force. Every TARGET is tried; exit 1 if any was not removed.
+    unless --force; a mirror daemon then stops, writing nothing more (exit 1,
+    docs/daemon.md). Every TARGET is tried; exit 1 if any was not removed.
 
     Prints how many sessions went and their ids (-v: a line for each, with
     its path; -q: nothing but errors and warnings).

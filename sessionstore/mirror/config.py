@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from typing import Final
 
     from sessionstore.mirror.exclude import Exclude
+    from sessionstore.mirror.lock import DestLock
     from sessionstore.redact.redactor import Redactor
     from sessionstore.storage.s3_tree_io import S3Dest
 
@@ -34,6 +35,7 @@ class PassConfig:
         "durable",
         "exclude",
         "fingerprints",
+        "lock",
         "on_chunk",
         "redactor",
         "remote",
@@ -56,6 +58,7 @@ class PassConfig:
         chunk_size: int,
         fingerprints: dict[object, str],
         on_chunk: Callable[[str], None] | None,
+        lock: DestLock | None,
     ) -> None:
         self.source: Final = source
         self.dest_real: Final = dest_real  # resolved once, by the Mirror (s3://: its URL)
@@ -71,3 +74,6 @@ class PassConfig:
         # The Mirror's scrypt memo (`cache.fingerprint`), shared by its passes: mutable on purpose.
         self.fingerprints: Final = fingerprints
         self.on_chunk: Final = on_chunk  # the Mirror's test hook, called after each chunk
+        # The daemon's lock, while one runs: the pass checks the destination is still the
+        # one locked (`DestinationLost`), and never creates it.
+        self.lock: Final = lock

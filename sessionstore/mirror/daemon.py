@@ -14,7 +14,10 @@ watchdog thread that is no longer alive (`Watcher.healthy`).
 
 One daemon per destination (`sessionstore.mirror.lock`). Stopping (the stop
 event, SIGINT or SIGTERM in the CLI) ends watching and runs one final full
-pass, so nothing written before the stop is lost.
+pass, so nothing written before the stop is lost. A destination removed or
+replaced under the daemon (its lock file gone) stops it with
+`DestinationLost` and no final pass: re-creating it would bring back a removed
+session without its `session.json`, in a directory another daemon may lock.
 """
 
 from __future__ import annotations
@@ -143,21 +146,24 @@ class Daemon:
 
         Takes the destination lock unless the caller passes it already held;
         raises `LockHeld` if another daemon mirrors into the same destination.
+        Raises `DestinationLost`, with no final pass, once the destination was
+        removed or replaced under it (`mirror.lock`): nothing is written there.
         """
         lock = lock or acquire_lock(self.mirror)
         trouble = _TroubleHandler(self.hints)
         watchdog_log = logging.getLogger("watchdog")
         watchdog_log.addHandler(trouble)
+        self.mirror.held_lock = lock
         try:
-            self._loop(stop)
-        finally:
-            self._stop_observer()
-            watchdog_log.removeHandler(trouble)
             try:
-                final = self._final_pass()
+                self._loop(stop)
             finally:
-                lock.release()
-        return final
+                self._stop_observer()
+                watchdog_log.removeHandler(trouble)
+            return self._final_pass()  # not after DestinationLost: there is nothing to pass
+        finally:
+            self.mirror.held_lock = None
+            lock.release()
 
     def _final_pass(self) -> PassReport:
         """Full passes until nothing is unstable, or `final_grace` runs out.
@@ -226,7 +232,14 @@ class Daemon:
         return self.config.full_every
 
     def _ensure_watching(self, stop: threading.Event) -> bool:
-        """Recover from a vanished source or a dead observer; False if stopped meanwhile."""
+        """Recover from a vanished source or a dead observer; False if stopped meanwhile.
+
+        A destination whose lock file was deleted (`rm --force` of the session) gets a
+        pass at once, which raises `DestinationLost`, rather than at the next full pass.
+        """
+        lock = self.mirror.held_lock
+        if lock is not None and lock.gone():
+            self._pass(None, "full")
         if not self.mirror.source.is_dir():
             self._stop_observer()
             if not self._wait_for_source(stop):

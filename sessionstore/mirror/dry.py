@@ -39,9 +39,9 @@ class DryTree(DryChanges, LocalTree):
             self.root_missing = True
         return None
 
-    def open_root(self, path: str) -> bool:
+    def open_root(self, path: str, *, create: bool = True) -> bool:
         """Open the destination root if it exists; a missing one is virtual (would be created)."""
-        if super().open_root(path):
+        if super().open_root(path, create=create):
             return True
         if not self.root_missing:
             return False  # unusable (a symlink, a non-directory): reported

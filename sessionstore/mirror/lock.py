@@ -5,6 +5,13 @@ The lock file is opened through the destination's directory fds, like every
 other file the mirror touches there (a symlink at its name or in the path is
 refused, never followed), and the holder's pid is written beside it so a
 second daemon can name it in its `LockHeld` error.
+
+The lock lives in what it locks, so it excludes other daemons only while the
+destination is the directory it was taken in. `DestLock.holds` tells a pass
+whether it still is: the destination's lock file is the very file held (in a
+bucket, the lease still holds this daemon's token). A session removed by
+`rm --force`, or a destination moved away and replaced, is not: the daemon's
+next pass raises `DestinationLost` instead of re-creating it.
 """
 
 from __future__ import annotations
@@ -22,20 +29,51 @@ from sessionstore import _json as jsonio
 from sessionstore._fs import read as fsread
 from sessionstore._fs.atomic import AtomicFile
 from sessionstore._proc import process_alive, process_start_time
-from sessionstore.errors import InvalidInput, LockHeld
+from sessionstore.errors import DestinationLost, InvalidInput, LockHeld, StorageError
 from sessionstore.format.names import MIRROR_LOCK, MIRROR_PID
 from sessionstore.storage.local_tree import LocalDir, LocalTree
 
 if TYPE_CHECKING:
     from sessionstore.mirror.mirror import Mirror
     from sessionstore.storage.s3_tree_io import S3Dest
+    from sessionstore.storage.trees import DestTree
 
 
 class DestLock:
-    """The held one-daemon-per-destination lock; `release()` drops it (any thread, once)."""
+    """The held one-daemon-per-destination lock; `release()` drops it (any thread, once).
 
-    def __init__(self, drop: Callable[[], None]) -> None:
+    `holds(tree)`: whether the destination a pass opened as `tree` is still the
+    one locked (see the module docstring). `gone()`: a check cheap enough for a
+    timer, True once the lock file is known deleted (a bucket's lease: never).
+    """
+
+    def __init__(
+        self,
+        drop: Callable[[], None],
+        holds: Callable[[DestTree], bool],
+        gone: Callable[[], bool] = lambda: False,
+    ) -> None:
         self._drop: Callable[[], None] | None = drop
+        self.holds = holds
+        self._gone = gone
+
+    def gone(self) -> bool:
+        return self._drop is not None and self._gone()
+
+    def open_root(self, tree: DestTree, where: str) -> bool:
+        """`tree.open_root` for a pass of the daemon holding this lock: False (reported)
+        if unusable; `DestinationLost` if it is no longer the destination locked.
+
+        A missing destination is not created: it was removed since the lock was taken.
+        """
+        try:
+            if not tree.open_root(where, create=False):
+                return False
+        except FileNotFoundError:
+            raise DestinationLost(where) from None
+        if not self.holds(tree):
+            raise DestinationLost(where)
+        return True
 
     def release(self) -> None:
         drop, self._drop = self._drop, None
@@ -72,12 +110,25 @@ def acquire_lock(mirror: Mirror) -> DestLock:
                 raise LockHeld(str(mirror.dest), fsread.read_pid(MIRROR_PID, root.fd)) from None
             with AtomicFile(MIRROR_PID, 0o600, dir_fd=root.fd) as pid_file:
                 pid_file.write(f"{os.getpid()}\n".encode())
+            held = os.fstat(fd)
         except BaseException:
             os.close(fd)
             raise
     finally:
         tree.close_all()
-    return DestLock(functools.partial(os.close, fd))  # closing the only fd drops the flock
+    # Closing the only fd drops the flock. A lock file with no name left was deleted
+    # (`rm` of the session deletes its tree), which an fstat tells without a path.
+    return DestLock(
+        functools.partial(os.close, fd),
+        functools.partial(_holds_file, held),
+        lambda: os.fstat(fd).st_nlink == 0,
+    )
+
+
+def _holds_file(held: os.stat_result, tree: DestTree) -> bool:
+    """Whether the lock file in the destination `tree` opened is the file `held` (flocked)."""
+    found = tree.lstat(tree.root, MIRROR_LOCK)
+    return found is not None and (found.st_dev, found.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _acquire_lease(dest: S3Dest) -> DestLock:
@@ -98,7 +149,10 @@ def _acquire_lease(dest: S3Dest) -> DestLock:
     )
     for _ in range(2):  # the second try after removing a dead daemon's lease of this host
         if dest.create(MIRROR_LOCK, body):
-            return DestLock(functools.partial(_release_lease, dest, token))
+            return DestLock(
+                functools.partial(_release_lease, dest, token),
+                functools.partial(_holds_lease, dest, token),
+            )
         found, _ = jsonio.parse_object(dest.get(MIRROR_LOCK, 4096) or b"")
         holder = found if found is not None else {}
         other_pid = holder.get("pid") if isinstance(holder.get("pid"), int) else None
@@ -115,9 +169,22 @@ def _acquire_lease(dest: S3Dest) -> DestLock:
 
 
 def _release_lease(dest: S3Dest, token: str) -> None:
-    found, _ = jsonio.parse_object(dest.get(MIRROR_LOCK, 4096) or b"")
-    if found is not None and found.get("token") == token:
+    if _lease_token(dest) == token:
         dest.remove(MIRROR_LOCK)
+
+
+def _holds_lease(dest: S3Dest, token: str, _tree: DestTree) -> bool:
+    """Whether the lease is still this daemon's: one GET a pass. A GET that fails says
+    nothing either way (the pass's own requests report the server), so it holds."""
+    try:
+        return _lease_token(dest) == token
+    except StorageError:
+        return True
+
+
+def _lease_token(dest: S3Dest) -> object:
+    found, _ = jsonio.parse_object(dest.get(MIRROR_LOCK, 4096) or b"")
+    return None if found is None else found.get("token")
 
 
 def _no_change() -> None:

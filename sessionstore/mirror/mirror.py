@@ -61,6 +61,7 @@ TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as su
 if TYPE_CHECKING:
     from sessionstore.mirror.daemon import Daemon, PassCallback, WatchConfig
     from sessionstore.mirror.exclude import Exclude
+    from sessionstore.mirror.lock import DestLock
     from sessionstore.redact.redactor import Redactor
     from sessionstore.storage.s3_tree_io import S3Dest
 
@@ -136,6 +137,9 @@ class Mirror:
         self._on_chunk = _on_chunk
         # scrypt per (salt, secrets), so a long-lived Mirror pays for the fingerprint once.
         self._fingerprints: dict[object, str] = {}
+        # The destination's lock while a daemon holds it (set by `Daemon.run`): each pass
+        # then checks it still holds, and raises `DestinationLost` when it does not.
+        self.held_lock: DestLock | None = None
 
     def run_once(self, *, dry_run: bool = False) -> PassReport:
         """One full pass over the source. Never raises for a file's problem; see the report.
@@ -162,7 +166,10 @@ class Mirror:
         """Mirror continuously until `stop` is set; returns the final full pass's report.
 
         Blocks the calling thread. Raises `LockHeld` if another daemon mirrors
-        into the same destination. See `sessionstore.mirror.daemon`.
+        into the same destination, and `DestinationLost` (at its next pass) if
+        the destination is removed or replaced while it runs (`rm --force` of the
+        session): the daemon stops without writing there. See
+        `sessionstore.mirror.daemon`.
         """
         # Here, not at the top: `mirror --once` never watches, and the daemon pulls in
         # threading, logging and fcntl at start-up (daemon.py imports this module only
@@ -197,6 +204,7 @@ class Mirror:
             chunk_size=self.chunk_size,
             fingerprints=self._fingerprints,
             on_chunk=self._on_chunk,
+            lock=self.held_lock,
         )
 
     def _pass(self, dirs: Iterable[str] | None = None, *, dry_run: bool = False) -> PassReport:

@@ -1,38 +1,36 @@
 """One mirror pass: the walk, the per-file decisions, and the end-of-pass bookkeeping.
 
-`Mirror` (in `sessionstore.mirror.mirror`) builds a `Pass` per pass from a
-`PassConfig`. The walk is iterative: an explicit stack of `Frame`s, one per
-directory level (at most `MAX_DEPTH`; deeper subtrees are reported, not
-followed), each holding the source directory's fd and its destination `LocalDir`. Source entries are
-opened relative to their directory's fd with `O_NOFOLLOW`, so renaming a
-directory to a symlink mid-pass cannot redirect a read outside the source;
-the destination is touched only through `dest.LocalTree`, which does
-the same for every write. Per directory: list the source, map names through
-`redact_name` (collisions are errors), then regular files (each through the
-no-read fast path `unchanged`, else `sync`: the per-file half, `FileOps`, is
-in `sync`), subdirectories, and last the record's marker, committed only when
-nothing below it is pending. The directory's group of the change cache
-(`cache`) is parsed when it is entered and dropped when it is left. A big
-full pass shares the walk below one directory with a forked, read-only
-verifier (`split`); a subset pass reaches its subtrees through `subtree`.
+`Mirror` (in `sessionstore.mirror.mirror`) builds a `Pass` per pass from a `PassConfig`.
+The walk is iterative: an explicit stack of `Frame`s, one per directory level (at most
+`MAX_DEPTH`; deeper subtrees are reported, not followed), each holding the source
+directory's fd and its destination `LocalDir`. Source entries are opened relative to
+their directory's fd with `O_NOFOLLOW`, so renaming a directory to a symlink mid-pass
+cannot redirect a read outside the source; the destination is touched only through
+`dest.LocalTree`, which does the same for every write. Per directory: list the source,
+map names through `redact_name` (collisions are errors), then regular files (each
+through the no-read fast path `unchanged`, else `sync`: the per-file half, `FileOps`, is
+in `sync`), subdirectories, and last the record's marker, committed only when nothing
+below it is pending. The directory's group of the change cache (`cache`) is parsed when
+it is entered and dropped when it is left. A big full pass shares the walk below one
+directory with a forked, read-only verifier (`split`); a subset pass reaches its
+subtrees through `subtree`.
 
-Exclusion (`exclude`): a directory's entries are filtered by the patterns
-right after it is listed, before any of them is looked at; a subset pass
-never goes below an excluded directory. A dry run walks with `dry.DryTree`,
-which answers every change without making it.
+Exclusion (`exclude`): a directory's entries are filtered by the patterns right after it
+is listed, before any of them is looked at; a subset pass never goes below an excluded
+directory. A dry run walks with `dry.DryTree`, which answers every change without making
+it.
 
-Sealing: a record whose marker is in the destination is never written again.
-Its files are only compared (`check_sealed`); a difference is reported as
-`diverged`, never applied. When the destination is a session (it holds
-`session.json`), the store's own files at its top are skipped.
+Sealing: a record whose marker is in the destination is never written again. Its files
+are only compared (`check_sealed`); a difference is reported as `diverged`, never
+applied. When the destination is a session (it holds `session.json`), the store's own
+files at its top are skipped.
 
-The destination is read only where needed: one `O_PATH` open (and close) per
-directory, by name under its parent's fd (`LocalTree.open_below`), each file's
-lstat through it for the fast path, and a record's marker once something in
-the record needs more than the fast path. Directories are listed only after an interrupted pass (the
-in-progress flag `DIRTY_NAME`, which makes the pass sweep the whole
-destination for dead temps before it starts); `--delete` works from the
-change cache (`finish`), not from listings.
+The destination is read only where needed: one `O_PATH` open (and close) per directory,
+by name under its parent's fd (`LocalTree.open_below`), each file's lstat through it for
+the fast path, and a record's marker once something in the record needs more than the
+fast path. Directories are listed only after an interrupted pass (the in-progress flag
+`DIRTY_NAME`, which makes the pass sweep the whole destination for dead temps before it
+starts); `--delete` works from the change cache (`finish`), not from listings.
 """
 
 from __future__ import annotations
@@ -127,8 +125,9 @@ class Pass(FileOps):
             self.tree = DryTree(root, self.error, self.touch, m.durable)
         else:
             self.tree = make_tree(m.remote, root, self.error, self.touch, m.durable, m.dry_run)
+        lock, where = m.lock, str(m.remote or m.dest_real)  # a daemon's: `DestLock.open_root`
         try:
-            if self.tree.open_root(str(m.remote or m.dest_real)):
+            if self.tree.open_root(where) if lock is None else lock.open_root(self.tree, where):
                 self.start(full=subtrees is None or () in subtrees)
                 if subtrees is None or () in subtrees:
                     self.tops.append("")

@@ -124,11 +124,13 @@ class LocalDirs:
 
     # -- the root ----------------------------------------------------------------
 
-    def open_root(self, path: str) -> bool:
+    def open_root(self, path: str, *, create: bool = True) -> bool:
         """Open the (absolute, resolved) destination root component by component.
 
-        Missing components are created 0700. False (with the error reported)
-        when a component is a symlink, not a directory, or unusable.
+        Missing components are created 0700; without `create`, a missing one
+        raises `FileNotFoundError` (a daemon's destination, removed under it).
+        False (with the error reported) when a component is a symlink, not a
+        directory, or unusable.
         """
         parts = [p for p in path.split("/") if p]
         if not parts:
@@ -145,6 +147,8 @@ class LocalDirs:
             try:
                 child.fd = os.open(part, _OPEN_PATH, dir_fd=node.fd)
             except FileNotFoundError:
+                if not create:
+                    raise
                 # No in-progress flag for these: a new directory holds no temps to sweep.
                 if self._make(child, flag=False) is None:
                     return False

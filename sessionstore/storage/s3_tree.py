@@ -75,8 +75,11 @@ class S3Tree:
 
     # -- the listing -------------------------------------------------------------
 
-    def open_root(self, path: str) -> bool:
-        """LIST the prefix (`path` is its URL, for messages); False (reported) if it fails."""
+    def open_root(self, path: str, *, create: bool = True) -> bool:
+        """LIST the prefix (`path` is its URL, for messages); False (reported) if it fails.
+
+        A prefix is a name: there is nothing to create, nor to find missing.
+        """
         import obstore
 
         below = self.dest.url.prefix + "/"

@@ -111,8 +111,12 @@ if TYPE_CHECKING:
 
         root: D
 
-        def open_root(self, path: str) -> bool:
-            """Open (creating if missing) the destination root; False (reported) if unusable."""
+        def open_root(self, path: str, *, create: bool = True) -> bool:
+            """Open (creating if missing) the destination root; False (reported) if unusable.
+
+            Without `create`, a missing root raises `FileNotFoundError` (a bucket's
+            prefix always exists: a name).
+            """
             ...
 
         def identity(self) -> tuple[int, int]:
