@@ -60,6 +60,14 @@ class LazyGroup(click.Group):
         command: click.Command = getattr(importlib.import_module(module), attr)
         return command
 
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        # The group's own options are parsed (`--store` converted) before `invoke`: a
+        # Ctrl-C there exits 130 too, not click's "Aborted!" with 1.
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         # Ctrl-C is how people stop a daemon or a wait: exit 130 as shells expect, with
         # no traceback and no click "Aborted!" (which would also exit 1). Commands clean

@@ -1,5 +1,6 @@
-"""A Ctrl-C while a command is still starting (importing click and the command) exits
-130 silently, as one during the command does: never a traceback, never a lost Ctrl-C."""
+"""A Ctrl-C while a command is still starting (importing click and the command, parsing
+the group's options) exits 130 silently, as one during the command does: never a
+traceback, never click's "Aborted!", never a lost Ctrl-C."""
 
 from __future__ import annotations
 
@@ -31,8 +32,10 @@ sys.exit(main(args))
         ("sessionstore.cli.group", ["inspect", "s1", "--store", "{store}"]),
         ("click", ["new", "--store", "{store}"]),
         ("sessionstore.cli.mirror_run", ["mirror", "{store}", "{tmp}/dst", "--once"]),
+        # While click parses the group's own options: `--store` is converted there.
+        ("sessionstore.storage.s3_path", ["--store", "{store}", "new"]),
     ],
-    ids=["wait", "inspect", "new", "mirror"],
+    ids=["wait", "inspect", "new", "mirror", "group-options"],
 )
 def test_a_ctrl_c_while_starting_exits_130_silently(
     tmp_path: Path, module: str, args: list[str]
