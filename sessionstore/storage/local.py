@@ -83,11 +83,15 @@ class LocalStorage(LocalDirs):
     # -- the five operations of `Storage`, and `claim` ---------------------------
 
     def _named(self, key: str, exc: OSError) -> OSError:
-        """`exc`, or if it names one of our temps, the same error naming the key's path: the
-        user never made `.sstmp-...`, and would look for it in vain (`Permission denied` on
-        an unwritable store directory, `No such file` when it vanished meanwhile)."""
+        """`exc`, or if it names one of our temps or no file at all, the same error naming
+        the key's path: the user never made `.sstmp-...`, and would look for it in vain
+        (`Permission denied` on an unwritable store directory, `No such file` when it
+        vanished meanwhile); and a write or fsync failing on its fd (`No space left on
+        device`, an I/O error) names no file, so the one line said nothing of where."""
         name = exc.filename
-        if isinstance(name, str) and any(map(is_temp_name, name.split(os.sep))):
+        if name is None and exc.errno is not None:
+            exc.filename = str(self.root / key)  # the same error (its type, its identity)
+        elif isinstance(name, str) and any(map(is_temp_name, name.split(os.sep))):
             return OSError(exc.errno, exc.strerror, str(self.root / key))
         return exc
 
