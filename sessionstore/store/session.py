@@ -242,6 +242,15 @@ def _manifest(**fields: Any) -> dict[str, Any]:
 
     from sessionstore.format.models import Manifest
 
+    # A name or label given as bytes that are not UTF-8 (argv decodes them to lone
+    # surrogates) cannot be written as JSON: pydantic would turn a key into U+FFFD
+    # silently, and a value would fail only at the write, as a TypeError.
+    labels = fields.get("labels") or {}
+    texts = [("name", fields.get("name")), *((f"labels.{k}", k) for k in labels)]
+    texts += [(f"labels.{k}", v) for k, v in labels.items()]
+    for where, text in texts:
+        if isinstance(text, str) and not _is_utf8(text):
+            raise InvalidInput("session manifest", f"{where}: {text} is not valid UTF-8")
     try:
         return Manifest(format=FORMAT_VERSION, **fields).model_dump(mode="json")
     except ValidationError as exc:
@@ -249,6 +258,14 @@ def _manifest(**fields: Any) -> dict[str, Any]:
         first = exc.errors()[0]
         where = ".".join(map(str, first["loc"]))
         raise InvalidInput("session manifest", f"{where}: {first['msg']}") from None
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _generated_id() -> str:

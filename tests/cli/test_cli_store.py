@@ -89,6 +89,10 @@ def test_constraints_from_json_and_file(tmp_path: Path) -> None:
         (["--constraints", "[1]"], b"--constraints: must be a JSON object"),
         (["--constraints", "@/nonexistent/c.json"], b"/nonexistent/c.json: cannot read"),
         (["--previous", "ghost"], b"no session 'ghost'"),
+        # Bytes that are not UTF-8 cannot be JSON: refused, never a traceback, never U+FFFD.
+        (["--name", os.fsdecode(b"a\xff\x1b")], b"name: a\\xff\\x1b is not valid UTF-8"),
+        (["--label", os.fsdecode(b"k\xff=v")], b"labels.k\\xff: k\\xff is not valid UTF-8"),
+        (["--label", os.fsdecode(b"k=v\xff")], b"labels.k: v\\xff is not valid UTF-8"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_1(tmp_path: Path, args: list[str], needle: bytes) -> None:
