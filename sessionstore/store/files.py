@@ -93,11 +93,15 @@ def exists(storage: Storage, key: str) -> bool:
     """Whether anything is at `key` (an object, or an entry that is no object); nothing read.
 
     A `get` with a limit of 0 bytes: `TooLarge` or a `StorageError` both say
-    something is there.
+    something is there, unless the error is the store's root itself (a file, or
+    unreadable): that says nothing of `key`, and is raised, or `new` on a store
+    that is a file would say the session exists.
     """
     try:
         return storage.get(key, 0) is not None
-    except StorageError:
+    except StorageError as exc:
+        if not exc.key:
+            raise
         return True
 
 

@@ -109,6 +109,19 @@ def test_duplicate_id_exits_1(tmp_path: Path) -> None:
     assert result.returncode == 1 and b"already exists" in result.stderr
 
 
+@pytest.mark.parametrize("kind", ["file", "fifo"])
+def test_a_store_that_is_not_a_directory_is_said_so(tmp_path: Path, kind: str) -> None:
+    store = tmp_path / "store"
+    if kind == "file":
+        store.write_bytes(b"x")
+    else:
+        os.mkfifo(store)
+    for args in (["--id", "abc"], []):
+        result = run("new", "--store", str(store), *args)
+        assert (result.returncode, result.stdout) == (1, b""), result.stderr
+        assert result.stderr == f"Error: root {store}: is not a directory\n".encode()
+
+
 @pytest.mark.parametrize(
     "args",
     [["new", "--trials", "0"], ["new", "--bogus"], ["nosuchcommand"], ["new", "--label", "x"]],
