@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -90,3 +91,34 @@ def test_bad_target_is_one_line(tmp_path: Path) -> None:
 def test_help_has_examples() -> None:
     done = run("doctor", "--help")
     assert "Examples:" in done.stdout and done.returncode == 0
+
+
+def test_a_record_30000_levels_deep_is_walked_in_one_pass(tmp_path: Path) -> None:
+    """Each entry's path was built for every entry, at the cost of its depth: a record
+    30,000 levels deep took minutes (the run's hang guard). Built only for what is
+    reported, the walk is linear, and a dead writer's temp at the bottom is still found."""
+    from mirror_helpers import make_deep, remove_deep
+
+    session = make_session(tmp_path)
+    base = session.path / "trials" / "1" / "deep"
+    make_deep(base, 30_000)
+    try:
+        bottom = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for _ in range(30_000):
+                below = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=bottom)
+                os.close(bottom)
+                bottom = below
+            os.close(os.open(".sstmp-999999999-00", os.O_CREAT | os.O_WRONLY, dir_fd=bottom))
+        finally:
+            os.close(bottom)
+        done = doctor(session)
+        assert done.returncode == 1, done.stderr
+        (line,) = done.stdout.splitlines()
+        temp = f"{'/d' * 30_000}/.sstmp-999999999-00"
+        assert (
+            line
+            == f"{base}{temp}: temp: leftover of a dead writer: no process has its pid 999999999"
+        )
+    finally:
+        remove_deep(base)
