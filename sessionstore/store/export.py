@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 from sessionstore import _json as jsonio
 from sessionstore._fs import read as fsread
-from sessionstore._fs.atomic import DIR_MODE, FILE_MODE, AtomicFile, build_dir, fsync_dir
+from sessionstore._fs.atomic import (
+    DIR_MODE,
+    FILE_MODE,
+    AtomicFile,
+    build_dir,
+    fsync_dir,
+    is_temp_name,
+)
 from sessionstore.errors import InvalidInput
 from sessionstore.format.names import MARKERS
 from sessionstore.storage.s3_path import S3Path
@@ -252,5 +259,22 @@ def _copy(
             build,
             lambda temp: os.rename(temp, dest.name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd),
         )
+    except OSError as exc:
+        raise _named(exc, dest) from None
     finally:
         os.close(parent_fd)
+
+
+def _named(exc: OSError, dest: Path) -> OSError:
+    """`exc` naming the file of `dest` it failed on: the user never made the staging temp
+    (`.sstmp-...`, removed by now) that a failing write names, and a write failing on its
+    fd (`No space left on device`) names no file at all."""
+    name = exc.filename
+    if name is None and exc.errno is not None:
+        exc.filename = str(dest)
+    elif isinstance(name, str):
+        parts = name.split(os.sep)
+        for i, part in enumerate(parts):
+            if is_temp_name(part):
+                return OSError(exc.errno, exc.strerror, os.path.join(dest, *parts[i + 1 :]))
+    return exc

@@ -47,6 +47,11 @@ out["room"] = {
     "finish": run("finish", "abc", "--report", big),
     "doctor": run("doctor", "abc"),
 }
+# An export into a read-only filesystem fails making its staging temp beside DEST.
+ro = os.path.join(mnt, "ro")
+os.mkdir(ro)
+subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=4k", "tmpfs", ro], check=True)
+out["export"] = run("export", "abc", os.path.join(ro, "x"), "--trial", "1")
 print(json.dumps(out))
 """
 
@@ -83,3 +88,5 @@ def test_a_full_disk_is_one_line_naming_the_file_and_a_rerun_converges(tmp_path:
     for command, (code, _, stderr) in out["room"].items():
         assert code == 0, (command, stderr)
     assert out["room"]["doctor"][2].endswith("healthy\n")
+    # Not the staging temp (`.sstmp-...`), which the user never made: DEST.
+    assert out["export"] == [1, "", f"Error: {mnt}/ro/x: Read-only file system\n"]
