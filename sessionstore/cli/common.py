@@ -295,6 +295,13 @@ def _json_kind(value: object) -> str:
     return "null"
 
 
+def no_store(root: Path) -> InvalidInput:
+    """The error for a local store path that is no directory: missing, or something else
+    (a file, a FIFO), which "no such store directory" would send the user looking for."""
+    problem = "is not a directory" if os.path.lexists(root) else "no such store directory"
+    return InvalidInput(str(root), problem)
+
+
 def library_errors(func: F) -> F:
     """Turn library and OS errors into a one-line message and exit 1.
 

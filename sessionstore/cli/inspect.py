@@ -14,6 +14,7 @@ from sessionstore.cli.common import (
     color_option,
     command,
     library_errors,
+    no_store,
     objective_of,
     objective_options,
     target_options,
@@ -21,7 +22,6 @@ from sessionstore.cli.common import (
 from sessionstore.cli.listing import Listing, listing_options
 from sessionstore.cli.plain import emit_json
 from sessionstore.cli.sessions import session_rows
-from sessionstore.errors import InvalidInput
 from sessionstore.store.target import STORE_ENV, resolve_target, store_root
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ def _store_list(
     # A store the user named must exist; the default one not existing yet is empty.
     named = store_dir is not None or bool(os.environ.get(STORE_ENV))
     if not remote and not root.is_dir() and (named or root.exists()):
-        raise InvalidInput(str(root), "no such store directory")
+        raise no_store(root)
     store = Store(root) if remote or root.is_dir() else None
     found = store.sessions() if store is not None else []
     chosen = [s for s in found if listing.labelled(s.manifest)]

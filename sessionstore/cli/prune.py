@@ -13,6 +13,7 @@ from sessionstore._display import escape
 from sessionstore.cli.common import (
     command,
     library_errors,
+    no_store,
     objective_of,
     objective_options,
     store_option,
@@ -20,7 +21,7 @@ from sessionstore.cli.common import (
     verbosity_options,
 )
 from sessionstore.cli.listing import Listing, listing_options, name_order
-from sessionstore.errors import InvalidInput, SessionNotFound
+from sessionstore.errors import SessionNotFound
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -121,7 +122,7 @@ def prune(
         raise click.UsageError("refusing to remove sessions unasked: give --yes, or --dry-run")
     root = store_root(store_dir)
     if not isinstance(root, S3Path) and not root.is_dir():
-        raise InvalidInput(str(root), "no such store directory")
+        raise no_store(root)
     store = Store(root)
     found = each_prunable(store, older_than, listing.statuses or PRUNABLE)
     chosen = listing.take(_chosen(store, found, listing, objective_of(objective, higher)))

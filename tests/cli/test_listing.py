@@ -214,6 +214,13 @@ def test_a_store_that_does_not_exist_is_an_error(tmp_path: Path) -> None:
         1,
         f"Error: {tmp_path / 'nope'}: no such store directory\n",
     )
+    # A path that is there but no directory is said to be so, not to be missing.
+    (tmp_path / "file").write_text("x")
+    os.mkfifo(tmp_path / "fifo")
+    for name in ("file", "fifo"):
+        done = run("inspect", "--store", tmp_path / name)
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr == f"Error: {tmp_path / name}: is not a directory\n"
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in environ(HOME=str(home)).items() if k != "SESSIONSTORE_HOME"}

@@ -108,6 +108,12 @@ def test_a_store_that_does_not_exist(tmp_path: Path) -> None:
     result = ss(tmp_path / "nope", "prune", "--dry-run")
     assert result.returncode == 1
     assert result.stderr == f"Error: {tmp_path / 'nope'}: no such store directory\n"
+    (tmp_path / "file").write_text("x")
+    result = ss(tmp_path / "file", "prune", "--dry-run")
+    assert (result.returncode, result.stderr) == (
+        1,
+        f"Error: {tmp_path / 'file'}: is not a directory\n",
+    )
 
 
 def _on_a_terminal(store: Path, answer: bytes) -> tuple[int, str]:
