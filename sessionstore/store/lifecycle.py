@@ -221,6 +221,10 @@ def sync_record(record: Record) -> None:
     top = fsread.open_record_dir(record.path)
     try:
         stack.append((top, _entries(top)))
+    except BaseException:  # not on the stack yet: the finally below would miss it
+        os.close(top)
+        raise
+    try:
         while stack:
             fd, entries = stack[-1]
             if not entries:
