@@ -23,14 +23,17 @@ DIRTY_NAME = RESERVED_PREFIX + "mirror-dirty"
 STORE_OWNED = frozenset([MANIFEST, CONSTRAINTS, REPORT, INDEX])
 
 Pair = tuple[os.DirEntry[str], str]  # (source entry, destination name)
+Spans = Callable[[str, str], bool]  # (rel, dname): does `rel/dname` spell a secret across `/`?
+SPANS = "a secret is spelled by a name here and the names above it; not mirrored"
 
 
 def redacted_names(
-    entries: list[os.DirEntry[str]], rel: str, name: Callable[[str], str]
+    entries: list[os.DirEntry[str]], rel: str, name: Callable[[str], str], spans: Spans | None
 ) -> tuple[list[Pair], list[tuple[str, str]], dict[str, list[os.DirEntry[str]]]]:
     """With a redactor: the (entry, destination name) pairs, the problems (destination
-    path, message) of names that collide or are invalid, and every destination name the
-    source accounts for (for --delete). Our temps are ignored."""
+    path, message) of names that collide, are invalid or complete a secret with the
+    path above them (reported at that path: theirs would spell it), and every
+    destination name the source accounts for (for --delete). Our temps are ignored."""
     groups: dict[str, list[os.DirEntry[str]]] = {}
     for e in entries:
         if not e.name.startswith(TEMP_PREFIX):
@@ -43,6 +46,8 @@ def redacted_names(
             problems.append((drel, f"name collision: {len(group)} source names map to this name"))
         elif not dname or "/" in dname or dname in (".", ".."):
             problems.append((drel, "the redacted name is not a valid file name"))
+        elif spans is not None and rel and spans(rel, dname):
+            problems.append((rel, SPANS))
         else:
             pairs.append((group[0], dname))
     return pairs, problems, groups
@@ -78,3 +83,47 @@ def safe_name(redactor: Redactor) -> Callable[[str], str]:
 
 def identity(name: str) -> str:
     return name
+
+
+def names_for(redactor: Redactor | None) -> tuple[Callable[[str], str], Spans | None]:
+    """How a pass names destination entries: each component through `redact_name`, and
+    the check that a path spells no secret across a `/` (None where none can)."""
+    if redactor is None:
+        return identity, None
+    return safe_name(redactor), spanning(redactor)
+
+
+def spanning(redactor: Redactor) -> Spans | None:
+    """`spans(rel, dname)`: whether `rel/dname` holds a secret across its last `/`, given
+    that `rel` (checked when it was entered) and `dname` (redacted) hold none.
+
+    Names are redacted one component at a time, so a secret holding a `/`
+    (`ab/cdefgh12`, or a base64 spelling with one) would otherwise be spelled by
+    the path of the directories holding its halves: on disk, in the cache and in
+    the report. An occurrence that no component holds crosses a `/`, and is found
+    at the last one it crosses, as a head of it ending `rel` and the rest starting
+    `dname`. Compared as bytes: a needle may cut a UTF-8 character. None when no
+    needle holds a `/` and patterns are off (this runs for every entry).
+    """
+    from sessionstore.redact.redactor import MIN_SECRET_LEN  # loaded: there is a redactor
+
+    halves = [
+        (n[:i], n[i + 1 :])
+        for n in redactor.needles()
+        if len(n.strip()) >= MIN_SECRET_LEN  # short values match whole names only
+        for i in range(len(n))
+        if n[i] == 0x2F and 0x2F not in n[i + 1 :]  # the rest lies in one component
+    ]
+    patterns = redactor.patterns
+    if not (halves or patterns):
+        return None
+
+    def spans(rel: str, dname: str) -> bool:
+        name, path = os.fsencode(dname), os.fsencode(rel)
+        if any(name.startswith(tail) and path.endswith(head) for head, tail in halves):
+            return True
+        # A token ends in `dname`; only a PEM block (its `-----`) can also hold a `/`.
+        joined = f"{rel}/{dname}"
+        return patterns and "-----" in dname and redactor.redact_name(joined) != joined
+
+    return spans

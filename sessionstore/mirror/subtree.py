@@ -12,6 +12,7 @@ import os
 
 from sessionstore.mirror.cache import join
 from sessionstore.mirror.frame import Frame
+from sessionstore.mirror.layout import SPANS
 from sessionstore.storage.local_tree import OPEN_DIR, LocalDir
 
 TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
@@ -31,6 +32,9 @@ def visit_subtree(run: Pass, root_fd: int, parts: tuple[str, ...]) -> None:
             dname = run.name(part)
             if run.redactor is not None and _collides(run, fd, part, dname):
                 run.error(join(rel, dname), "name collision: source names map to this name")
+                return
+            if run.spans is not None and rel and run.spans(rel, dname):
+                run.error(rel, SPANS)
                 return
             try:
                 fd = os.open(part, OPEN_DIR, dir_fd=fd)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 
 from sessionstore._fs.atomic import TEMP_PREFIX
 from sessionstore.format.names import MANIFEST, MARKERS, REPORT
@@ -50,9 +50,8 @@ from sessionstore.mirror.layout import (
     DIRTY_NAME,
     RESERVED_PREFIX,
     STORE_OWNED,
-    identity,
+    names_for,
     redacted_names,
-    safe_name,
     special_kind,
 )
 from sessionstore.mirror.report import PassReport
@@ -76,7 +75,7 @@ class Pass(FileOps):
         self.report = PassReport()
         # Checked per pass: secrets may be registered on the same Redactor later.
         self.redactor = config.redactor if config.redactor else None
-        self.name: Callable[[str], str] = safe_name(self.redactor) if self.redactor else identity
+        self.name, self.spans = names_for(self.redactor)  # redact_name, and the `/` check
         self.tree: DestTree
         self.cache: Cache | None = None
         self.groups: dict[str, Stored] = {}
@@ -228,7 +227,7 @@ class Pass(FileOps):
             pending = 0
             frame.listing = names
         else:
-            pairs, problems, groups = redacted_names(entries, rel, self.name)
+            pairs, problems, groups = redacted_names(entries, rel, self.name, self.spans)
             for drel, problem in problems:
                 self.error(drel, problem)
             pending = len(problems)

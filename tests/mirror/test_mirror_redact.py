@@ -148,3 +148,33 @@ def test_content_the_redactor_refuses_is_an_error_for_that_file_only(tmp_path: P
     assert sorted(e["path"] for e in report.errors) == ["", "refused.txt"]
     assert all("aaaaaaaR" not in e["error"] for e in report.errors)
     assert tree(dst) == {"fine.txt": b"REDACTED here"}
+
+
+@pytest.mark.parametrize(
+    ("subset", "errors"),
+    [
+        (None, ["abc", "key/part-two"]),
+        (["abc"], ["abc"]),  # found listing abc
+        (["abc/defgh12"], ["abc"]),  # found on the way down to it
+        (["key/part-two"], ["key/part-two"]),
+    ],
+)
+def test_a_secret_spelled_across_names_is_written_nowhere(
+    tmp_path: Path, subset: list[str] | None, errors: list[str]
+) -> None:
+    # Each name is redacted alone, so no single one holds these; the paths would.
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "abc" / "defgh12" / "f", b"one")
+    write(src / "abc" / "kept", b"two")
+    write(src / "key" / "part-two" / "end.txt", b"three")
+    settle()
+    r = redactor("abc/defgh12", "key/part-two/end")
+    m = Mirror(src, dst, r, durable=False)
+    report = m.run_once() if subset is None else m.run_dirs(subset)
+    assert ("abc/kept" in report.copied) is (subset is None or subset == ["abc"])
+    assert not {"abc/defgh12/f", "key/part-two/end.txt"} & set(tree(dst))
+    written = everything_under(dst) + orjson.dumps(report.to_dict())
+    for secret in (b"abc/defgh12", b"key/part-two/end"):
+        assert secret not in written
+        assert secret not in b"/".join(os.fsencode(p) for p, _, _ in os.walk(dst))
+    assert sorted(paths(report.errors)) == errors
