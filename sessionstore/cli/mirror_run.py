@@ -72,15 +72,44 @@ def run(
     level, once = _level(quiet, verbose), once or dry_run  # -n: one pass (nothing to watch)
     patterns = _patterns(exclude, exclude_from)
     redactor = _redactor(secret_values, secret_env, secrets_file, allow_short_secrets)
-    dest = _destination(dst, store_dir, dry_run)
-    check_source(src, missing_ok=not once)  # the daemon waits for a source to appear
-    the_mirror = Mirror(src, dest, redactor, durable=not no_fsync, delete=delete, exclude=patterns)
-    if once:
-        report = _run_once(the_mirror, level, as_json, dry_run)
-    else:
-        report = _run_daemon(the_mirror, (debounce, max_wait, full_every), level, as_json)
+    try:
+        dest = _destination(dst, store_dir, dry_run)
+        check_source(src, missing_ok=not once)  # the daemon waits for a source to appear
+        the_mirror = Mirror(
+            src, dest, redactor, durable=not no_fsync, delete=delete, exclude=patterns
+        )
+        if once:
+            report = _run_once(the_mirror, level, as_json, dry_run)
+        else:
+            report = _run_daemon(the_mirror, (debounce, max_wait, full_every), level, as_json)
+    except Exception as exc:
+        if redactor is not None:
+            _redact_message(exc, redactor)
+        raise
     if not report.ok:
         sys.exit(1)
+
+
+def _redact_message(exc: Exception, redactor: Redactor) -> None:
+    """Redact, in place, the text the CLI prints of `exc` (it escapes it afterwards).
+
+    Errors name SRC and DST as they were typed (`source ./ws-<secret>: does not
+    exist`, a lock held there), and the user may have put a secret in either.
+    """
+    from sessionstore.errors import SessionStoreError, StorageError
+    from sessionstore.mirror.layout import redact_message
+
+    def clean(text: str) -> str:
+        return redact_message(redactor, text)
+
+    if isinstance(exc, Usage):
+        exc.message = clean(exc.message)
+    elif isinstance(exc, SessionStoreError):
+        exc.args = (clean(str(exc)),)  # what `failure_message` prints ...
+        if isinstance(exc, StorageError):
+            exc.problem = clean(exc.problem)  # ... or this, for the root itself
+    elif isinstance(exc, OSError) and exc.filename is not None:
+        exc.filename = clean(os.fsdecode(exc.filename))
 
 
 def _level(quiet: bool, verbose: bool) -> int:

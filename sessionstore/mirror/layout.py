@@ -81,6 +81,16 @@ def safe_name(redactor: Redactor) -> Callable[[str], str]:
     return name
 
 
+def redact_message(redactor: Redactor, text: str) -> str:
+    """`text`, a message that may name a path the user gave (the destination root, the
+    source), without its secrets; a fixed line where the redactor refuses it."""
+    try:
+        redacted: str = redactor.redact_name(text)
+    except RedactionUnsafe:
+        return "(a message the redactor cannot redact safely)"
+    return redacted
+
+
 def identity(name: str) -> str:
     return name
 

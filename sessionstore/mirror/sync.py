@@ -20,6 +20,7 @@ from sessionstore.errors import RedactionUnsafe
 from sessionstore.mirror import copy as rd
 from sessionstore.mirror.cache_file import Stored
 from sessionstore.mirror.cache_group import ENTRY_LEN, Group, dest_sig, is_entry
+from sessionstore.mirror.layout import redact_message
 from sessionstore.mirror.report import UNSTABLE_MARKER, PassReport
 from sessionstore.mirror.sealing import Sealing
 from sessionstore.storage.local_tree import LocalDir, LocalTree, describe
@@ -365,6 +366,8 @@ class FileOps(Sealing):
         return 1
 
     def error(self, path: str, message: str) -> None:
+        if self.redactor is not None:  # it may name the destination root, which the user named
+            message = redact_message(self.redactor, message)
         self.report.errors.append({"path": path, "error": message})
 
     def unstable(self, path: str, reason: str) -> None:

@@ -177,3 +177,37 @@ def test_a_mistyped_session_id_as_dst_is_refused_not_created(tmp_path: Path) -> 
     ok = run("mirror", src, "./183c1adf", "--once", "--store", store, cwd=tmp_path, text=False)
     assert ok.returncode == 0, ok.stderr
     assert (tmp_path / "183c1adf").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("where", "extra", "code", "said"),
+    [
+        ("fifo-src", [], 1, "Error: source fifo-REDACTED: is a FIFO, not a directory\n"),
+        ("missing-src", [], 1, "Error: source missing-REDACTED: does not exist\n"),
+        ("file-dst", ["--json"], 1, "destination: {tmp}/file-REDACTED: a non-directory is where"),
+        ("id-dst", ["--secret", "183c1adf"], 2, "no session 'REDACTED' in store"),
+        ("daemon-dst", ["--json"], 1, "file-REDACTED: "),
+    ],
+)
+def test_a_secret_in_src_or_dst_as_typed_is_never_printed(
+    tmp_path: Path, where: str, extra: list[str], code: int, said: str
+) -> None:
+    """SRC and DST are the user's text, echoed by errors: redacted like everything else."""
+    (tmp_path / "ws").mkdir()
+    os.mkfifo(tmp_path / f"fifo-{SECRET}")
+    write(tmp_path / f"file-{SECRET}", b"not a directory")
+    src, dst = {
+        "fifo-src": (f"fifo-{SECRET}", "./dst"),
+        "missing-src": (f"missing-{SECRET}", "./dst"),
+        "file-dst": ("ws", f"./file-{SECRET}/sub"),
+        "id-dst": ("ws", "183c1adf"),  # a session id, and a secret
+        "daemon-dst": ("ws", f"./file-{SECRET}"),  # no --once: click's path, the daemon's pass
+    }[where]
+    once = [] if where == "daemon-dst" else ["--once"]
+    result = run(
+        "mirror", src, dst, *once, "--secret", SECRET, *extra,
+        "--store", tmp_path / "store", cwd=tmp_path, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == code, result.stderr
+    assert SECRET not in result.stdout + result.stderr
+    assert said.format(tmp=tmp_path) in result.stdout + result.stderr
