@@ -70,9 +70,9 @@ def run(
     from sessionstore.mirror.mirror import Mirror, check_source  # import-light: see above
 
     level, once = _level(quiet, verbose), once or dry_run  # -n: one pass (nothing to watch)
-    patterns = _patterns(exclude, exclude_from)
     redactor = _redactor(secret_values, secret_env, secrets_file, allow_short_secrets)
-    try:
+    try:  # every error from here on may name a path the user typed: redacted below
+        patterns = _patterns(exclude, exclude_from)
         dest = _destination(dst, store_dir, dry_run)
         check_source(src, missing_ok=not once)  # the daemon waits for a source to appear
         the_mirror = Mirror(

@@ -187,6 +187,7 @@ def test_a_mistyped_session_id_as_dst_is_refused_not_created(tmp_path: Path) -> 
         ("file-dst", ["--json"], 1, "destination: {tmp}/file-REDACTED: a non-directory is where"),
         ("id-dst", ["--secret", "183c1adf"], 2, "no session 'REDACTED' in store"),
         ("daemon-dst", ["--json"], 1, "file-REDACTED: "),
+        ("exclude-from", ["--exclude-from", f"nope-{SECRET}"], 1, "Error: nope-REDACTED: "),
     ],
 )
 def test_a_secret_in_src_or_dst_as_typed_is_never_printed(
@@ -202,6 +203,7 @@ def test_a_secret_in_src_or_dst_as_typed_is_never_printed(
         "file-dst": ("ws", f"./file-{SECRET}/sub"),
         "id-dst": ("ws", "183c1adf"),  # a session id, and a secret
         "daemon-dst": ("ws", f"./file-{SECRET}"),  # no --once: click's path, the daemon's pass
+        "exclude-from": ("ws", "./dst"),
     }[where]
     once = [] if where == "daemon-dst" else ["--once"]
     result = run(
