@@ -91,6 +91,25 @@ def redact_message(redactor: Redactor, text: str) -> str:
     return redacted
 
 
+def creates_secret(redactor: Redactor, path: str) -> bool:
+    """Whether creating the missing directories of `path` (absolute, resolved) would write
+    a secret in a name: one of them holds one, or spells one with the names above it."""
+    parts = path.split("/")
+    made = 1
+    while made < len(parts) and os.path.lexists("/".join(parts[: made + 1])):
+        made += 1
+    if made == len(parts):
+        return False  # the destination exists: mirroring into it names nothing anew
+    try:
+        if any(redactor.redact_name(part) != part for part in parts[made:]):
+            return True
+    except RedactionUnsafe:
+        return True
+    full, kept = os.fsencode(path), len(os.fsencode("/".join(parts[:made])))
+    # An occurrence ending past the existing directories crosses into a new name.
+    return any(full.find(n, max(0, kept - len(n) + 1)) >= 0 for n in redactor.needles())
+
+
 def identity(name: str) -> str:
     return name
 

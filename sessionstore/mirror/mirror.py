@@ -53,7 +53,7 @@ from sessionstore.format.names import MARKERS, record_number
 from sessionstore.mirror import copy as rd
 from sessionstore.mirror.cache import CACHE_NAME
 from sessionstore.mirror.config import PassConfig
-from sessionstore.mirror.layout import DIRTY_NAME, RESERVED_PREFIX
+from sessionstore.mirror.layout import DIRTY_NAME, RESERVED_PREFIX, creates_secret
 from sessionstore.mirror.report import PassReport
 from sessionstore.mirror.walk import Pass
 
@@ -86,7 +86,8 @@ class Mirror:
     `exclude`: gitignore patterns over source paths from the source root
     (`sessionstore.mirror.exclude`; `read_exclude_file` reads a file of them):
     an excluded path is never read, copied or deleted. `InvalidInput` for an
-    invalid pattern.
+    invalid pattern, and for a destination whose missing directories would be
+    created with a secret in a name.
     `_on_chunk` is a test hook called with the destination path after every
     chunk read, so tests can mutate a file while it is being read.
 
@@ -116,6 +117,10 @@ class Mirror:
             src, dst = self.source.resolve(), self.dest.resolve()
             if src == dst or dst in src.parents:
                 raise InvalidInput("mirror", "the source must not be the destination or inside it")
+            if redactor and creates_secret(redactor, str(dst)):
+                raise InvalidInput(
+                    "mirror", "the destination would be created with a secret in its path"
+                )
             # Resolved once, here: every pass opens this path component by component with
             # O_NOFOLLOW, so a symlink swapped into it later is refused, never followed.
             self.dest_real = dst

@@ -10,6 +10,7 @@ import orjson
 import pytest
 from mirror_helpers import paths, run, settle, tree, write
 
+from sessionstore.errors import InvalidInput
 from sessionstore.mirror.mirror import CACHE_NAME, Mirror
 from sessionstore.redact import redactor as redact
 from sessionstore.redact.redactor import Redactor
@@ -178,3 +179,23 @@ def test_a_secret_spelled_across_names_is_written_nowhere(
         assert secret not in written
         assert secret not in b"/".join(os.fsencode(p) for p, _, _ in os.walk(dst))
     assert sorted(paths(report.errors)) == errors
+
+
+@pytest.mark.parametrize(
+    "name", [f"out-{SECRET}", f"out-{SECRET}/below", "sk-Another/Secret456", "fine/sk-Another"]
+)
+def test_a_destination_is_not_created_with_a_secret_in_its_path(tmp_path: Path, name: str) -> None:
+    src, dst = tmp_path / "src", tmp_path / name
+    write(src / "a.txt", b"a")
+    settle()
+    r = redactor(SECRET, "sk-Another/Secret456")
+    if name.startswith("fine"):  # a name holding a head of a secret is no secret
+        assert Mirror(src, dst, r, durable=False).run_once().copied == ["a.txt"]
+        return
+    with pytest.raises(InvalidInput, match="created with a secret") as caught:
+        Mirror(src, dst, r, durable=False)
+    assert SECRET not in str(caught.value) and "Secret456" not in str(caught.value)
+    assert sorted(os.listdir(tmp_path)) == ["src"]
+    # One that exists already is used: mirroring into it writes no name anew.
+    dst.mkdir(parents=True)
+    assert Mirror(src, dst, r, durable=False).run_once().copied == ["a.txt"]
