@@ -146,10 +146,25 @@ def spanning(redactor: Redactor) -> Spans | None:
     patterns = redactor.patterns
     if not (halves or patterns):
         return None
+    # Tuples, so that most entries are cleared by two calls that loop in C.
+    lone_tails = tuple({tail for head, tail in halves if not head})  # the needle starts with /
+    lone_heads = tuple({head for head, tail in halves if not tail})  # ... or ends with /
+    pairs = [(head, tail) for head, tail in halves if head and tail]
+    heads, tails = tuple({head for head, _ in pairs}), tuple({tail for _, tail in pairs})
+
+    last = [("", b"")]  # the last rel and its bytes: a directory's entries come together
 
     def spans(rel: str, dname: str) -> bool:
-        name, path = os.fsencode(dname), os.fsencode(rel)
-        if any(name.startswith(tail) and path.endswith(head) for head, tail in halves):
+        if rel is not last[0][0]:
+            last[0] = (rel, os.fsencode(rel))
+        name, path = os.fsencode(dname), last[0][1]
+        if name.startswith(lone_tails) or path.endswith(lone_heads):
+            return True
+        if (
+            name.startswith(tails)
+            and path.endswith(heads)
+            and any(name.startswith(tail) and path.endswith(head) for head, tail in pairs)
+        ):
             return True
         # A token ends in `dname`; only a PEM block (its `-----`) can also hold a `/`.
         joined = f"{rel}/{dname}"

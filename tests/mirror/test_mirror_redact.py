@@ -181,6 +181,23 @@ def test_a_secret_spelled_across_names_is_written_nowhere(
     assert sorted(paths(report.errors)) == errors
 
 
+@pytest.mark.parametrize("secret", ["/leading-slash1", "trailing-slash1/"])
+def test_a_secret_beginning_or_ending_with_a_slash_is_spelled_by_no_path(
+    tmp_path: Path, secret: str
+) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "a" / "leading-slash1", b"one")
+    write(src / "trailing-slash1" / "f", b"two")
+    write(src / "a" / "fine", b"three")
+    settle()
+    report = run(src, dst, redactor=redactor(secret))
+    assert secret.encode() not in everything_under(dst) + orjson.dumps(report.to_dict())
+    kept = {"a/fine": b"three"}
+    kept.update({"trailing-slash1/f": b"two"} if secret[0] == "/" else {"a/leading-slash1": b"one"})
+    assert tree(dst) == kept
+    assert paths(report.errors) == ["a" if secret[0] == "/" else "trailing-slash1"]
+
+
 @pytest.mark.parametrize(
     "name", [f"out-{SECRET}", f"out-{SECRET}/below", "sk-Another/Secret456", "fine/sk-Another"]
 )
