@@ -160,8 +160,69 @@ class S3Settings:
         if env.get("AWS_ACCESS_KEY_ID") and not env.get("AWS_SESSION_TOKEN"):
             token = None  # a token of the profile belongs to the profile's keys, not these
         endpoint = env.get("AWS_ENDPOINT_URL_S3") or pick("AWS_ENDPOINT_URL", "endpoint_url")
+        if endpoint:
+            source = "AWS_ENDPOINT_URL_S3" if env.get("AWS_ENDPOINT_URL_S3") else "AWS_ENDPOINT_URL"
+            if not env.get(source):
+                source = f"endpoint_url of AWS profile {env.get('AWS_PROFILE') or 'default'!r}"
+            check_endpoint(endpoint, source)
         region = env.get("AWS_REGION") or pick("AWS_DEFAULT_REGION", "region") or DEFAULT_REGION
         return cls(endpoint, region, key_id, secret, token)
+
+
+# A host as the client's URI parser takes it (a name or IPv4 address, or an IPv6 in brackets)
+# and the path of RFC 3986's characters (others, such as '<', make it panic too).
+_AUTHORITY = re.compile(r"([A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]*)?")
+_PATH = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
+
+
+def check_endpoint(endpoint: str, source: str) -> None:
+    """`InvalidInput` naming `source` (where the endpoint was set) unless `endpoint` is an
+    `http(s)://HOST[:PORT][/PATH]` URL the client can send to.
+
+    The client does not refuse a malformed endpoint: it panics on the first
+    request (a Rust backtrace and a traceback instead of a line), so it is
+    checked here, before any client is made. The value is never shown: a
+    malformed one may hold a credential that `S3Settings.where` cannot find.
+    """
+    problem = _endpoint_problem(endpoint)
+    if problem is not None:
+        raise InvalidInput(source, f"the endpoint {problem}")
+
+
+def _endpoint_problem(endpoint: str) -> str | None:
+    import urllib.parse  # here: a local store imports this module, never these
+
+    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in endpoint):
+        return "holds a space or a control character"
+    if not endpoint.isascii():
+        return "holds a character that is not ASCII"
+    try:
+        parts = urllib.parse.urlsplit(endpoint)
+        parts.port  # noqa: B018 (urllib checks the port when it is read)
+    except ValueError as exc:
+        return "has no valid host" if "IPv6" in str(exc) else "has a port not from 0 to 65535"
+    if parts.scheme.lower() not in ("http", "https"):
+        return "must start with http:// or https://"
+    authority = _AUTHORITY.fullmatch(parts.netloc.rpartition("@")[2])
+    if authority is None or not _valid_ip6(authority.group(1)):
+        return "has no valid host (http://HOST[:PORT])"
+    if parts.query or parts.fragment:
+        return "must not have a query or a fragment"
+    if not _PATH.fullmatch(parts.path):
+        return "has a path with a character a URL must not hold unescaped"
+    return None
+
+
+def _valid_ip6(host: str) -> bool:
+    import ipaddress
+
+    if not host.startswith("["):
+        return True
+    try:
+        ipaddress.IPv6Address(host[1:-1])
+    except ValueError:
+        return False
+    return True
 
 
 def _profile(env: Mapping[str, str]) -> dict[str, str]:
@@ -202,6 +263,7 @@ def open_bucket(url: S3Url, settings: S3Settings, *, retries: int = 3) -> S3Stor
 
     config: dict[str, Any] = {"region": settings.region}
     if settings.endpoint:
+        check_endpoint(settings.endpoint, "endpoint")  # settings made without `from_env`
         config["endpoint"] = settings.endpoint
     if settings.access_key_id and settings.secret_access_key:
         config["access_key_id"] = settings.access_key_id
