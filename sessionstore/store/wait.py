@@ -160,10 +160,17 @@ class SessionIdentity:
 
     @classmethod
     def of(cls, session_dir: str | os.PathLike[str]) -> SessionIdentity | None:
-        """The identity of the session directory there now; None when there is none (or it
-        is in an `s3://` store, where waits do not check)."""
+        """The identity of the session directory there now; None when there is none.
+
+        In an `s3://` store a session is its manifest (`rm` deletes it first): the
+        identity is its `created_at` alone, None once it is absent. A manifest the
+        server fails to send (a 5xx) is still there, of unknown date: the same session.
+        """
         if isinstance(session_dir, S3Path):
-            return None
+            storage, key = locate(session_dir, 1)
+            there, manifest, _ = read_object(storage, f"{key}/{MANIFEST}", key)
+            created = (manifest or {}).get("created_at")
+            return cls(0, 0, created if isinstance(created, str) else None) if there else None
         try:
             # Not followed: a session directory swapped for a symlink is another thing.
             st = os.stat(session_dir, follow_symlinks=False)
@@ -182,13 +189,11 @@ class SessionIdentity:
 
 
 def identify(session: Session) -> SessionIdentity | None:
-    """The identity to hold a wait on `session` to, taken now (None in an `s3://` store).
+    """The identity to hold a wait on `session` to, taken now.
 
     Raises `SessionNotFound` if the session directory is gone already: a wait
     given no identity would take the first session to appear there instead.
     """
-    if isinstance(session.path, S3Path):
-        return None
     identity = SessionIdentity.of(session.path)
     if identity is None:
         raise SessionNotFound(str(session.path))
@@ -219,7 +224,7 @@ def wait_record(
     """
     _check_arguments(n, marker, timeout)
     if isinstance(path, S3Path):
-        return _poll_remote(path, marker, n, timeout)
+        return _poll_remote(path, marker, n, timeout, identity)
     record_dir = os.path.abspath(path)
     marker_path = os.path.join(record_dir, marker)
     chain = _watch_chain(record_dir, n)
@@ -257,7 +262,9 @@ def wait_record(
         watches.close()
 
 
-def _still_there(session_dir: str, seen: SessionIdentity | None) -> SessionIdentity | None:
+def _still_there(
+    session_dir: str | os.PathLike[str], seen: SessionIdentity | None
+) -> SessionIdentity | None:
     """The identity to hold the session to from now on; `SessionNotFound` once it is gone.
 
     Called after each read of the record, so that a record read from a
@@ -269,24 +276,30 @@ def _still_there(session_dir: str, seen: SessionIdentity | None) -> SessionIdent
         return now
     if not seen.same_as(now):
         raise SessionNotFound(
-            session_dir, hint="it was removed (or replaced by another) during the wait"
+            str(session_dir), hint="it was removed (or replaced by another) during the wait"
         )
     # A manifest first read now (copied in by a mirror) dates the session from here on.
     return seen if seen.created_at is not None else now
 
 
-def _poll_remote(path: S3Path, marker: str, n: int, timeout: float | None) -> Record:
+def _poll_remote(
+    path: S3Path, marker: str, n: int, timeout: float | None, identity: SessionIdentity | None
+) -> Record:
     """`wait_record` in an `s3://` store: no events there, so polling with backoff.
 
     The first re-read comes after `REMOTE_FIRST_POLL` seconds, each next one
     twice as late up to `REMOTE_MAX_POLL`: a quick record is seen quickly,
     and a long wait costs a request every few seconds. A torn marker is
-    final at once (an object is written whole: it will not settle).
+    final at once (an object is written whole: it will not settle). After
+    each read the manifest is read too, as locally the directory is: a
+    session removed or replaced meanwhile ends the wait (`SessionNotFound`).
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     delay = REMOTE_FIRST_POLL
+    session_dir = path if n == 0 else path.parent.parent
     while True:
         record = _read_remote(n, path, marker)
+        identity = _still_there(session_dir, identity)
         if record is not None and record.state is not RecordState.IN_FLIGHT:
             return record
         now = time.monotonic()

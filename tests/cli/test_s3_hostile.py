@@ -1,13 +1,21 @@
 """An `s3://` store under hostile conditions, through the CLI against moto on loopback: a
-malformed endpoint. Each ends in one line and exit 1, never a traceback or a hang."""
+malformed endpoint, a session removed while it is waited on. Each ends in one line and
+exit 1, never a traceback or a hang."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from cli_runner import run
+from cli_runner import finish, popen, run, wait_for
+from s3_proxy import counting_proxy
 from s3_servers import S3Server
+from s3_store import S3Store, s3_store
+
+
+@pytest.fixture
+def s3(moto_s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Store:
+    return s3_store(moto_s3, monkeypatch)
 
 
 @pytest.mark.parametrize(
@@ -33,3 +41,27 @@ def test_a_malformed_endpoint_is_one_line_not_a_panic(
     assert done.stderr.startswith("Error: AWS_ENDPOINT_URL: ") and problem in done.stderr
     assert "ep-pass-5e1" not in done.stdout + done.stderr
     assert "ep-user" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("recreate", [False, True])
+def test_a_wait_on_a_session_removed_meanwhile_ends(s3: S3Store, recreate: bool) -> None:
+    s3.ok("new", "--id", "abc")
+    s3.ok("begin", "abc", "--trial")
+    with counting_proxy(s3.server.endpoint) as proxy:
+        waiter = popen(
+            "wait", "abc", "--trial", "1", env={**s3.env, "AWS_ENDPOINT_URL": proxy.endpoint}
+        )
+        # Polling: a few reads of the marker (and of the manifest) went through the proxy.
+        wait_for(lambda: proxy.snapshot().get("GET", 0) >= 8 or waiter.poll() is not None, "polls")
+        s3.ok("rm", "abc")
+        if recreate:  # a new session under the same id: its record 1 is not the one waited for
+            s3.ok("new", "--id", "abc")
+            s3.ok("begin", "abc", "--trial")
+            s3.ok("complete", "abc", "--trial", "1", "--marker", "{}")
+        code, out, err = finish(waiter)
+    assert code == 1, out + err
+    assert err.count("\n") == 1
+    assert err == (
+        f"Error: no session 'abc' in store {s3.url}; it was removed (or replaced by another) "
+        "during the wait\n"
+    )
