@@ -7,6 +7,7 @@ record number; anything else is foreign), read by `read_records` (one
 clients, so numbers are unique and gap-free without a lock.
 A collection that cannot be listed (missing, a symlink, not a directory)
 holds no records: one session's odd collection must not break a listing.
+In an `s3://` store a listing the server fails is that error, never "no records".
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from sessionstore.errors import CollectionFull, RecordNotFound, StorageError
 from sessionstore.format.names import MARKERS, MAX_RECORD, record_number
 from sessionstore.storage.base import Storage
+from sessionstore.storage.local import LocalStorage
 from sessionstore.store.files import locate
 from sessionstore.store.records import Record, RecordWriter, read_record, read_records
 
@@ -60,6 +62,11 @@ class Collection:
         try:
             listed = list(self.storage.list(self.key))
         except StorageError:
+            # A bucket has no symlinks or files in a collection's place: its listing
+            # fails only when the server does (a 5xx, a refusal), which says nothing
+            # about the records; read as none, a session would look empty and healthy.
+            if not isinstance(self.storage, LocalStorage):
+                raise
             return numbers, foreign
         for item in listed:
             n = record_number(item.name)

@@ -138,6 +138,8 @@ def begin_record(session: Session, collection: str) -> RecordWriter:
     try:
         return coll.begin()
     except StorageError as exc:
+        if isinstance(session.path, S3Path):
+            raise  # a bucket's server failed or refused: nothing in the session is at fault
         # The key at fault (`<id>/trials`, a symlink) as the path a person knows.
         inside = exc.key.startswith(f"{session.key}/")
         where = session.path.parent / exc.key if inside else coll.path

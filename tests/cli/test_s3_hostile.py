@@ -1,6 +1,6 @@
 """An `s3://` store under hostile conditions, through the CLI against moto on loopback: a
-malformed endpoint, a session removed while it is waited on. Each ends in one line and
-exit 1, never a traceback or a hang."""
+malformed endpoint, a session removed while it is waited on, a listing the server fails.
+Each ends in one line and exit 1, never a traceback, a hang or a wrong answer."""
 
 from __future__ import annotations
 
@@ -65,3 +65,27 @@ def test_a_wait_on_a_session_removed_meanwhile_ends(s3: S3Store, recreate: bool)
         f"Error: no session 'abc' in store {s3.url}; it was removed (or replaced by another) "
         "during the wait\n"
     )
+
+
+def test_a_collection_the_server_fails_to_list_is_an_error_not_empty(s3: S3Store) -> None:
+    s3.ok("new", "--id", "abc")
+    s3.ok("begin", "abc", "--trial")
+    s3.ok("complete", "abc", "--trial", "1", "--marker", "{}")
+    with counting_proxy(s3.server.endpoint) as proxy:
+        env = {**s3.env, "AWS_ENDPOINT_URL": proxy.endpoint}
+        proxy.fail = ("prefix=runs%2Fabc%2Ftrials", 500)
+        failed = (
+            f"Error: abc/trials: runs/abc/trials in bucket {s3.bucket!r} at {proxy.endpoint}: "
+            "request failed (InternalError)\n"
+        )
+        # Read as no records, the session looked empty and healthy, and begin took number 1.
+        for command in (
+            ["inspect"],
+            ["inspect", "abc"],
+            ["doctor", "abc"],
+            ["begin", "abc", "--trial"],
+        ):
+            done = run(*command, env=env)
+            assert (done.returncode, done.stderr) == (1, failed), (command, done.stdout)
+        proxy.fail = None
+    assert s3.ok("begin", "abc", "--trial").strip().startswith("2 ")
