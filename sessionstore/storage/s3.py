@@ -45,6 +45,7 @@ from sessionstore.storage.base import Listed, check_key, check_names, check_pref
 from sessionstore.storage.s3_ahead import ReadAhead
 from sessionstore.storage.s3_config import S3Settings, S3Url, client_error, open_bucket
 from sessionstore.storage.s3_create import Conflict, Lost, put_if_absent
+from sessionstore.storage.s3_keys import delete, list_below
 
 __all__ = ["CLAIM", "PROBE_PREFIX", "S3Storage"]
 
@@ -128,16 +129,13 @@ class S3Storage:
         if held is not None:
             return iter(held)
         below = self.url.key(prefix) if prefix else self.url.prefix
-        try:
-            found = obstore.list_with_delimiter(self._store, below or None)
-        except Exception as exc:
-            raise self._error(exc, prefix) from None
+        found, objects = list_below(self._store, self.url, self.settings, below, delimiter=True)
         start = len(below) + 1 if below else 0
-        prefixes = {p[start:].rstrip("/") for p in found["common_prefixes"]}
+        prefixes = {p[start:].rstrip("/") for p in found}
         names = [Listed(name, True) for name in sorted(prefixes) if name]
         names += [
             Listed(name, False)
-            for name in (meta["path"][start:] for meta in found["objects"])
+            for name in (key[start:] for key in objects)
             if name and name != CLAIM and name not in prefixes
         ]
         return iter(names)
@@ -147,10 +145,7 @@ class S3Storage:
         self._writable()
         # The object at `prefix` itself too (a key may be both an object and a prefix).
         keys = [self.url.key(k) for k in (prefix, *self.keys_below(prefix))]
-        try:
-            obstore.delete(self._store, keys)
-        except Exception as exc:
-            raise self._error(exc, prefix) from None
+        delete(self._store, self.url, self.settings, keys, prefix)
 
     def claim(self, prefix: str) -> bool:
         """Take `prefix` by a conditional create of its claim object (module docstring).
@@ -188,14 +183,9 @@ class S3Storage:
         objects included."""
         check_prefix(prefix)
         start = len(self.url.key("")) if self.url.prefix else 0
-        below = self.url.key(prefix) + "/" if prefix else self.url.key("")
-        found: builtins.list[str] = []
-        try:
-            for batch in obstore.list(self._store, below or None):
-                found.extend(meta["path"][start:].lstrip("/") for meta in batch)
-        except Exception as exc:
-            raise self._error(exc, prefix) from None
-        return sorted(found)
+        below = self.url.key(prefix) if prefix else self.url.prefix
+        _, found = list_below(self._store, self.url, self.settings, below, delimiter=False)
+        return sorted(key[start:].lstrip("/") for key in found)
 
     def copy_each(self, pairs: Sequence[tuple[str, str]]) -> None:
         """Copy each `(source, target)` key on the server (`CopyObject`: no byte comes

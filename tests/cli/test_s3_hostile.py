@@ -4,6 +4,7 @@ Each ends in one line and exit 1, never a traceback, a hang or a wrong answer.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,28 @@ def test_a_collection_the_server_fails_to_list_is_an_error_not_empty(s3: S3Store
             assert (done.returncode, done.stderr) == (1, failed), (command, done.stdout)
         proxy.fail = None
     assert s3.ok("begin", "abc", "--trial").strip().startswith("2 ")
+
+
+# Keys S3 takes but obstore cannot parse: a control character, an empty or '.' component.
+_ODD_KEYS = ["ctl\x1b[31mX/session.json", "abc/trials/2\x07/trial.json", "abc/trials/1/a//b"]
+
+
+def test_keys_obstore_cannot_parse_break_no_listing_and_go_with_rm(s3: S3Store) -> None:
+    s3.ok("new", "--id", "abc")
+    s3.ok("begin", "abc", "--trial")
+    s3.ok("complete", "abc", "--trial", "1", "--marker", "{}")
+    for key in _ODD_KEYS:
+        s3.put(key, b"{}")
+    assert [line.split()[0] for line in s3.ok("inspect").splitlines()[1:2]] == ["abc"]
+    assert s3.ok("inspect", "ab").splitlines()[0] == "abc"  # a prefix: the top is listed
+    shown = json.loads(s3.ok("inspect", "abc", "--json"))
+    assert [t["n"] for t in shown["trials"]] == [1]
+    assert shown["trials"][0]["state"] == "completed"
+    assert shown["foreign"] == {"trials": ["2\x07"]}
+    doctor = s3.cli("doctor", "abc")
+    assert doctor.returncode == 1
+    foreign = "foreign: not a record of trials/ (ignored by every reader)"
+    assert doctor.stdout == f"{s3.url}/abc/trials/2\\x07: {foreign}\n"  # escaped
+    s3.ok("rm", "abc")
+    assert s3.objects() == [f"runs/{_ODD_KEYS[0]}"]  # the session whole, nothing else
+    s3.ok("new", "--id", "abc")  # the id is free again

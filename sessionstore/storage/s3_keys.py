@@ -1,0 +1,137 @@
+"""Listing and deleting below a prefix of a bucket, whatever keys it holds.
+
+obstore parses every key it lists as one of its paths and fails the whole
+listing on one it cannot parse (a control character, an empty, `.` or `..`
+component: `a//b`, `a/./b`), and it cannot name such a key to delete it. S3
+takes any key, and anyone who may write to the bucket can put one, so one
+such object below a store's prefix made every listing of it fail: `inspect`,
+`prune`, and `rm` of the session that holds it (after its manifest was gone,
+so the id stayed taken for good). Listing falls back to boto3 (in the `s3`
+extra, imported only then) when obstore fails on a key, and deleting deletes
+what obstore cannot name through it. Readers never take such a key for
+anything: it is no session id, no record number, and a file of a record
+that cannot be read says so.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from obstore import exceptions as oe
+
+from sessionstore.errors import StorageError
+from sessionstore.storage.s3_config import S3Settings, S3Url, client_error
+
+if TYPE_CHECKING:
+    from obstore.store import S3Store
+
+__all__ = ["boto3_client", "delete", "list_below"]
+
+
+def list_below(
+    store: S3Store, url: S3Url, settings: S3Settings, below: str, *, delimiter: bool
+) -> tuple[list[str], list[str]]:
+    """(the common prefixes, the object keys) below the bucket key `below` ("" for the
+    whole bucket), each a bucket key as listed; without `delimiter`, every key at any
+    depth and no prefixes. `StorageError` (one line) if the listing fails."""
+    import obstore
+
+    try:
+        if delimiter:
+            found = obstore.list_with_delimiter(store, below or None)
+            return list(found["common_prefixes"]), [meta["path"] for meta in found["objects"]]
+        return [], [meta["path"] for batch in obstore.list(store, below or None) for meta in batch]
+    except oe.InvalidPathError:
+        pass  # a key obstore cannot parse: boto3 lists it as it is
+    except Exception as exc:
+        raise client_error(exc, _store_key(url, below), url, settings) from None
+    return _boto3_list(url, settings, below, delimiter=delimiter)
+
+
+def delete(store: S3Store, url: S3Url, settings: S3Settings, keys: list[str], at: str) -> None:
+    """Delete the bucket keys `keys` (those absent are fine); `at`: the store key to name in
+    an error. Those obstore cannot name go one by one through boto3 (`DeleteObject`: the
+    key in the URL, since the XML body of `DeleteObjects` cannot carry a control character)."""
+    import obstore
+
+    odd = [key for key in keys if not _parses(key)]
+    rest = [key for key in keys if _parses(key)]
+    try:
+        obstore.delete(store, rest)
+    except (ValueError, TypeError):
+        odd += rest  # a key it cannot name after all (it raises these before sending)
+    except Exception as exc:
+        raise client_error(exc, at, url, settings) from None
+    if not odd:
+        return
+    client = boto3_client(settings)
+    try:
+        for key in odd:
+            client.delete_object(Bucket=url.bucket, Key=key)
+    except Exception as exc:
+        raise _from_boto3(exc, at, url, settings) from None
+
+
+def _parses(key: str) -> bool:
+    """Whether obstore can name `key`: no empty, `.` or `..` component, no ASCII control."""
+    return all(part not in ("", ".", "..") for part in key.split("/")) and not any(
+        ord(c) < 0x20 or ord(c) == 0x7F for c in key
+    )
+
+
+def boto3_client(settings: S3Settings) -> Any:
+    """A boto3 client of the bucket's server, built from `settings` only."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=settings.endpoint,
+        region_name=settings.region,
+        aws_access_key_id=settings.access_key_id,
+        aws_secret_access_key=settings.secret_access_key,
+        aws_session_token=settings.session_token,
+        config=Config(retries={"max_attempts": 3}, connect_timeout=5, read_timeout=60),
+    )
+
+
+def _boto3_list(
+    url: S3Url, settings: S3Settings, below: str, *, delimiter: bool
+) -> tuple[list[str], list[str]]:
+    pages = boto3_client(settings).get_paginator("list_objects_v2")
+    prefixes: list[str] = []
+    keys: list[str] = []
+    asked: dict[str, str] = {"Bucket": url.bucket, "Prefix": f"{below}/" if below else ""}
+    if delimiter:
+        asked["Delimiter"] = "/"
+    try:
+        for page in pages.paginate(**asked):
+            prefixes += [p["Prefix"].rstrip("/") for p in page.get("CommonPrefixes", [])]
+            keys += [item["Key"] for item in page.get("Contents", [])]
+    except Exception as exc:
+        raise _from_boto3(exc, _store_key(url, below), url, settings) from None
+    return prefixes, keys
+
+
+def _from_boto3(exc: Exception, key: str, url: S3Url, settings: S3Settings) -> StorageError:
+    """One line for what boto3 raised, as `client_error` says it of obstore's: the HTTP
+    status and the S3 error code only (boto3's own text may quote the server's reply)."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return client_error(OSError("error sending request"), key, url, settings)
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return _boto3_error(response.get("Error", {}).get("Code"), status, key, url, settings)
+
+
+def _boto3_error(
+    code: object, status: object, key: str, url: S3Url, settings: S3Settings
+) -> StorageError:
+    text = f"status code: {status}" if isinstance(status, int) else ""
+    if isinstance(code, str) and code.isalnum():
+        text += f" <Code>{code}</Code>"
+    return client_error(RuntimeError(text or "failed"), key, url, settings)
+
+
+def _store_key(url: S3Url, bucket_key: str) -> str:
+    """The store's key of the bucket key `bucket_key` (as errors name it)."""
+    return bucket_key[len(url.prefix) + 1 :] if url.prefix else bucket_key
