@@ -25,7 +25,7 @@ from sessionstore.storage.s3_config import S3Settings, S3Url, client_error
 if TYPE_CHECKING:
     from obstore.store import S3Store
 
-__all__ = ["boto3_client", "delete", "list_below"]
+__all__ = ["boto3_client", "delete", "list_below", "objects_below"]
 
 
 def list_below(
@@ -34,18 +34,39 @@ def list_below(
     """(the common prefixes, the object keys) below the bucket key `below` ("" for the
     whole bucket), each a bucket key as listed; without `delimiter`, every key at any
     depth and no prefixes. `StorageError` (one line) if the listing fails."""
+    if not delimiter:
+        return [], [key for key, _, _ in objects_below(store, url, settings, below)]
     import obstore
 
     try:
-        if delimiter:
-            found = obstore.list_with_delimiter(store, below or None)
-            return list(found["common_prefixes"]), [meta["path"] for meta in found["objects"]]
-        return [], [meta["path"] for batch in obstore.list(store, below or None) for meta in batch]
+        found = obstore.list_with_delimiter(store, below or None)
+        return list(found["common_prefixes"]), [meta["path"] for meta in found["objects"]]
     except oe.InvalidPathError:
         pass  # a key obstore cannot parse: boto3 lists it as it is
     except Exception as exc:
         raise client_error(exc, _store_key(url, below), url, settings) from None
-    return _boto3_list(url, settings, below, delimiter=delimiter)
+    prefixes, objects = _boto3_list(url, settings, below, delimiter=True)
+    return prefixes, [key for key, _, _ in objects]
+
+
+def objects_below(
+    store: S3Store, url: S3Url, settings: S3Settings, below: str
+) -> list[tuple[str, int, str | None]]:
+    """(bucket key, size, ETag) of every object at any depth below the bucket key `below`
+    ("" for the whole bucket). `StorageError` (one line) if the listing fails."""
+    import obstore
+
+    try:
+        return [
+            (meta["path"], meta["size"], meta["e_tag"])
+            for batch in obstore.list(store, below or None, chunk_size=1000)
+            for meta in batch
+        ]
+    except oe.InvalidPathError:
+        pass  # as in `list_below`
+    except Exception as exc:
+        raise client_error(exc, _store_key(url, below), url, settings) from None
+    return _boto3_list(url, settings, below, delimiter=False)[1]
 
 
 def delete(store: S3Store, url: S3Url, settings: S3Settings, keys: list[str], at: str) -> None:
@@ -97,20 +118,20 @@ def boto3_client(settings: S3Settings) -> Any:
 
 def _boto3_list(
     url: S3Url, settings: S3Settings, below: str, *, delimiter: bool
-) -> tuple[list[str], list[str]]:
+) -> tuple[list[str], list[tuple[str, int, str | None]]]:
     pages = boto3_client(settings).get_paginator("list_objects_v2")
     prefixes: list[str] = []
-    keys: list[str] = []
+    objects: list[tuple[str, int, str | None]] = []
     asked: dict[str, str] = {"Bucket": url.bucket, "Prefix": f"{below}/" if below else ""}
     if delimiter:
         asked["Delimiter"] = "/"
     try:
         for page in pages.paginate(**asked):
             prefixes += [p["Prefix"].rstrip("/") for p in page.get("CommonPrefixes", [])]
-            keys += [item["Key"] for item in page.get("Contents", [])]
+            objects += [(i["Key"], i["Size"], i.get("ETag")) for i in page.get("Contents", [])]
     except Exception as exc:
         raise _from_boto3(exc, _store_key(url, below), url, settings) from None
-    return prefixes, keys
+    return prefixes, objects
 
 
 def _from_boto3(exc: Exception, key: str, url: S3Url, settings: S3Settings) -> StorageError:

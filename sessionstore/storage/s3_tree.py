@@ -32,7 +32,9 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
+from sessionstore.errors import StorageError
 from sessionstore.storage.local_tree_dirs import LocalDir
+from sessionstore.storage.s3_keys import objects_below
 from sessionstore.storage.s3_tree_io import (
     Reader,
     S3Dest,
@@ -80,16 +82,15 @@ class S3Tree:
 
         A prefix is a name: there is nothing to create, nor to find missing.
         """
-        import obstore
-
-        below = self.dest.url.prefix + "/"
+        dest = self.dest
+        start = len(dest.url.prefix) + 1
         try:
-            for batch in obstore.list(self.dest.store, below, chunk_size=1000):
-                for meta in batch:
-                    self._add(meta["path"][len(below) :], object_stat(meta["size"], meta["e_tag"]))
-        except Exception as exc:
-            self.error(".", f"destination: {self.dest.problem(exc, '')}")
+            found = objects_below(dest.store, dest.url, dest.settings, dest.url.prefix)
+        except StorageError as exc:
+            self.error(".", f"destination: {exc.problem}")
             return False
+        for key, size, e_tag in found:
+            self._add(key[start:], object_stat(size, e_tag))
         return True
 
     def _add(self, rel: str, st: os.stat_result) -> None:

@@ -115,3 +115,21 @@ def test_keys_obstore_cannot_parse_break_no_listing_and_go_with_rm(s3: S3Store) 
     s3.ok("rm", "abc")
     assert s3.objects() == [f"runs/{_ODD_KEYS[0]}"]  # the session whole, nothing else
     s3.ok("new", "--id", "abc")  # the id is free again
+
+
+def test_a_mirror_into_a_prefix_holding_such_keys_still_runs(
+    moto_s3: S3Server, tmp_path: Path
+) -> None:
+    bucket = moto_s3.new_bucket()
+    for key in _ODD_KEYS[1:]:
+        moto_s3.client().put_object(Bucket=bucket, Key=f"runs/s1/{key}", Body=b"theirs")
+    (tmp_path / "a.txt").write_bytes(b"ours")
+    for _ in range(2):  # the second with --delete: what it did not write stays
+        done = run(
+            "mirror", tmp_path, f"s3://{bucket}/runs/s1", "--once", "--delete", env=moto_s3.env()
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert moto_s3.keys(bucket) == sorted(
+        ["runs/s1/.sessionstore-mirror.json", "runs/s1/a.txt"]
+        + [f"runs/s1/{key}" for key in _ODD_KEYS[1:]]
+    )
