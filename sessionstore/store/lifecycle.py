@@ -12,6 +12,7 @@ already has one). Removal, pruning and the resume plan are in
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import stat
@@ -22,7 +23,13 @@ from typing import TYPE_CHECKING, Any
 from sessionstore import _json as jsonio
 from sessionstore._fs import read as fsread
 from sessionstore._proc import PID_MAX, process_alive
-from sessionstore.errors import InvalidInput, RecordCompleted, SessionFinished, StorageError
+from sessionstore.errors import (
+    InvalidInput,
+    RecordCompleted,
+    SessionFinished,
+    StorageError,
+    TooLarge,
+)
 from sessionstore.format.names import MIRROR_LOCK, MIRROR_PID, REPORT, SERVICE, TRIALS
 from sessionstore.storage.s3_path import S3Path
 from sessionstore.store.records import MAX_RECORD_DEPTH, Record, RecordState, RecordWriter
@@ -131,6 +138,7 @@ def begin_record(session: Session, collection: str) -> RecordWriter:
     """
     report = session.report()
     if report.state is RecordState.TORN:
+        _unanswered(session, f"{session.key}/{REPORT}")
         _refused_report(session)
     if report.state is not RecordState.IN_FLIGHT:
         raise SessionFinished(session.path / REPORT)
@@ -155,6 +163,16 @@ def _refused_report(session: Session) -> None:
     except StorageError as exc:
         inside = exc.key == session.key or exc.key.startswith(f"{session.key}/")
         _raise_refused(exc, session.path.parent / exc.key if inside else session.path)
+
+
+def _unanswered(session: Session, key: str) -> None:
+    """In a bucket, raise the server's one-line error if it fails (a 5xx, no answer) or
+    refuses (a 403) to send `key`, a marker or the report that read as torn: that says
+    nothing about the object, and acting on it would refuse a record that may have no
+    marker as torn for good, or a session with no report as finished."""
+    if isinstance(session.path, S3Path):
+        with contextlib.suppress(TooLarge):  # torn by its own size: as read
+            session.storage.get(key, jsonio.MAX_MARKER_BYTES)
 
 
 def _raise_refused(exc: StorageError, where: Path) -> None:
@@ -182,6 +200,7 @@ def complete_record(session: Session, collection: str, n: int, marker: dict[str,
     if record.state is RecordState.COMPLETED:
         raise RecordCompleted(record.path)
     if record.state is RecordState.TORN:
+        _unanswered(session, f"{coll.key}/{n}/{coll.marker}")
         raise InvalidInput(
             str(record.path),
             f"reads as torn ({record.error}); a marker is written once, so this record "

@@ -133,3 +133,30 @@ def test_a_mirror_into_a_prefix_holding_such_keys_still_runs(
         ["runs/s1/.sessionstore-mirror.json", "runs/s1/a.txt"]
         + [f"runs/s1/{key}" for key in _ODD_KEYS[1:]]
     )
+
+
+def test_a_marker_or_report_the_server_fails_to_send_is_not_acted_on_as_torn(
+    s3: S3Store,
+) -> None:
+    s3.ok("new", "--id", "abc")
+    s3.ok("begin", "abc", "--trial")
+    with counting_proxy(s3.server.endpoint) as proxy:
+        env = {**s3.env, "AWS_ENDPOINT_URL": proxy.endpoint}
+        where = f"in bucket {s3.bucket!r} at {proxy.endpoint}: request failed (InternalError)"
+        # Read as torn, the record was refused for good ("begin a new one"), and a session
+        # with no report was refused as finished already.
+        proxy.fail = ("trials/1/trial.json", 503)
+        done = run("complete", "abc", "--trial", "1", "--marker", "{}", env=env)
+        assert (done.returncode, done.stderr) == (
+            1,
+            f"Error: abc/trials/1/trial.json: runs/abc/trials/1/trial.json {where}\n",
+        )
+        proxy.fail = ("abc/report.json", 500)
+        done = run("begin", "abc", "--trial", env=env)
+        assert (done.returncode, done.stderr) == (
+            1,
+            f"Error: abc/report.json: runs/abc/report.json {where}\n",
+        )
+        proxy.fail = None
+    s3.ok("complete", "abc", "--trial", "1", "--marker", "{}")
+    assert s3.ok("begin", "abc", "--trial").startswith("2 ")
