@@ -316,6 +316,12 @@ def client_error(exc: Exception, key: str, url: S3Url, settings: S3Settings) -> 
             f"{where}: access denied ({code or 'forbidden'}); check the credentials "
             "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and their permissions"
         )
+    elif isinstance(exc, ValueError) and status is None:
+        # obstore parses a key before it sends anything: S3 took this one, obstore cannot.
+        problem = (
+            f"{where}: a key obstore cannot address (a control character, or an empty, "
+            "'.' or '..' component); nothing was sent"
+        )
     elif status is None and ("error sending request" in text or "connect" in text.lower()):
         problem = f"cannot reach {settings.where} (for {where}); check AWS_ENDPOINT_URL"
         return Unavailable(key, settings.scrub(problem))

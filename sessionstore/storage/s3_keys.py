@@ -25,7 +25,7 @@ from sessionstore.storage.s3_config import S3Settings, S3Url, client_error
 if TYPE_CHECKING:
     from obstore.store import S3Store
 
-__all__ = ["boto3_client", "delete", "list_below", "objects_below"]
+__all__ = ["addressable", "boto3_client", "delete", "list_below", "objects_below"]
 
 
 def list_below(
@@ -75,8 +75,8 @@ def delete(store: S3Store, url: S3Url, settings: S3Settings, keys: list[str], at
     key in the URL, since the XML body of `DeleteObjects` cannot carry a control character)."""
     import obstore
 
-    odd = [key for key in keys if not _parses(key)]
-    rest = [key for key in keys if _parses(key)]
+    odd = [key for key in keys if not addressable(key)]
+    rest = [key for key in keys if addressable(key)]
     try:
         obstore.delete(store, rest)
     except (ValueError, TypeError):
@@ -93,7 +93,7 @@ def delete(store: S3Store, url: S3Url, settings: S3Settings, keys: list[str], at
         raise _from_boto3(exc, at, url, settings) from None
 
 
-def _parses(key: str) -> bool:
+def addressable(key: str) -> bool:
     """Whether obstore can name `key`: no empty, `.` or `..` component, no ASCII control."""
     return all(part not in ("", ".", "..") for part in key.split("/")) and not any(
         ord(c) < 0x20 or ord(c) == 0x7F for c in key

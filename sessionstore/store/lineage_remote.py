@@ -82,6 +82,16 @@ def select_keys(storage: S3Storage, session_id: str) -> Selection:
             # A prefix where an object is selected, or an object where the patches tree is.
             what = "is a prefix (a directory), not an object" if len(parts) > 3 else "is an object"
             skipped.setdefault("/".join(parts[:3]), what)
+    # A key S3 took but obstore cannot name (`storage.s3_keys`) cannot be copied by it:
+    # skipped and warned about, as an entry the local walk cannot copy is.
+    from sessionstore.storage.s3_keys import addressable  # imports obstore: here, as `storage`
+
+    for rel in [rel for rel in found.files if not addressable(rel)]:
+        found.files.remove(rel)
+        skipped[rel] = (
+            "has a name obstore cannot address (a control character, or an empty, '.' or "
+            "'..' component)"
+        )
     found.skipped = sorted(skipped.items())
     return found
 

@@ -160,3 +160,30 @@ def test_a_marker_or_report_the_server_fails_to_send_is_not_acted_on_as_torn(
         proxy.fail = None
     s3.ok("complete", "abc", "--trial", "1", "--marker", "{}")
     assert s3.ok("begin", "abc", "--trial").startswith("2 ")
+
+
+def test_a_record_file_obstore_cannot_name_is_skipped_by_lineage_and_named_by_export(
+    s3: S3Store, tmp_path: Path
+) -> None:
+    s3.ok("new", "--id", "prev")
+    s3.ok("begin", "prev", "--trial")
+    s3.put("prev/trials/1/a\x01.json", b"{}")
+    s3.put("prev/trials/1/ok.json", b"{}")
+    s3.ok("complete", "prev", "--trial", "1", "--marker", "{}")
+    s3.ok("finish", "prev")
+    made = s3.cli("new", "--id", "next", "--previous", "prev")
+    assert made.returncode == 0, made.stderr
+    assert made.stderr == (
+        "warning: previous session prev: trials/1/a\\x01.json has a name obstore cannot "
+        "address (a control character, or an empty, '.' or '..' component); not copied\n"
+    )
+    copied = [k for k in s3.objects() if k.startswith("runs/next/previous/prev/trials/")]
+    assert copied == [
+        "runs/next/previous/prev/trials/1/ok.json",
+        "runs/next/previous/prev/trials/1/trial.json",
+    ]
+    export = s3.cli("export", "prev", str(tmp_path / "out"), "--trial", "1")
+    assert export.returncode == 1
+    assert export.stderr.count("\n") == 1
+    assert "trials/1/a\\x01.json in bucket" in export.stderr
+    assert "a key obstore cannot address" in export.stderr
