@@ -89,7 +89,11 @@ def export_record(session: Session, n: int, dest: Path, collection: str = "trial
     """
     source = (session.trials if collection == "trials" else session.service).get(n)
     if source.state is not RecordState.COMPLETED:
-        raise InvalidInput(f"{source.path}", f"record is {source.state}; export a completed one")
+        # Why it is torn, too: in a bucket it may be a server that failed to send the marker.
+        why = f" ({source.error})" if source.error else ""
+        raise InvalidInput(
+            f"{source.path}", f"record is {source.state}{why}; export a completed one"
+        )
     dest = Path(os.path.abspath(dest))
     if os.path.lexists(dest):
         raise InvalidInput(str(dest), "already exists; export into a new directory")

@@ -136,7 +136,7 @@ def test_a_mirror_into_a_prefix_holding_such_keys_still_runs(
 
 
 def test_a_marker_or_report_the_server_fails_to_send_is_not_acted_on_as_torn(
-    s3: S3Store,
+    s3: S3Store, tmp_path: Path
 ) -> None:
     s3.ok("new", "--id", "abc")
     s3.ok("begin", "abc", "--trial")
@@ -151,6 +151,13 @@ def test_a_marker_or_report_the_server_fails_to_send_is_not_acted_on_as_torn(
             1,
             f"Error: abc/trials/1/trial.json: runs/abc/trials/1/trial.json {where}\n",
         )
+        s3.put("abc/trials/1/trial.json", b"{}")  # completed by another writer meanwhile
+        done = run("export", "abc", str(tmp_path / "out"), "--trial", "1", env=env)
+        assert (done.returncode, done.stderr) == (
+            1,
+            f"Error: {s3.url}/abc/trials/1: record is torn (trial.json: runs/abc/trials/1/"
+            f"trial.json {where}); export a completed one\n",
+        )
         proxy.fail = ("abc/report.json", 500)
         done = run("begin", "abc", "--trial", env=env)
         assert (done.returncode, done.stderr) == (
@@ -158,7 +165,6 @@ def test_a_marker_or_report_the_server_fails_to_send_is_not_acted_on_as_torn(
             f"Error: abc/report.json: runs/abc/report.json {where}\n",
         )
         proxy.fail = None
-    s3.ok("complete", "abc", "--trial", "1", "--marker", "{}")
     assert s3.ok("begin", "abc", "--trial").startswith("2 ")
 
 
