@@ -45,7 +45,7 @@ from sessionstore.storage.base import Listed, check_key, check_names, check_pref
 from sessionstore.storage.s3_ahead import ReadAhead
 from sessionstore.storage.s3_config import S3Settings, S3Url, client_error, open_bucket
 from sessionstore.storage.s3_create import Conflict, Lost, put_if_absent
-from sessionstore.storage.s3_keys import delete, list_below
+from sessionstore.storage.s3_keys import addressable, delete, list_below
 
 __all__ = ["CLAIM", "PROBE_PREFIX", "S3Storage"]
 
@@ -214,8 +214,7 @@ class S3Storage:
             for item in self.list("")
             if item.is_prefix
             and item.name.startswith(start)
-            and item.name not in ("", ".", "..")
-            and "\0" not in item.name
+            and addressable(item.name)  # no id has a name obstore cannot name, nor HEAD
         ]
         held = self._threads().map(lambda name: self.modified(join(name, leaf)) is not None, names)
         return sorted(name for name, there in zip(names, held, strict=True) if there)

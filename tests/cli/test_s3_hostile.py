@@ -104,6 +104,8 @@ def test_keys_obstore_cannot_parse_break_no_listing_and_go_with_rm(s3: S3Store) 
         s3.put(key, b"{}")
     assert [line.split()[0] for line in s3.ok("inspect").splitlines()[1:2]] == ["abc"]
     assert s3.ok("inspect", "ab").splitlines()[0] == "abc"  # a prefix: the top is listed
+    s3.ok("new", "--id", "ctab")  # a prefix that also starts the odd name: no HEAD of it
+    assert s3.ok("inspect", "ct").splitlines()[0] == "ctab"
     shown = json.loads(s3.ok("inspect", "abc", "--json"))
     assert [t["n"] for t in shown["trials"]] == [1]
     assert shown["trials"][0]["state"] == "completed"
@@ -112,8 +114,8 @@ def test_keys_obstore_cannot_parse_break_no_listing_and_go_with_rm(s3: S3Store) 
     assert doctor.returncode == 1
     foreign = "foreign: not a record of trials/ (ignored by every reader)"
     assert doctor.stdout == f"{s3.url}/abc/trials/2\\x07: {foreign}\n"  # escaped
-    s3.ok("rm", "abc")
-    assert s3.objects() == [f"runs/{_ODD_KEYS[0]}"]  # the session whole, nothing else
+    s3.ok("rm", "abc", "ctab")
+    assert s3.objects() == [f"runs/{_ODD_KEYS[0]}"]  # the sessions whole, nothing else
     s3.ok("new", "--id", "abc")  # the id is free again
 
 
