@@ -41,11 +41,11 @@ from obstore import exceptions as oe
 from sessionstore import _json as jsonio
 from sessionstore._proc import process_start_time
 from sessionstore.errors import StorageError, TooLarge
+from sessionstore.storage import s3_keys
 from sessionstore.storage.base import Listed, check_key, check_names, check_prefix, join
 from sessionstore.storage.s3_ahead import ReadAhead
 from sessionstore.storage.s3_config import S3Settings, S3Url, client_error, open_bucket
 from sessionstore.storage.s3_create import Conflict, Lost, put_if_absent
-from sessionstore.storage.s3_keys import addressable, delete, list_below
 
 __all__ = ["CLAIM", "PROBE_PREFIX", "S3Storage"]
 
@@ -129,7 +129,7 @@ class S3Storage:
         if held is not None:
             return iter(held)
         below = self.url.key(prefix) if prefix else self.url.prefix
-        found, objects = list_below(self._store, self.url, self.settings, below, delimiter=True)
+        found, objects = s3_keys.list_below(self, below, delimiter=True)
         start = len(below) + 1 if below else 0
         prefixes = {p[start:].rstrip("/") for p in found}
         names = [Listed(name, True) for name in sorted(prefixes) if name]
@@ -144,8 +144,11 @@ class S3Storage:
         check_key(prefix, "storage prefix")
         self._writable()
         # The object at `prefix` itself too (a key may be both an object and a prefix).
-        keys = [self.url.key(k) for k in (prefix, *self.keys_below(prefix))]
-        delete(self._store, self.url, self.settings, keys, prefix)
+        below = self.url.key(prefix)
+        found = s3_keys.objects_below(self, below)
+        s3_keys.delete(self, [below, *(k for k, _, _ in found)], prefix)
+        if any(size == 0 for _, size, _ in found):  # maybe a folder marker (`s3_keys`)
+            s3_keys.delete_markers(self, below, prefix)
 
     def claim(self, prefix: str) -> bool:
         """Take `prefix` by a conditional create of its claim object (module docstring).
@@ -184,8 +187,9 @@ class S3Storage:
         check_prefix(prefix)
         start = len(self.url.key("")) if self.url.prefix else 0
         below = self.url.key(prefix) if prefix else self.url.prefix
-        _, found = list_below(self._store, self.url, self.settings, below, delimiter=False)
-        return sorted(key[start:].lstrip("/") for key in found)
+        _, found = s3_keys.list_below(self, below, delimiter=False)
+        # Not `prefix` itself: obstore lists a folder marker `prefix/` (`s3_keys`) as that.
+        return sorted(k for k in (key[start:].lstrip("/") for key in found) if k != prefix)
 
     def copy_each(self, pairs: Sequence[tuple[str, str]]) -> None:
         """Copy each `(source, target)` key on the server (`CopyObject`: no byte comes
@@ -214,7 +218,7 @@ class S3Storage:
             for item in self.list("")
             if item.is_prefix
             and item.name.startswith(start)
-            and addressable(item.name)  # no id has a name obstore cannot name, nor HEAD
+            and s3_keys.addressable(item.name)  # no id has a name obstore cannot name, nor HEAD
         ]
         held = self._threads().map(lambda name: self.modified(join(name, leaf)) is not None, names)
         return sorted(name for name, there in zip(names, held, strict=True) if there)
@@ -253,11 +257,16 @@ class S3Storage:
     def files_below(self, prefix: str) -> builtins.list[str]:
         """The relative keys of the objects below `prefix` ("" for the whole store), sorted,
         claim and probe objects left out."""
-        start = len(prefix) + 1 if prefix else 0
+        check_prefix(prefix)
+        below = self.url.key(prefix) if prefix else self.url.prefix
+        top, start = len(self.url.key("")) if self.url.prefix else 0, len(prefix) + 1
+        keys = sorted(key[top:] for key in s3_keys.real_objects(self, below))
         return [
-            k[start:]
-            for k in self.keys_below(prefix)
-            if k.rpartition("/")[2] != CLAIM and not k.startswith(f"{PROBE_PREFIX}/")
+            k[start:] if prefix else k
+            for k in keys
+            if k != prefix
+            and k.rpartition("/")[2] != CLAIM
+            and not k.startswith(f"{PROBE_PREFIX}/")
         ]
 
     def modified(self, key: str) -> float | None:

@@ -11,6 +11,12 @@ extra, imported only then) when obstore fails on a key, and deleting deletes
 what obstore cannot name through it. Readers never take such a key for
 anything: it is no session id, no record number, and a file of a record
 that cannot be read says so.
+
+Folder markers (the zero-byte objects `a/` that the AWS console's "Create
+folder", s3fs or rclone make) obstore lists as `a` and deletes as `a`: they
+are no file of a record (`real_objects`), and a removal deletes them too
+(`delete_markers`), both through boto3, asked only once a zero-byte object
+was listed.
 """
 
 from __future__ import annotations
@@ -23,20 +29,28 @@ from sessionstore.errors import StorageError
 from sessionstore.storage.s3_config import S3Settings, S3Url, client_error
 
 if TYPE_CHECKING:
-    from obstore.store import S3Store
+    from sessionstore.storage.s3 import S3Storage
 
-__all__ = ["addressable", "boto3_client", "delete", "list_below", "objects_below"]
+__all__ = [
+    "addressable",
+    "boto3_client",
+    "delete",
+    "delete_markers",
+    "list_below",
+    "objects_below",
+    "real_objects",
+]
 
 
-def list_below(
-    store: S3Store, url: S3Url, settings: S3Settings, below: str, *, delimiter: bool
-) -> tuple[list[str], list[str]]:
+def list_below(storage: S3Storage, below: str, *, delimiter: bool) -> tuple[list[str], list[str]]:
     """(the common prefixes, the object keys) below the bucket key `below` ("" for the
     whole bucket), each a bucket key as listed; without `delimiter`, every key at any
     depth and no prefixes. `StorageError` (one line) if the listing fails."""
     if not delimiter:
-        return [], [key for key, _, _ in objects_below(store, url, settings, below)]
+        return [], [key for key, _, _ in objects_below(storage, below)]
     import obstore
+
+    store, url, settings = storage._store, storage.url, storage.settings
 
     try:
         found = obstore.list_with_delimiter(store, below or None)
@@ -49,13 +63,12 @@ def list_below(
     return prefixes, [key for key, _, _ in objects]
 
 
-def objects_below(
-    store: S3Store, url: S3Url, settings: S3Settings, below: str
-) -> list[tuple[str, int, str | None]]:
+def objects_below(storage: S3Storage, below: str) -> list[tuple[str, int, str | None]]:
     """(bucket key, size, ETag) of every object at any depth below the bucket key `below`
     ("" for the whole bucket). `StorageError` (one line) if the listing fails."""
     import obstore
 
+    store, url, settings = storage._store, storage.url, storage.settings
     try:
         return [
             (meta["path"], meta["size"], meta["e_tag"])
@@ -69,12 +82,13 @@ def objects_below(
     return _boto3_list(url, settings, below, delimiter=False)[1]
 
 
-def delete(store: S3Store, url: S3Url, settings: S3Settings, keys: list[str], at: str) -> None:
+def delete(storage: S3Storage, keys: list[str], at: str) -> None:
     """Delete the bucket keys `keys` (those absent are fine); `at`: the store key to name in
     an error. Those obstore cannot name go one by one through boto3 (`DeleteObject`: the
     key in the URL, since the XML body of `DeleteObjects` cannot carry a control character)."""
     import obstore
 
+    store, url, settings = storage._store, storage.url, storage.settings
     odd = [key for key in keys if not addressable(key)]
     rest = [key for key in keys if addressable(key)]
     try:
@@ -89,6 +103,35 @@ def delete(store: S3Store, url: S3Url, settings: S3Settings, keys: list[str], at
     try:
         for key in odd:
             client.delete_object(Bucket=url.bucket, Key=key)
+    except Exception as exc:
+        raise _from_boto3(exc, at, url, settings) from None
+
+
+def real_objects(storage: S3Storage, below: str) -> list[str]:
+    """The bucket keys of the objects below the bucket key `below`, folder markers left out
+    (`delete_markers`): obstore lists `a/` as `a`, an object no GET finds. boto3 lists the
+    keys as they are, asked only when a zero-byte object (as a marker is) was listed."""
+    found = objects_below(storage, below)
+    if not any(size == 0 for _, size, _ in found):
+        return [key for key, _, _ in found]
+    raw = {
+        key for key, _, _ in _boto3_list(storage.url, storage.settings, below, delimiter=False)[1]
+    }
+    return [key for key, _, _ in found if key in raw or f"{key}/" not in raw]
+
+
+def delete_markers(storage: S3Storage, below: str, at: str) -> None:
+    """Delete the folder markers at and below the bucket key `below`: the zero-byte objects
+    `a/` that the AWS console's "Create folder" (and s3fs, rclone) make. obstore lists
+    `a/` as `a` and deletes `a`, so they outlived a delete of every key it listed; boto3
+    lists them as they are. `at`: the store key to name in an error."""
+    url, settings = storage.url, storage.settings
+    _, objects = _boto3_list(url, settings, below, delimiter=False)
+    client = boto3_client(settings)
+    try:
+        for key, _, _ in objects:
+            if key.endswith("/"):
+                client.delete_object(Bucket=url.bucket, Key=key)
     except Exception as exc:
         raise _from_boto3(exc, at, url, settings) from None
 

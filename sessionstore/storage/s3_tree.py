@@ -85,7 +85,7 @@ class S3Tree:
         dest = self.dest
         start = len(dest.url.prefix) + 1
         try:
-            found = objects_below(dest.store, dest.url, dest.settings, dest.url.prefix)
+            found = objects_below(dest, dest.url.prefix)
         except StorageError as exc:
             self.error(".", f"destination: {exc.problem}")
             return False

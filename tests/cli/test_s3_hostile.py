@@ -195,3 +195,18 @@ def test_a_record_file_obstore_cannot_name_is_skipped_by_lineage_and_named_by_ex
     assert export.stderr.count("\n") == 1
     assert "trials/1/a\\x01.json in bucket" in export.stderr
     assert "a key obstore cannot address" in export.stderr
+
+
+def test_folder_markers_are_no_files_and_go_with_rm(s3: S3Store, tmp_path: Path) -> None:
+    # What the AWS console's "Create folder" (and s3fs, rclone) leave: zero-byte `a/` objects.
+    s3.ok("new", "--id", "abc")
+    s3.ok("begin", "abc", "--trial")
+    for folder in ("abc/", "abc/trials/", "abc/trials/1/", "abc/trials/1/sub/"):
+        s3.put(folder, b"")
+    s3.put("abc/trials/1/log.txt", b"PASS\n")
+    s3.ok("complete", "abc", "--trial", "1", "--marker", "{}")
+    s3.ok("export", "abc", str(tmp_path / "out"), "--trial", "1")
+    exported = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert exported == ["log.txt", "sessionstore-export.json", "trial.json"]
+    s3.ok("rm", "abc")
+    assert s3.objects() == []
