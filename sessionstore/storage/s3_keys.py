@@ -99,8 +99,8 @@ def delete(storage: S3Storage, keys: list[str], at: str) -> None:
         raise client_error(exc, at, url, settings) from None
     if not odd:
         return
-    client = boto3_client(settings)
     try:
+        client = boto3_client(settings)
         for key in odd:
             client.delete_object(Bucket=url.bucket, Key=key)
     except Exception as exc:
@@ -127,8 +127,8 @@ def delete_markers(storage: S3Storage, below: str, at: str) -> None:
     lists them as they are. `at`: the store key to name in an error."""
     url, settings = storage.url, storage.settings
     _, objects = _boto3_list(url, settings, below, delimiter=False)
-    client = boto3_client(settings)
     try:
+        client = boto3_client(settings)
         for key, _, _ in objects:
             if key.endswith("/"):
                 client.delete_object(Bucket=url.bucket, Key=key)
@@ -162,13 +162,13 @@ def boto3_client(settings: S3Settings) -> Any:
 def _boto3_list(
     url: S3Url, settings: S3Settings, below: str, *, delimiter: bool
 ) -> tuple[list[str], list[tuple[str, int, str | None]]]:
-    pages = boto3_client(settings).get_paginator("list_objects_v2")
     prefixes: list[str] = []
     objects: list[tuple[str, int, str | None]] = []
     asked: dict[str, str] = {"Bucket": url.bucket, "Prefix": f"{below}/" if below else ""}
     if delimiter:
         asked["Delimiter"] = "/"
     try:
+        pages = boto3_client(settings).get_paginator("list_objects_v2")
         for page in pages.paginate(**asked):
             prefixes += [p["Prefix"].rstrip("/") for p in page.get("CommonPrefixes", [])]
             objects += [(i["Key"], i["Size"], i.get("ETag")) for i in page.get("Contents", [])]
@@ -180,6 +180,9 @@ def _boto3_list(
 def _from_boto3(exc: Exception, key: str, url: S3Url, settings: S3Settings) -> StorageError:
     """One line for what boto3 raised, as `client_error` says it of obstore's: the HTTP
     status and the S3 error code only (boto3's own text may quote the server's reply)."""
+    if isinstance(exc, ImportError):
+        problem = "boto3 is needed for a key obstore cannot address: pip install 'sessionstore[s3]'"
+        return StorageError(key, problem)
     response = getattr(exc, "response", None)
     if not isinstance(response, dict):
         return client_error(OSError("error sending request"), key, url, settings)
