@@ -210,3 +210,14 @@ def test_folder_markers_are_no_files_and_go_with_rm(s3: S3Store, tmp_path: Path)
     assert exported == ["log.txt", "sessionstore-export.json", "trial.json"]
     s3.ok("rm", "abc")
     assert s3.objects() == []
+
+
+def test_the_proxy_passes_a_heads_size_on(s3: S3Store) -> None:
+    # check reads a log's size by a HEAD: through the proxy it read every log as empty.
+    s3.ok("new", "--id", "abc")
+    s3.ok("begin", "abc", "--trial")
+    s3.put("abc/trials/1/run.log", b"PASS\n")
+    s3.ok("complete", "abc", "--trial", "1", "--marker", '{"output_contract": {"log": "run.log"}}')
+    with counting_proxy(s3.server.endpoint) as proxy:
+        env = {**s3.env, "AWS_ENDPOINT_URL": proxy.endpoint}
+        assert run("check", "abc", "--trial", "1", env=env).stdout == "pass\n"
