@@ -96,8 +96,8 @@ def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
                     if key.lower() not in ("transfer-encoding", "connection", "content-length"):
                         self.send_header(key, value)
                 # A HEAD has no body but the object's length, which a client reads as its size.
-                length = answer.getheader("Content-Length") if self.command == "HEAD" else None
-                self.send_header("Content-Length", length or str(len(data)))
+                size = answer.getheader("Content-Length") if self.command == "HEAD" else None
+                self.send_header("Content-Length", size or str(len(data)))
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
