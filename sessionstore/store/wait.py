@@ -218,9 +218,9 @@ def wait_record(
     `report.json`. `timeout` None waits forever; otherwise `WaitTimedOut` is raised once
     `timeout` seconds pass with the record still in flight. A torn record is returned, not
     raised (see the module docstring for the settle rule). Thread-safe: each call uses its
-    own observer. Raises `InvalidInput` (a ValueError) for a negative `timeout` or a record
-    number that does not fit `marker`; `SessionNotFound` once the session is not `identity`
-    (default: the one first seen; `identify`).
+    own observer. Raises `InvalidInput` (a ValueError) for a negative or NaN `timeout` or a
+    record number that does not fit `marker`; `SessionNotFound` once the session is not
+    `identity` (default: the one first seen; `identify`).
     """
     _check_arguments(n, marker, timeout)
     if isinstance(path, S3Path):
@@ -329,8 +329,10 @@ def _read_remote(n: int, path: S3Path, marker: str) -> Record | None:
 
 
 def _check_arguments(n: int, marker: str, timeout: float | None) -> None:
-    if timeout is not None and timeout < 0:
-        raise InvalidInput("wait", "timeout must be >= 0 or None")
+    # `not >= 0` also refuses NaN, which no comparison is true with: its deadline would
+    # never be reached, and the wait would hang whatever the caller meant.
+    if timeout is not None and not timeout >= 0:
+        raise InvalidInput("wait", f"timeout must be >= 0 or None, not {timeout!r}")
     if n < 0 or (n == 0) != (marker == REPORT):
         raise InvalidInput("wait", f"record numbers start at 1 (n=0 is the report only), not {n}")
 

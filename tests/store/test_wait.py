@@ -132,6 +132,11 @@ def test_bad_arguments_are_refused(session: Session) -> None:
     assert caught.value.source == "wait"
     with pytest.raises(InvalidInput, match="timeout must be >= 0"):
         session.trials.wait(1, timeout=-1)
+    # NaN compares false with everything: taken, it was a deadline never reached (a hang).
+    with pytest.raises(InvalidInput, match="timeout must be >= 0 or None, not nan"):
+        session.trials.wait(1, timeout=float("nan"))
+    with pytest.raises(InvalidInput, match="timeout must be >= 0"):
+        wait_report(session, timeout=float("nan"))
 
 
 def test_an_old_torn_marker_is_returned_at_once(session: Session) -> None:
