@@ -123,12 +123,18 @@ class _Scope:
 
     outer: _Scope | None
     indents: list[str] = field(default_factory=list)
+    known: str | None = None
 
     def prefix(self) -> str:
-        if self.indents:
-            return functools.reduce(_common, self.indents)
-        # Only blank lines: they still lose what the enclosing branch removes.
-        return self.outer.prefix() if self.outer else ""
+        """The common indent; asked once per line, only after parsing, so computed once:
+        reducing every line's indent for each line was quadratic in the branch's length."""
+        if self.known is None:
+            if self.indents:
+                self.known = functools.reduce(_common, self.indents)
+            else:
+                # Only blank lines: they still lose what the enclosing branch removes.
+                self.known = self.outer.prefix() if self.outer else ""
+        return self.known
 
 
 @dataclass(frozen=True)
@@ -234,11 +240,17 @@ def _common(a: str, b: str) -> str:
 def _merge(tokens: list[_Content]) -> list[_Content]:
     """Join adjacent text (split apart by removed notes) so a line's indent is one string."""
     out: list[_Content] = []
+    run: list[str] = []  # joined once: `+=` on the last text copied it for every piece
     for token in tokens:
-        if isinstance(token, str) and out and isinstance(out[-1], str):
-            out[-1] += token
-        else:
-            out.append(token)
+        if isinstance(token, str):
+            run.append(token)
+            continue
+        if run:
+            out.append("".join(run))
+            run = []
+        out.append(token)
+    if run:
+        out.append("".join(run))
     return out
 
 

@@ -331,6 +331,17 @@ def test_first_error_in_source_order_wins() -> None:
         render("{u}<!--?if v--><!--?end-->")
 
 
+def test_a_long_branch_and_a_long_line_render_in_linear_time() -> None:
+    """The common indent of a branch was reduced over all its lines once per line, and a
+    line's text pieces were joined by `+=`: both quadratic. 50,000 lines in one branch
+    took over an hour, 1,000,000 escapes on one line minutes (the run's hang guard)."""
+    lines = 50_000
+    text = "<!--?if a-->\n" + "    - {a}\n" * lines + "<!--?end-->\n"
+    assert render(text, a=1) == "- 1\n" * lines
+    pieces = 1_000_000
+    assert render("ab{{x}}<!--!n-->" * pieces) == "ab{x}" * pieces
+
+
 # --- properties --------------------------------------------------------------
 # A tiny template AST, a writer for its source and an independent reference
 # evaluator that follows the documented rules line by line.
