@@ -23,8 +23,9 @@ Layout:
 
 Errors are `TemplateError` with the 1-based line and column of the offending
 directive or placeholder: malformed or unterminated directive, unterminated note,
-``else``/``end`` without ``if``, a second ``else``, an unclosed ``if``, an unknown
-variable (both branches are checked), and passed variables used nowhere (at 1:1).
+``else``/``end`` without ``if``, a second ``else``, an unclosed ``if``, an ``if``
+nested more than `MAX_DEPTH` deep, an unknown variable (both branches are checked),
+and passed variables used nowhere (at 1:1).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ _TOKEN = re.compile(
     rf"(?P<nl>\n)|<!--(?P<sigil>[?!])|\{{\{{(?P<esc>{_NAME})\}}\}}|\{{(?P<var>{_NAME})\}}"
 )
 _EXPECTED = "expected <!--?if NAME-->, <!--?else--> or <!--?end-->"
+# Parsing, dedenting and rendering each recurse once per open block: deeper nesting would
+# end in a RecursionError (a traceback) instead of a TemplateError. No prompt needs it.
+MAX_DEPTH = 100
 
 
 @dataclass(frozen=True)
@@ -204,6 +208,8 @@ class _Parser:
 
     def directive(self, d: _Directive, standalone: bool) -> None:
         if d.keyword == "if":
+            if len(self.stack) >= MAX_DEPTH:
+                raise TemplateError(f"blocks nested more than {MAX_DEPTH} deep", d.line, d.column)
             scope = _Scope(self.scope(len(self.stack))) if standalone else None
             frame = _Frame(d, scope)
             self.nodes().append(frame)

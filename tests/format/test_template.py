@@ -331,6 +331,26 @@ def test_first_error_in_source_order_wins() -> None:
         render("{u}<!--?if v--><!--?end-->")
 
 
+@pytest.mark.parametrize("sep", ["", "\n"], ids=["inline", "standalone"])
+def test_blocks_nested_past_the_limit_are_a_template_error_not_a_recursion_error(
+    sep: str,
+) -> None:
+    """Parsing, dedenting and rendering recurse once per open block: 5,000 nested blocks
+    raised RecursionError, a traceback from `contract --template`, not a TemplateError."""
+    from sessionstore.format.template import MAX_DEPTH
+
+    def nested(depth: int) -> str:
+        return f"<!--?if a-->{sep}" * depth + f"  x{sep}" + f"<!--?end-->{sep}" * depth
+
+    assert render(nested(MAX_DEPTH), a=True).strip() == "x"
+    for depth in (MAX_DEPTH + 1, 5_000):
+        with pytest.raises(TemplateError) as caught:
+            render(nested(depth), a=True)
+        line, column = (1, MAX_DEPTH * 12 + 1) if not sep else (MAX_DEPTH + 1, 1)
+        assert (caught.value.line, caught.value.column) == (line, column)
+        assert caught.value.problem == f"blocks nested more than {MAX_DEPTH} deep"
+
+
 def test_a_long_branch_and_a_long_line_render_in_linear_time() -> None:
     """The common indent of a branch was reduced over all its lines once per line, and a
     line's text pieces were joined by `+=`: both quadratic. 50,000 lines in one branch

@@ -130,6 +130,16 @@ def test_cli_prints_the_contract(session: Session, tmp_path: Path) -> None:
     assert len(result.stderr.splitlines()) == 1
 
 
+def test_cli_a_template_nested_too_deep_is_one_line_not_a_traceback(
+    session: Session, tmp_path: Path
+) -> None:
+    deep = tmp_path / "deep.md"
+    deep.write_text("<!--?if session_id-->\n" * 3_000 + "x\n" + "<!--?end-->\n" * 3_000)
+    done = run("contract", session.path, "--template", deep)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == f"Error: {deep}:101:1: blocks nested more than 100 deep\n"
+
+
 def test_with_a_workspace_every_path_is_under_it(session: Session, tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
