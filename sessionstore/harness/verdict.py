@@ -127,7 +127,7 @@ def evaluate_output_contract(
     if rel is None:
         declared = (record.data or {}).get(CONTRACT_FIELD)
         name = declared.get("log") if isinstance(declared, dict) else None
-        if declared is None:
+        if not declares_output_contract(record):  # `"output_contract": null` is declared
             return _indeterminate(f"no log given and the record declares no {CONTRACT_FIELD}")
         if not isinstance(name, str):
             return _indeterminate(f'{CONTRACT_FIELD} must be {{"log": "<path>"}}')

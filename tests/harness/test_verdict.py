@@ -190,6 +190,8 @@ def test_a_declared_contract_names_the_log(session: Session) -> None:
     [
         ("run.log", 'output_contract must be {"log": "<path>"}'),
         ({"log": 3}, 'output_contract must be {"log": "<path>"}'),
+        # Declared (inspect shows a verdict for it), so not "declares no output_contract".
+        (None, 'output_contract must be {"log": "<path>"}'),
         ({"log": "../../x"}, "output_contract.log '../../x': must not contain '..'"),
     ],
 )
