@@ -134,6 +134,7 @@ class Daemon:
         self.wake = threading.Event()
         self.hints = _Hints(str(mirror.source), self.wake)
         self.observer: Watcher | None = None
+        self._watched: tuple[int, int] | None = None  # the source the observer was started on
         self.passes = 0
         self.last_report: PassReport | None = None
         # Directories to pass over again (None: only a full pass will do), and when.
@@ -240,13 +241,16 @@ class Daemon:
         lock = self.mirror.held_lock
         if lock is not None and lock.gone():
             self._pass(None, "full")
-        if not self.mirror.source.is_dir():
+        now_watching = _dir_identity(self.mirror.source)
+        if now_watching is None:
             self._stop_observer()
             if not self._wait_for_source(stop):
                 return False
             self._start_observer()
             self.hints.lose()
-        elif not self._observer_healthy():
+        elif now_watching != self._watched or not self._observer_healthy():
+            # A source moved away and another directory put at its name (or a symlink
+            # retargeted) is still watched in the old inode, which sends nothing of the new.
             self._stop_observer()
             self._start_observer()
             self.hints.lose()
@@ -264,7 +268,7 @@ class Daemon:
             parent = os.path.dirname(path)
             # Report paths are destination names; with name redaction a destination
             # directory may have no source twin, and only a full pass can find it.
-            if self._retry_dirs is not None and _is_dir(self.mirror.source / parent):
+            if self._retry_dirs is not None and _dir_identity(self.mirror.source / parent):
                 self._retry_dirs.add(parent)
             else:
                 self._retry_dirs = None
@@ -291,6 +295,8 @@ class Daemon:
     # -- the observer ----------------------------------------------------------
 
     def _start_observer(self) -> None:
+        # Taken before the watch: a source replaced after this is told by the next check.
+        self._watched = _dir_identity(self.mirror.source)
         observer = Watcher(self.hints.changed)
         # Content events only: each pass's own opens would otherwise flood the queue.
         observer.watch(str(self.mirror.source), recursive=True, content_only=True)
@@ -326,12 +332,14 @@ def _errno_text(exc: OSError) -> str:
     return f"{errno.errorcode.get(exc.errno, exc.errno)}: {os.strerror(exc.errno)}"
 
 
-def _is_dir(path: os.PathLike[str]) -> bool:
-    """`Path.is_dir` that also answers False for a path too long to name (ENAMETOOLONG)."""
+def _dir_identity(path: os.PathLike[str]) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of the directory at `path`, symlinks followed; None if it is no
+    directory, or cannot be named (ENAMETOOLONG)."""
     try:
-        return stat.S_ISDIR(os.stat(path).st_mode)
+        found = os.stat(path)
     except OSError:
-        return False
+        return None
+    return (found.st_dev, found.st_ino) if stat.S_ISDIR(found.st_mode) else None
 
 
 def _forward(source: threading.Event, target: threading.Event) -> Callable[[], None]:
