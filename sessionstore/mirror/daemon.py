@@ -33,7 +33,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sessionstore._watch import Change, Watcher, preload
+from sessionstore._watch import Watcher, preload
+from sessionstore.mirror.hints import Hints, TroubleHandler
 from sessionstore.mirror.lock import DestLock, acquire_lock
 from sessionstore.mirror.report import PassReport
 
@@ -59,66 +60,6 @@ class WatchConfig:
 PassCallback = Callable[[PassReport, str], None]
 
 
-class _Hints:
-    """Dirty source directories collected from events (thread-safe), plus a lost-events flag."""
-
-    def __init__(self, root: str, wake: threading.Event) -> None:
-        self.root = root
-        self.wake = wake
-        self._lock = threading.Lock()
-        self.dirty: set[str] = set()
-        self.first_at = 0.0
-        self.last_at = 0.0
-        self.lost = False
-
-    def mark(self, path: str, is_directory: bool) -> None:
-        rel = os.path.relpath(path, self.root)
-        if rel == ".." or rel.startswith("../"):
-            return  # outside the source (a move out of it); "..notes" is a name inside
-        dirs = {rel, os.path.dirname(rel)} if is_directory else {os.path.dirname(rel)}
-        now = time.monotonic()
-        with self._lock:
-            if not self.dirty:
-                self.first_at = now
-            self.dirty.update(d if d not in ("", ".") else "" for d in dirs)
-            self.last_at = now
-        self.wake.set()
-
-    def lose(self) -> None:
-        with self._lock:
-            self.lost = True
-        self.wake.set()
-
-    def due(self, config: WatchConfig) -> float | None:
-        """When the dirty set should be passed over (None: nothing dirty)."""
-        with self._lock:
-            if not self.dirty:
-                return None
-            return min(self.last_at + config.debounce, self.first_at + config.max_wait)
-
-    def take(self) -> tuple[set[str], bool]:
-        with self._lock:
-            dirty, lost = self.dirty, self.lost
-            self.dirty, self.lost = set(), False
-        return dirty, lost
-
-    def changed(self, change: Change) -> None:
-        """Every event is a dirty-directory hint (called on the watcher's threads)."""
-        for path in change.paths:
-            self.mark(path, change.is_directory)
-
-
-class _TroubleHandler(logging.Handler):
-    """watchdog logs overflows and failed watches as warnings: treat any as lost events."""
-
-    def __init__(self, hints: _Hints) -> None:
-        super().__init__(logging.WARNING)
-        self.hints = hints
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.hints.lose()
-
-
 class Daemon:
     """Runs passes of one `Mirror` driven by filesystem events. See the module docstring."""
 
@@ -132,7 +73,7 @@ class Daemon:
         self.config = config or WatchConfig()
         self.on_pass = on_pass
         self.wake = threading.Event()
-        self.hints = _Hints(str(mirror.source), self.wake)
+        self.hints = Hints(str(mirror.source), self.wake)
         self.observer: Watcher | None = None
         self._watched: tuple[int, int] | None = None  # the source the observer was started on
         self.passes = 0
@@ -151,7 +92,7 @@ class Daemon:
         removed or replaced under it (`mirror.lock`): nothing is written there.
         """
         lock = lock or acquire_lock(self.mirror)
-        trouble = _TroubleHandler(self.hints)
+        trouble = TroubleHandler(self.hints)
         watchdog_log = logging.getLogger("watchdog")
         watchdog_log.addHandler(trouble)
         self.mirror.held_lock = lock

@@ -355,9 +355,9 @@ def test_daemon_object_runs_in_the_caller_thread(src: Path, dst: Path) -> None:
 
 
 def test_hints_mark_directories_inside_the_source_only(tmp_path: Path) -> None:
-    from sessionstore.mirror.daemon import _Hints
+    from sessionstore.mirror.hints import Hints
 
-    hints = _Hints(str(tmp_path), threading.Event())
+    hints = Hints(str(tmp_path), threading.Event())
     hints.mark(str(tmp_path / "..notes"), is_directory=False)
     hints.mark(str(tmp_path / "trials" / "3" / "run.log"), is_directory=False)
     hints.mark(str(tmp_path / "service"), is_directory=True)
