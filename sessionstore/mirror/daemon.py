@@ -238,9 +238,13 @@ class Daemon:
     def _start_observer(self) -> None:
         # Taken before the watch: a source replaced after this is told by the next check.
         self._watched = _dir_identity(self.mirror.source)
+        # The directory, not a symlink naming it: watchdog watches a symlink at the root
+        # itself (IN_DONT_FOLLOW), and files right in the source sent no event at all.
+        # Events then name paths below the directory: the hints count from there.
+        self.hints.root = os.path.realpath(self.mirror.source)
         observer = Watcher(self.hints.changed)
         # Content events only: each pass's own opens would otherwise flood the queue.
-        observer.watch(str(self.mirror.source), recursive=True, content_only=True)
+        observer.watch(self.hints.root, recursive=True, content_only=True)
         try:
             observer.start()
         except (OSError, RecursionError) as exc:

@@ -1,10 +1,12 @@
-"""A daemon whose source is replaced under it watches the new one: real daemon processes.
+"""The daemon watches the directory its source names, whatever names it: real daemon processes.
 
 inotify watches an inode, not a name. A source moved away with another
 directory put at its name (a harness resetting its workspace), or a symlink
 source retargeted, leaves the observer on the old directory: alive, healthy,
-and deaf to the new one. The periodic full pass is an hour away here, so only
-a daemon that notices the swap mirrors what is written in the new source.
+and deaf to the new one. And a source given as a symlink must be watched in
+the directory it points to, not as the link. The periodic full pass is an
+hour away here, so only events (or a daemon that notices the swap) mirror
+what is written.
 """
 
 from __future__ import annotations
@@ -50,3 +52,44 @@ def test_a_source_moved_away_and_made_again_is_watched_anew(
     assert (dst / "b.txt").read_bytes() == b"in the new source"
     assert (dst / "c.txt").read_bytes() == b"and events from it"
     assert not (dst / "d.txt").exists()
+
+
+def test_files_right_in_a_symlinked_source_are_seen_by_events(tmp_path: Path, dst: Path) -> None:
+    target = tmp_path / "run-1"
+    write(target / "sub" / "a.txt", b"a")
+    link = tmp_path / "current"
+    link.symlink_to(target)
+    daemon = DaemonProcess(link, dst, "--json", "--full-every", "3600")
+    try:
+        assert daemon.next()["pass"] == "initial"
+        write(target / "top.txt", b"in the source's own directory")
+        assert mirrored(daemon, "top.txt")["pass"] == "events"
+        write(target / "sub" / "b.txt", b"below it")
+        assert mirrored(daemon, "sub/b.txt")["pass"] == "events"
+    finally:
+        code, err = daemon.stop()
+    assert code == 0, err
+    assert (dst / "top.txt").read_bytes() == b"in the source's own directory"
+
+
+def test_a_retargeted_symlink_source_is_watched_at_its_new_target(
+    tmp_path: Path, dst: Path
+) -> None:
+    first, second = tmp_path / "run-1", tmp_path / "run-2"
+    write(first / "a.txt", b"a")
+    second.mkdir()
+    link = tmp_path / "current"
+    link.symlink_to(first)
+    daemon = DaemonProcess(link, dst, "--json", "--full-every", "3600")
+    try:
+        assert daemon.next()["pass"] == "initial"
+        (tmp_path / "next").symlink_to(second)
+        os.replace(tmp_path / "next", link)  # atomically: the source never goes missing
+        write(second / "b.txt", b"in the new target")
+        mirrored(daemon, "b.txt")
+        write(second / "c.txt", b"and events from it")
+        assert mirrored(daemon, "c.txt")["pass"] == "events"
+    finally:
+        code, err = daemon.stop()
+    assert code == 0, err
+    assert (dst / "b.txt").read_bytes() == b"in the new target"
