@@ -192,6 +192,12 @@ def _run_daemon(
 
     stop_on_signals(stop, daemon.wake)
     one_line_diagnostics()
+    if level == QUIET:
+        import logging
+
+        # Errors only: the daemon's one warning ("cannot watch the source ...; polling
+        # only") is no error, and logging's last-resort handler printed it all the same.
+        logging.getLogger(Daemon.__module__).setLevel(logging.ERROR)
     return daemon.run(stop)
 
 

@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+import cli_runner
 import pytest
 from mirror_helpers import DaemonProcess, make_deep, remove_deep, write
 
@@ -57,3 +58,21 @@ def test_files_written_after_the_inotify_reader_died_are_mirrored_at_once(
     assert "cannot watch the source (the tree is too deep); polling only" in lines
     assert str(src) not in err  # a source path may hold a secret: never printed
     assert "Traceback" not in err
+
+
+def test_a_quiet_daemon_that_cannot_watch_prints_its_errors_alone(src: Path, dst: Path) -> None:
+    write(src / "a.txt", b"a")
+    make_deep(src / "chain", TOO_DEEP)  # watchdog cannot walk it: polling from the start
+    daemon = DaemonProcess(src, dst, "-q", "--full-every", "3600")
+    try:
+        cli_runner.wait_for(lambda: (dst / "a.txt").exists(), "the initial pass")
+    finally:
+        code, err = daemon.stop()
+        for root in (src / "chain", dst / "chain"):
+            if root.exists():
+                remove_deep(root)
+    assert code == 1, err  # the chain is deeper than the mirror goes: an error
+    lines = err.splitlines()
+    assert lines, "the error was not said"
+    # -q: errors only, each a stamped line; being unable to watch is no error.
+    assert all(" error chain/" in line for line in lines), err
