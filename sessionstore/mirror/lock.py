@@ -44,7 +44,10 @@ class DestLock:
 
     `holds(tree)`: whether the destination a pass opened as `tree` is still the
     one locked (see the module docstring). `gone()`: a check cheap enough for a
-    timer, True once the lock file is known deleted (a bucket's lease: never).
+    timer, True once the lock file is known deleted or no longer at its name (a
+    bucket's lease: never). It only calls for a pass, which decides (`holds`), so
+    it says so once: a destination the pass merely reports (a symlink swapped in)
+    must not cost a pass every time the timer asks.
     """
 
     def __init__(
@@ -55,10 +58,13 @@ class DestLock:
     ) -> None:
         self._drop: Callable[[], None] | None = drop
         self.holds = holds
-        self._gone = gone
+        self._gone: Callable[[], bool] | None = gone
 
     def gone(self) -> bool:
-        return self._drop is not None and self._gone()
+        if self._drop is None or self._gone is None or not self._gone():
+            return False
+        self._gone = None  # said once: see the class docstring
+        return True
 
     def open_root(self, tree: DestTree, where: str) -> bool:
         """`tree.open_root` for a pass of the daemon holding this lock: False (reported)
@@ -116,13 +122,34 @@ def acquire_lock(mirror: Mirror) -> DestLock:
             raise
     finally:
         tree.close_all()
-    # Closing the only fd drops the flock. A lock file with no name left was deleted
-    # (`rm` of the session deletes its tree), which an fstat tells without a path.
+    # Closing the only fd drops the flock.
     return DestLock(
         functools.partial(os.close, fd),
         functools.partial(_holds_file, held),
-        lambda: os.fstat(fd).st_nlink == 0,
+        functools.partial(_lock_gone, fd, str(mirror.dest_real)),
     )
+
+
+def _lock_gone(fd: int, root: str) -> bool:
+    """Whether the lock file `fd` holds is deleted, or no longer the one at `root`'s lock name.
+
+    A lock file with no name left was deleted (`rm` of the session deletes its
+    tree), which an fstat tells without a path. But a hard link of it may live
+    on (a `cp -al` snapshot of the destination), and then only its name tells:
+    a timer's look by path, never trusted beyond calling for a pass.
+    """
+    held = os.fstat(fd)
+    if held.st_nlink == 0:
+        return True
+    try:
+        if not stat.S_ISDIR(os.lstat(root).st_mode):
+            return False  # a symlink or a file at its name: each pass reports it
+        found = os.lstat(os.path.join(root, MIRROR_LOCK))
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return (found.st_dev, found.st_ino) != (held.st_dev, held.st_ino)
 
 
 def _holds_file(held: os.stat_result, tree: DestTree) -> bool:

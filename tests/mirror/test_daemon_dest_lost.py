@@ -63,6 +63,29 @@ def test_rm_force_of_the_session_stops_its_daemon(tmp_path: Path, src: Path) -> 
     assert os.listdir(store) == []  # not re-created, not even empty
 
 
+def test_rm_force_stops_the_daemon_when_a_snapshot_links_the_lock_file_too(
+    tmp_path: Path, src: Path
+) -> None:
+    store = tmp_path / "store"
+    session = Store(store).create(id="abc123", pid=None)
+    write(src / "a.txt", b"a")
+    settle()
+    # No full pass for an hour: only the health timer can notice before then.
+    daemon = DaemonProcess(src, "abc123", "--store", store, "--json", "--full-every", "3600")
+    try:
+        assert daemon.next()["copied"] == ["a.txt"]
+        # A `cp -al` snapshot: every file of the destination, the lock file too, keeps a name.
+        shutil.copytree(session.path, tmp_path / "snapshot", copy_function=os.link)
+        removed = cli_runner.run("rm", "--store", store, "--force", "abc123")
+        assert removed.returncode == 0, removed.stderr
+        code, err = exited(daemon)
+    finally:
+        daemon.stop()
+    assert_stopped_lost(code, err, session.path)
+    assert os.listdir(store) == []
+    assert (tmp_path / "snapshot" / "a.txt").read_bytes() == b"a"
+
+
 def test_a_replaced_destination_gets_nothing_and_the_moved_one_nothing_more(
     tmp_path: Path, src: Path, dst: Path
 ) -> None:
