@@ -1,4 +1,4 @@
-"""A subset pass's way down: from the source root to one subtree, without visiting above it.
+"""A pass's way in: the source root checked, then (a subset pass) down to one subtree.
 
 The daemon's passes after events walk only the subtrees that changed. Each is
 reached by opening its path component by component (relative to the parent's
@@ -18,6 +18,20 @@ from sessionstore.storage.local_tree import OPEN_DIR, LocalDir
 TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
     from sessionstore.mirror.walk import Pass
+
+
+def source_is_dest(run: Pass, root_fd: int) -> bool:
+    """Whether the source root `root_fd` is the destination's (an error of the pass if so).
+
+    `Mirror` refuses that pair of paths, but a source is looked up by name at
+    every pass: swapped for a symlink to the destination under a daemon, the
+    tree was copied onto itself, each pass's commits the next one's events.
+    """
+    own = os.fstat(root_fd)
+    if (own.st_dev, own.st_ino) != run.tree.identity():
+        return False
+    run.error(".", "source: is the destination now; nothing mirrored")
+    return True
 
 
 def visit_subtree(run: Pass, root_fd: int, parts: tuple[str, ...]) -> None:

@@ -55,7 +55,7 @@ from sessionstore.mirror.layout import (
     special_kind,
 )
 from sessionstore.mirror.report import PassReport
-from sessionstore.mirror.subtree import visit_subtree
+from sessionstore.mirror.subtree import source_is_dest, visit_subtree
 from sessionstore.mirror.sync import FileOps
 from sessionstore.storage.local_tree import OPEN_DIR, describe
 from sessionstore.storage.trees import make_tree
@@ -126,7 +126,8 @@ class Pass(FileOps):
             self.tree = make_tree(m.remote, root, self.error, self.touch, m.durable, m.dry_run)
         lock, where = m.lock, str(m.remote or m.dest_real)  # a daemon's: `DestLock.open_root`
         try:
-            if self.tree.open_root(where) if lock is None else lock.open_root(self.tree, where):
+            ok = self.tree.open_root(where) if lock is None else lock.open_root(self.tree, where)
+            if ok and not source_is_dest(self, root_fd):
                 self.start(full=subtrees is None or () in subtrees)
                 if subtrees is None or () in subtrees:
                     self.tops.append("")

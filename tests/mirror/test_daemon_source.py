@@ -93,3 +93,29 @@ def test_a_retargeted_symlink_source_is_watched_at_its_new_target(
         code, err = daemon.stop()
     assert code == 0, err
     assert (dst / "b.txt").read_bytes() == b"in the new target"
+
+
+def test_a_source_swapped_for_a_symlink_to_the_destination_is_not_copied_onto_itself(
+    src: Path, dst: Path, tmp_path: Path
+) -> None:
+    write(src / "a.txt", b"a")
+    daemon = DaemonProcess(src, dst, "--json", "--full-every", "3600")
+    try:
+        assert daemon.next()["copied"] == ["a.txt"]
+        before = (dst / "a.txt").stat().st_ino
+        os.rename(src, tmp_path / "old-src")
+        src.symlink_to(dst)  # the swap is seen within a second: a full pass
+        for _ in range(20):
+            report = daemon.next(timeout=GUARD)
+            if report["errors"]:
+                break
+        else:
+            raise AssertionError("the swap was never reported")
+    finally:
+        code, err = daemon.stop()
+    assert report["copied"] == [], report
+    assert report["errors"] == [
+        {"path": ".", "error": "source: is the destination now; nothing mirrored"}
+    ]
+    assert (dst / "a.txt").stat().st_ino == before  # not rewritten by a copy of itself
+    assert code == 1, err  # the final pass found it too
