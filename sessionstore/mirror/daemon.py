@@ -242,10 +242,11 @@ class Daemon:
         # itself (IN_DONT_FOLLOW), and files right in the source sent no event at all.
         # Events then name paths below the directory: the hints count from there.
         self.hints.root = os.path.realpath(self.mirror.source)
-        observer = Watcher(self.hints.changed)
-        # Content events only: each pass's own opens would otherwise flood the queue.
-        observer.watch(self.hints.root, recursive=True, content_only=True)
         try:
+            # watchdog takes its inotify instance when the observer is made, not started.
+            observer = Watcher(self.hints.changed)
+            # Content events only: each pass's own opens would otherwise flood the queue.
+            observer.watch(self.hints.root, recursive=True, content_only=True)
             observer.start()
         except (OSError, RecursionError) as exc:
             # Cannot watch: no inotify instances left (OSError), or a tree deeper

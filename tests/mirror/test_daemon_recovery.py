@@ -3,13 +3,18 @@
 A directory chain deeper than the interpreter's recursion limit, moved into the
 source whole, kills watchdog's inotify reader thread (it walks the chain to
 watch it, recursively before Python 3.12); the observer and emitter threads
-live on and report nothing ever again.
+live on and report nothing ever again. And a daemon that cannot watch at all
+(a tree too deep to walk, no inotify instance left) polls: it never exits for it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import cli_runner
@@ -76,3 +81,57 @@ def test_a_quiet_daemon_that_cannot_watch_prints_its_errors_alone(src: Path, dst
     assert lines, "the error was not said"
     # -q: errors only, each a stamped line; being unable to watch is no error.
     assert all(" error chain/" in line for line in lines), err
+
+
+@contextlib.contextmanager
+def no_inotify_instance_left() -> Iterator[None]:
+    """No new inotify instance for this user, machine-wide, until the test restores it.
+
+    Needs root (CI has it); the old value is restored in a `finally`, and an flock
+    on the sysctl file keeps two test processes from saving each other's value.
+    """
+    path = "/proc/sys/fs/inotify/max_user_instances"
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with open(path) as f:
+            old = f.read().strip()
+        try:
+            with open(path, "w") as f:
+                f.write("0")
+        except OSError as exc:
+            if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            pytest.skip("needs root: lowers the machine-wide fs.inotify.max_user_instances")
+        try:
+            yield
+        finally:
+            with open(path, "w") as f:
+                f.write(old)
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def test_a_daemon_with_no_inotify_instance_left_polls_and_never_exits(src: Path, dst: Path) -> None:
+    write(src / "a.txt", b"a")
+    with no_inotify_instance_left():
+        daemon = DaemonProcess(src, dst, "--json", "--full-every", "3600")
+        try:
+            # The initial pass runs only after the observer was tried: it failed by then.
+            report = daemon.next(timeout=GUARD)
+        except AssertionError:
+            code, err = daemon.stop()
+            raise AssertionError(f"the daemon exited {code}: {err}") from None
+    try:
+        assert report["copied"] == ["a.txt"]
+        write(src / "b.txt", b"b")  # no event: a polling pass, one every 2 s
+        for _ in range(10):
+            if "b.txt" in daemon.next(timeout=GUARD)["copied"]:
+                break
+        else:
+            raise AssertionError("b.txt was never mirrored")
+    finally:
+        code, err = daemon.stop()
+    assert code == 0, err
+    assert "cannot watch the source (EMFILE: Too many open files); polling only" in err
+    assert "Traceback" not in err
