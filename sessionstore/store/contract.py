@@ -148,7 +148,7 @@ def render_contract(
         return render(default_template(), **variables)
     source = os.fspath(template)
     try:
-        text = Path(source).read_text(encoding="utf-8")
+        text = Path(source).read_text(encoding="utf-8-sig")  # an editor's BOM is no text
     except UnicodeDecodeError as exc:
         raise InvalidInput(source, f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     except OSError as exc:

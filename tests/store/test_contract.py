@@ -98,6 +98,18 @@ def test_a_user_template_may_use_any_subset(session: Session, tmp_path: Path) ->
     assert session.contract(str(template)) == render_contract(session, template)
 
 
+def test_a_byte_order_mark_at_the_start_of_a_template_is_not_rendered(
+    session: Session, tmp_path: Path
+) -> None:
+    """An editor's BOM is no text of the template: a first line holding only a directive
+    goes, as it does without one, and the prompt does not start with U+FEFF."""
+    template = tmp_path / "bom.md"
+    template.write_bytes(
+        b"\xef\xbb\xbf<!--?if planned_trials-->\nPlan {planned_trials}.\n<!--?end-->\n"
+    )
+    assert render_contract(session, template) == "Plan 3.\n"
+
+
 def test_user_template_errors_name_the_file(session: Session, tmp_path: Path) -> None:
     template = tmp_path / "mine.md"
     template.write_text("ok\n  see {trial_dri}\n")
