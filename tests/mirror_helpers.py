@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import os
 import queue
 import signal
@@ -10,6 +13,7 @@ import struct
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -303,3 +307,34 @@ def pack_group(group: dict[str, list[int]]) -> bytes:
     data = struct.pack(f"<I{len(ints)}q", len(group), *ints)
     data += b"\0".join(os.fsencode(name) for name in group)
     return b'"' + data.hex().encode() + b'"'
+
+
+@contextlib.contextmanager
+def lowered_sysctl(name: str, value: str) -> Iterator[None]:
+    """The machine-wide sysctl `name` (`fs.inotify.max_queued_events`) set to `value` until
+    the block ends, then restored, even when the test fails.
+
+    Needs root (CI has it): the test is skipped otherwise. An flock on the sysctl file
+    itself keeps two test processes from saving each other's `value` as the one to
+    restore, and leaves no lock file behind.
+    """
+    path = "/proc/sys/" + name.replace(".", "/")
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with open(path) as f:
+            old = f.read().strip()
+        try:
+            with open(path, "w") as f:
+                f.write(value)
+        except OSError as exc:
+            if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            pytest.skip(f"needs root: lowers the machine-wide {name}")
+        try:
+            yield
+        finally:
+            with open(path, "w") as f:
+                f.write(old)
+    finally:
+        os.close(fd)  # releases the flock

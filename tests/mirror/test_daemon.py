@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import logging
 import os
 import signal
@@ -15,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 from cli_runner import environ, popen, run
-from mirror_helpers import write
+from mirror_helpers import lowered_sysctl, write
 
 from sessionstore.errors import LockHeld
 from sessionstore.format.names import MIRROR_PID as PID_NAME
@@ -180,38 +178,11 @@ def test_a_dead_observer_thread_is_restarted_and_a_full_pass_runs(src: Path, dst
     assert "full" in passes.kinds()
 
 
-def _set_sysctl(path: str, value: str) -> str:
-    with open(path) as f:
-        old = f.read().strip()
-    with open(path, "w") as f:
-        f.write(value)
-    return old
-
-
 @pytest.fixture
 def tiny_inotify_queue() -> Iterator[None]:
-    """New inotify instances get a 16-event queue, so a burst overflows it for real.
-
-    The sysctl is machine-wide, so this needs root (CI has it) and restores the old
-    value in a `finally`. An flock on the sysctl file itself keeps two test processes
-    from saving each other's 16 as the value to restore, and leaves no lock file behind.
-    """
-    path = "/proc/sys/fs/inotify/max_queued_events"
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            old = _set_sysctl(path, "16")
-        except OSError as exc:
-            if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
-                raise
-            pytest.skip("needs root: lowers the machine-wide fs.inotify.max_queued_events")
-        try:
-            yield
-        finally:
-            _set_sysctl(path, old)
-    finally:
-        os.close(fd)  # releases the flock
+    """New inotify instances get a 16-event queue, so a burst overflows it for real."""
+    with lowered_sysctl("fs.inotify.max_queued_events", "16"):
+        yield
 
 
 def test_inotify_queue_overflow_triggers_a_full_pass(

@@ -9,17 +9,13 @@ live on and report nothing ever again. And a daemon that cannot watch at all
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import cli_runner
 import pytest
-from mirror_helpers import DaemonProcess, make_deep, remove_deep, write
+from mirror_helpers import DaemonProcess, lowered_sysctl, make_deep, remove_deep, write
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -83,38 +79,9 @@ def test_a_quiet_daemon_that_cannot_watch_prints_its_errors_alone(src: Path, dst
     assert all(" error chain/" in line for line in lines), err
 
 
-@contextlib.contextmanager
-def no_inotify_instance_left() -> Iterator[None]:
-    """No new inotify instance for this user, machine-wide, until the test restores it.
-
-    Needs root (CI has it); the old value is restored in a `finally`, and an flock
-    on the sysctl file keeps two test processes from saving each other's value.
-    """
-    path = "/proc/sys/fs/inotify/max_user_instances"
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        with open(path) as f:
-            old = f.read().strip()
-        try:
-            with open(path, "w") as f:
-                f.write("0")
-        except OSError as exc:
-            if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
-                raise
-            pytest.skip("needs root: lowers the machine-wide fs.inotify.max_user_instances")
-        try:
-            yield
-        finally:
-            with open(path, "w") as f:
-                f.write(old)
-    finally:
-        os.close(fd)  # releases the flock
-
-
 def test_a_daemon_with_no_inotify_instance_left_polls_and_never_exits(src: Path, dst: Path) -> None:
     write(src / "a.txt", b"a")
-    with no_inotify_instance_left():
+    with lowered_sysctl("fs.inotify.max_user_instances", "0"):  # none for a new watcher
         daemon = DaemonProcess(src, dst, "--json", "--full-every", "3600")
         try:
             # The initial pass runs only after the observer was tried: it failed by then.
