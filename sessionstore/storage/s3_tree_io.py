@@ -119,19 +119,9 @@ class S3Dest(S3Storage):
         client), built from the same settings. Imported here only: a pass needs it
         only after an interrupted one.
         """
-        import boto3
-        from botocore.config import Config
+        from sessionstore.storage.s3_keys import boto3_client
 
-        s = self.settings
-        client = boto3.client(
-            "s3",
-            endpoint_url=s.endpoint,
-            region_name=s.region,
-            aws_access_key_id=s.access_key_id,
-            aws_secret_access_key=s.secret_access_key,
-            aws_session_token=s.session_token,
-            config=Config(retries={"max_attempts": 3}, connect_timeout=5, read_timeout=60),
-        )
+        client = boto3_client(self.settings)
         bucket, below = self.url.bucket, self.url.prefix + "/"
         aborted = 0
         for page in client.get_paginator("list_multipart_uploads").paginate(
