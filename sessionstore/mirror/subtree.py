@@ -28,7 +28,7 @@ def source_is_dest(run: Pass, root_fd: int) -> bool:
     tree was copied onto itself, each pass's commits the next one's events.
     """
     own = os.fstat(root_fd)
-    if (own.st_dev, own.st_ino) != run.tree.identity():
+    if (own.st_dev, own.st_ino) != run.dest_id:
         return False
     run.error(".", "source: is the destination now; nothing mirrored")
     return True

@@ -127,6 +127,8 @@ class Pass(FileOps):
         lock, where = m.lock, str(m.remote or m.dest_real)  # a daemon's: `DestLock.open_root`
         try:
             ok = self.tree.open_root(where) if lock is None else lock.open_root(self.tree, where)
+            if ok:  # one fstat a pass, for the source check and the walk's skip
+                self.dest_id = self.tree.identity()
             if ok and not source_is_dest(self, root_fd):
                 self.start(full=subtrees is None or () in subtrees)
                 if subtrees is None or () in subtrees:
@@ -157,7 +159,6 @@ class Pass(FileOps):
         `full`: the pass walks the whole source (only such a pass shares its walk, `split`).
         """
         tree, root = self.tree, self.tree.root
-        self.dest_id = tree.identity()
         self.cache = Cache.load(tree, self.redactor, self.m.fingerprints)
         self.stored = self.cache.groups if self.cache.trusted else {}
         self.read_group = self.cache.parsed
