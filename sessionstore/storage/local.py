@@ -69,12 +69,24 @@ class LocalStorage(LocalDirs):
     its missing parents, by the first write. Thread-safe; the state kept
     between operations (deferred fsyncs, cached directory fds for reads) is
     in `LocalDirs`, behind locks.
+
+    `store`: the root holds sessions, which appear whole or not at all
+    (`publish_dir`). A write below an entry of the root that is not there (a
+    session `rm` removed meanwhile) then raises `FileNotFoundError` naming it,
+    instead of making it again as a directory with no manifest, which no
+    `rm` would remove; and a `create` (a marker, the report) makes no
+    directory at all: the record or session it seals must be there.
     """
 
     def __init__(
-        self, root: str | os.PathLike[str], *, dir_mode: int = DIR_MODE, file_mode: int = FILE_MODE
+        self,
+        root: str | os.PathLike[str],
+        *,
+        dir_mode: int = DIR_MODE,
+        file_mode: int = FILE_MODE,
+        store: bool = False,
     ) -> None:
-        super().__init__(Path(root), dir_mode)
+        super().__init__(Path(root), dir_mode, store=store)
         self.file_mode = file_mode
 
     def __repr__(self) -> str:
@@ -118,8 +130,9 @@ class LocalStorage(LocalDirs):
         pin = self._pinned(where)
         try:
             if pin is None:
-                with self._dir(where, make=True) as parent:
-                    assert parent is not None
+                with self._dir(where, make=not self.store) as parent:
+                    if parent is None:
+                        raise self._gone(where)
                     made = create_in(parent, parts[-1], data, self.file_mode)
             else:
                 made = create_in(pin[0], parts[-1], data, self.file_mode)

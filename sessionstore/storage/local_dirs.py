@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import errno
 import os
 import stat
 import threading
@@ -61,9 +62,10 @@ class LocalDirs:
     Thread-safe: the deferred fsyncs are behind a lock, the read cache is per thread.
     """
 
-    def __init__(self, root: Path, dir_mode: int) -> None:
+    def __init__(self, root: Path, dir_mode: int, *, store: bool = False) -> None:
         self.root = root
         self.dir_mode = dir_mode
+        self.store = store  # `LocalStorage`: the root's entries are never made by a write
         # Directories (as key parts) holding a `put` whose directory fsync is deferred.
         self._unsynced: set[tuple[str, ...]] = set()
         self._lock = threading.Lock()
@@ -213,7 +215,7 @@ class LocalDirs:
         mkdir = self._mkdir if make else None
         for i in range(depth, len(parts)):
             try:
-                step = _open_or_make(fd, parts[i], mkdir)
+                step = _open_or_make(fd, parts[i], None if i == 0 and self.store else mkdir)
             except OSError as exc:
                 if owned:
                     os.close(fd)
@@ -221,6 +223,8 @@ class LocalDirs:
             if owned:
                 os.close(fd)
             if step is None:
+                if mkdir is not None:  # an entry of a store, not made again: `LocalStorage`
+                    raise self._gone(parts[: i + 1])
                 return None, False
             fd, owned = step, True
             if i + 1 < len(parts):  # ancestors only: a listing passes each leaf once
@@ -268,6 +272,11 @@ class LocalDirs:
         cache[key] = (os.dup(fd), st.st_dev, st.st_ino)
         if len(cache) > _READ_FDS_MAX:
             os.close(cache.popitem(last=False)[1][0])
+
+    def _gone(self, parts: builtins.list[str]) -> FileNotFoundError:
+        """The error of a write whose directory `parts` is not there and is not made."""
+        path = self.root.joinpath(*parts)
+        return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
 
     def _open_root(self, make: bool) -> int | None:
         try:

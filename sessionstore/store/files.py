@@ -33,6 +33,8 @@ def locate(path: Path, depth: int) -> tuple[Storage, str]:
     """A `LocalStorage` and the key of `path` in it, the key being its last `depth` components.
 
     `depth` is 1 for a session directory, 3 for a record (`<session>/trials/<n>`).
+    The directory holding the session is a store (`LocalStorage(store=True)`):
+    no write below it makes the session directory again once it is removed.
     An `S3Path` is located in the `s3://` store of this process that holds it.
     """
     if isinstance(path, S3Path):
@@ -42,7 +44,7 @@ def locate(path: Path, depth: int) -> tuple[Storage, str]:
     parts = Path(os.path.abspath(path)).parts
     if len(parts) <= depth:
         raise StorageError(os.fspath(path), "is not below a directory that can hold it")
-    return LocalStorage(Path(*parts[:-depth])), "/".join(parts[-depth:])
+    return LocalStorage(Path(*parts[:-depth]), store=True), "/".join(parts[-depth:])
 
 
 def read_object(

@@ -296,7 +296,7 @@ class Store:
             self.storage = open_store(remote, single_writer=single_writer)
             return
         self.root = Path(root).expanduser()
-        self.storage = LocalStorage(self.root, dir_mode=DIR_MODE, file_mode=FILE_MODE)
+        self.storage = LocalStorage(self.root, dir_mode=DIR_MODE, file_mode=FILE_MODE, store=True)
 
     def create(
         self,

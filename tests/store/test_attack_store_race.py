@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 from inspect_helpers import run_cli
 
-from sessionstore.store.session import Store
+from sessionstore.store.session import RecordWriter, Store
 
 MAX_ROUNDS = 200_000
 RUNS = 8
@@ -61,3 +62,30 @@ def test_sessions_removed_during_the_listing_never_fail_it(tmp_path: Path) -> No
         stop.touch()
         proc.wait(timeout=60)
     assert proc.returncode == 0
+
+
+def test_a_session_removed_under_a_writer_is_never_made_again(tmp_path: Path) -> None:
+    """`rm` by another process between a writer's open of a session and its write: the
+    write fails naming the session, and the store holds nothing of it (a directory made
+    again with no manifest would list as a session that no `rm` removes)."""
+    root = tmp_path / "store"
+    store = Store(root)
+    for sid in ("beg", "fin", "com"):
+        store.create(id=sid, pid=None)
+    begun = run_cli("begin", "com", "--trial", "--store", str(root))  # another process
+    assert begun.returncode == 0, begun.stderr
+    opened = {sid: store.open(sid) for sid in ("beg", "fin", "com")}
+    # Its own writer, as `sessionstore complete` makes one, holding no directory fd.
+    writer = RecordWriter(1, opened["com"].trials.path / "1", "trial.json")
+    removed = run_cli("rm", "beg", "fin", "com", "--store", str(root))
+    assert removed.returncode == 0, removed.stderr
+    with pytest.raises(FileNotFoundError) as began:
+        opened["beg"].trials.begin()
+    assert began.value.filename == str(root / "beg")
+    with pytest.raises(FileNotFoundError) as finished:
+        opened["fin"].finish({})
+    assert finished.value.filename == str(root / "fin")
+    with pytest.raises(FileNotFoundError) as completed:
+        writer.complete({"late": True})
+    assert completed.value.filename == str(root / "com" / "trials" / "1")
+    assert sorted(p.name for p in root.iterdir()) == []
