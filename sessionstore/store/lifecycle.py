@@ -13,6 +13,7 @@ already has one). Removal, pruning and the resume plan are in
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import stat
@@ -151,7 +152,7 @@ def begin_record(session: Session, collection: str) -> RecordWriter:
         # The key at fault (`<id>/trials`, a symlink) as the path a person knows.
         inside = exc.key.startswith(f"{session.key}/")
         where = session.path.parent / exc.key if inside else coll.path
-        _raise_refused(exc, where)
+        _raise_refused(exc, where, write=True)
         raise InvalidInput(str(where), f"cannot hold records: {exc.problem}") from None
 
 
@@ -175,12 +176,20 @@ def _unanswered(session: Session, key: str) -> None:
             session.storage.get(key, jsonio.MAX_MARKER_BYTES)
 
 
-def _raise_refused(exc: StorageError, where: Path) -> None:
+def _raise_refused(exc: StorageError, where: Path, *, write: bool = False) -> None:
     """Raise a storage error that is a refused permission (EACCES, EPERM: an unwritable or
-    unreadable directory) as the `PermissionError` it is, naming `where`."""
+    unreadable directory) as the `PermissionError` it is, naming `where`.
+
+    `write`: `exc` stopped a write (the mkdir of a record), so any failure of the
+    write itself (a read-only file system, a full disk, an I/O error) is raised so
+    too: only an entry in the way (a symlink, a file) says the collection cannot
+    hold records, and "unreadable: Read-only file system" said neither."""
     cause = exc.__cause__
-    if isinstance(cause, PermissionError):
-        raise PermissionError(cause.errno, cause.strerror, str(where)) from None
+    if not isinstance(cause, OSError) or isinstance(cause, fsread.WrongKind):
+        return
+    in_the_way = cause.errno in (errno.ELOOP, errno.ENOTDIR, errno.EEXIST)
+    if isinstance(cause, PermissionError) or (write and not in_the_way):
+        raise OSError(cause.errno, cause.strerror, str(where)) from None
 
 
 def complete_record(session: Session, collection: str, n: int, marker: dict[str, Any]) -> Record:

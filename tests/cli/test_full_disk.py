@@ -1,6 +1,6 @@
-"""The lifecycle commands on a full disk: one line naming the file, exit 1, and the same
-commands converge once there is room again (a real full tmpfs, in a private mount
-namespace: `unshare -rm`, gone with it)."""
+"""The lifecycle commands on a full disk and on a read-only file system: one line naming
+the file, exit 1, and the same commands converge once there is room again (a real full
+or read-only tmpfs, in a private mount namespace: `unshare -rm`, gone with it)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_runner import SESSIONSTORE
@@ -90,3 +91,50 @@ def test_a_full_disk_is_one_line_naming_the_file_and_a_rerun_converges(tmp_path:
     assert out["room"]["doctor"][2].endswith("healthy\n")
     # Not the staging temp (`.sstmp-...`), which the user never made: DEST.
     assert out["export"] == [1, "", f"Error: {mnt}/ro/x: Read-only file system\n"]
+
+
+# A store on a tmpfs with a session `abc` (trial 1 begun) and a finished session `old`,
+# then the tmpfs remounted read-only and the commands that write run against it.
+_READ_ONLY = r"""
+import json, os, subprocess, sys
+mnt = sys.argv[1]
+ss = sys.argv[2:]
+store = os.path.join(mnt, "s")
+def run(*args):
+    done = subprocess.run([*ss, *args, "--store", store], capture_output=True, text=True)
+    return [done.returncode, done.stdout, done.stderr]
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt], check=True)
+out = {"made": [run("new", "--id", "abc"), run("begin", "abc", "--trial")]}
+out["made"] += [run("new", "--id", "old"), run("finish", "old")]
+subprocess.run(["mount", "-t", "tmpfs", "-o", "remount,ro", "tmpfs", mnt], check=True)
+out["begin"] = run("begin", "abc", "--trial")
+print(json.dumps(out))
+"""
+
+
+def _in_namespace(tmp_path: Path, script: str) -> dict[str, list[Any]]:
+    """What `script` prints (JSON), run as root of a user and mount namespace of its own
+    with a mount point `<tmp_path>/mnt` and the `sessionstore` command as arguments."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip("no user and mount namespaces here")
+    done = subprocess.run(
+        ["unshare", "-rm", sys.executable, "-c", script, str(mnt), *SESSIONSTORE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    found: dict[str, list[Any]] = json.loads(done.stdout)
+    assert all(code == 0 for code, _, _ in found["made"]), found
+    return found
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1)")
+def test_begin_on_a_read_only_file_system_says_so_naming_the_record(tmp_path: Path) -> None:
+    # Not "cannot hold records: unreadable: Read-only file system": nothing is in the way.
+    out = _in_namespace(tmp_path, _READ_ONLY)
+    trial = tmp_path / "mnt" / "s" / "abc" / "trials" / "2"
+    assert out["begin"] == [1, "", f"Error: {trial}: Read-only file system\n"]
