@@ -156,8 +156,8 @@ def _remove(store: Store, candidates: list[Prunable], quiet: bool, verbose: bool
         click.echo(escape(f"swept {store.root / name} (left by an earlier removal)"))
     for problem in problems:
         click.echo(escape(f"warning: not swept: {problem}"), err=True)
-    if not quiet:
-        ids = [c.id for c in removed]
+    ids = [c.id for c in removed]
+    if not quiet and (ids or not left):  # nothing removed and an error: it says all
         click.echo(escape(summary("pruned", ids, named=not verbose)) if ids else "nothing to prune")
     if left:
         raise click.exceptions.Exit(1)

@@ -101,7 +101,9 @@ def remove_session(session: Session, *, force: bool = False) -> Path:
     not an id, or it has no `session.json`), and (`SessionBusy`) one whose
     writer is alive unless `force`. The directory must still be the one
     checked: a symlink or another directory swapped in is put back, and
-    `InvalidInput` says so. Raises `SessionNotFound` if it is gone already.
+    `InvalidInput` says so. Raises `SessionNotFound` if it is gone already,
+    and `StorageError` naming the session for what stops the removal (a
+    read-only file system, a refused permission).
     """
     check_removable(session, force=force)
     if isinstance(session.path, S3Path):
@@ -109,48 +111,59 @@ def remove_session(session: Session, *, force: bool = False) -> Path:
     path = Path(os.path.abspath(session.path))  # a path given as `.` names its directory
     parent = _open_parent(path)
     try:
-        try:
-            fd = fsread.open_dir(path.name, parent)
-        except FileNotFoundError:
-            raise SessionNotFound(str(path)) from None
-        except fsread.WrongKind as exc:
-            raise InvalidInput(str(path), f"{exc.strerror}; not removed") from None
-        try:
-            checked = _identity(os.fstat(fd))
-        finally:
-            os.close(fd)
-        away = temp_name()
-        try:
-            os.rename(path.name, away, src_dir_fd=parent, dst_dir_fd=parent)
-        except FileNotFoundError:
-            raise SessionNotFound(str(path)) from None
-        if _identity(os.stat(away, dir_fd=parent, follow_symlinks=False)) != checked:
-            os.rename(away, path.name, src_dir_fd=parent, dst_dir_fd=parent)
-            raise InvalidInput(str(path), "was replaced while it was removed; not removed")
-        try:
-            _check_moved(path, away, parent, checked, force)
-        except (SessionStoreError, OSError) as exc:
-            try:
-                os.rename(away, path.name, src_dir_fd=parent, dst_dir_fd=parent)
-            except OSError as again:
-                raise StorageError(
-                    str(path), f"{exc}; and putting it back from {away} failed: {again}"
-                ) from exc
+        _remove_at(parent, path, force)
+    except OSError as exc:
+        if isinstance(exc, SessionStoreError):
             raise
-        # Durable before anything is deleted: after a crash the session is whole or gone.
-        os.fsync(parent)
-        try:
-            remove_tree_at(parent, away)
-        except OSError as exc:
-            raise StorageError(
-                str(path),
-                f"removed from view, but deleting {away} stopped: {exc.strerror or exc}; "
-                "the next rm or prune of its store finishes it",
-            ) from exc
-        os.fsync(parent)
+        # The session, not the bare name or the temp it was renaming to (`r2 -> .sstmp-..`):
+        # the one line `rm` and `prune` print names what the user asked to remove.
+        raise StorageError(str(path), exc.strerror or str(exc)) from exc
     finally:
         os.close(parent)
     return path
+
+
+def _remove_at(parent: int, path: Path, force: bool) -> None:
+    """`remove_session` of `path`, whose parent directory is open at `parent`."""
+    try:
+        fd = fsread.open_dir(path.name, parent)
+    except FileNotFoundError:
+        raise SessionNotFound(str(path)) from None
+    except fsread.WrongKind as exc:
+        raise InvalidInput(str(path), f"{exc.strerror}; not removed") from None
+    try:
+        checked = _identity(os.fstat(fd))
+    finally:
+        os.close(fd)
+    away = temp_name()
+    try:
+        os.rename(path.name, away, src_dir_fd=parent, dst_dir_fd=parent)
+    except FileNotFoundError:
+        raise SessionNotFound(str(path)) from None
+    if _identity(os.stat(away, dir_fd=parent, follow_symlinks=False)) != checked:
+        os.rename(away, path.name, src_dir_fd=parent, dst_dir_fd=parent)
+        raise InvalidInput(str(path), "was replaced while it was removed; not removed")
+    try:
+        _check_moved(path, away, parent, checked, force)
+    except (SessionStoreError, OSError) as exc:
+        try:
+            os.rename(away, path.name, src_dir_fd=parent, dst_dir_fd=parent)
+        except OSError as again:
+            raise StorageError(
+                str(path), f"{exc}; and putting it back from {away} failed: {again}"
+            ) from exc
+        raise
+    # Durable before anything is deleted: after a crash the session is whole or gone.
+    os.fsync(parent)
+    try:
+        remove_tree_at(parent, away)
+    except OSError as exc:
+        raise StorageError(
+            str(path),
+            f"removed from view, but deleting {away} stopped: {exc.strerror or exc}; "
+            "the next rm or prune of its store finishes it",
+        ) from exc
+    os.fsync(parent)
 
 
 def _remove_remote(session: Session) -> Path:

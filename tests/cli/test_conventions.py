@@ -212,6 +212,22 @@ def test_errors_on_an_unwritable_store_name_the_real_path(tmp_path: Path) -> Non
     assert sorted(os.listdir(record)) == []  # no temp left behind
 
 
+def test_rm_and_prune_in_an_unwritable_store_name_the_session(tmp_path: Path) -> None:
+    # Not `r1: ...` (the bare name) nor `[Errno 1] ...: 'r1' -> '.sstmp-...'` (the rename's
+    # temp, which the user never made), and prune does not also say "nothing to prune".
+    store = Store(tmp_path)
+    store.create(id="r1", pid=None).finish({})
+    root = str(tmp_path)
+    with immutable(tmp_path):
+        removed = run("rm", "r1", "--store", root)
+        pruned = run("prune", "--yes", "--store", root)
+    assert (removed.returncode, removed.stdout) == (1, "")
+    assert removed.stderr == f"Error: {tmp_path / 'r1'}: {REFUSED}\n"
+    assert (pruned.returncode, pruned.stdout) == (1, "")
+    assert pruned.stderr == f"Error: not removed: {tmp_path / 'r1'}: {REFUSED}\n"
+    assert sorted(os.listdir(tmp_path)) == ["r1"]
+
+
 def test_begin_into_an_unwritable_session_names_the_real_path(tmp_path: Path) -> None:
     store = Store(tmp_path)
     session = store.create(id="b1", pid=None)
