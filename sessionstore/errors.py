@@ -210,12 +210,20 @@ _CANDIDATES_SHOWN = 10
 
 
 class RecordNotFound(SessionStoreError, LookupError):
-    """No record with this number exists in the collection."""
+    """No record with this number exists in the collection.
 
-    def __init__(self, collection: Path, n: int) -> None:
+    `problem`: why an entry of that name is no record (it is a symlink, a FIFO), or None
+    when there is no such entry.
+    """
+
+    def __init__(self, collection: Path, n: int, problem: str | None = None) -> None:
         self.collection = collection
         self.n = n
-        super().__init__(f"{collection}: no record {n}")
+        self.problem = problem
+        if problem is None:
+            super().__init__(f"{collection}: no record {n}")
+        else:
+            super().__init__(f"{collection / str(n)}: {problem}, so it is no record")
 
 
 class NoBestTrial(SessionStoreError, LookupError):

@@ -100,7 +100,8 @@ class Collection:
         return self.scan()[0]
 
     def get(self, n: int) -> Record:
-        """Record `n`; raises `RecordNotFound` if the collection lists no record `n`.
+        """Record `n`; raises `RecordNotFound` if the collection lists no record `n`
+        (saying what the entry of that name is, when it is there but no directory).
 
         A collection that cannot be listed (it, or the session directory, is
         a symlink or not a directory) cannot say the record is absent: the
@@ -109,12 +110,25 @@ class Collection:
         if not 1 <= n <= MAX_RECORD:
             raise RecordNotFound(self.path, n)
         try:
-            listed = {item.name for item in self.storage.list(self.key) if item.is_prefix}
+            listed = {item.name: item.is_prefix for item in self.storage.list(self.key)}
         except StorageError:
             return self._read(n)
         if str(n) not in listed:
             raise RecordNotFound(self.path, n)
+        if not listed[str(n)]:
+            raise RecordNotFound(self.path, n, self._foreign(n))
         return self._read(n)
+
+    def _foreign(self, n: int) -> str:
+        """What the entry named `n` is, listed but not a prefix (a symlink, a FIFO, a file):
+        the reason its marker cannot be read through it."""
+        key = f"{self.key}/{n}"
+        try:
+            self.storage.get(f"{key}/{self.marker}", 0)
+        except StorageError as exc:
+            if exc.key == key:
+                return exc.problem
+        return "is not a directory"
 
     def latest(self) -> Record | None:
         """The highest-numbered record, whatever its state, or None if there is none."""

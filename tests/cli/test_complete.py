@@ -91,6 +91,24 @@ def test_a_record_that_does_not_exist_is_refused(tmp_path: Path) -> None:
     assert not (session.path / "trials" / "1").exists()
 
 
+def test_an_entry_of_the_number_that_is_no_directory_is_named(tmp_path: Path) -> None:
+    # Not "no record 1": the user sees trials/1 there and needs to know what is wrong.
+    session = Store(tmp_path).create(id="abc", pid=None)
+    trials = session.trials.path
+    (tmp_path / "outside").mkdir()
+    (trials / "1").symlink_to(tmp_path / "outside")
+    os.mkfifo(trials / "2")
+    (trials / "3").write_bytes(b"")
+    kinds = {1: "a symlink (never followed)", 2: "a FIFO", 3: "a regular file"}
+    for n, kind in kinds.items():
+        result = ss(tmp_path, "complete", "abc", "--trial", str(n), "--marker", "{}")
+        assert (result.returncode, result.stdout) == (1, "")
+        assert result.stderr == (
+            f"Error: {trials / str(n)}: is {kind}, not a directory, so it is no record\n"
+        )
+    assert os.listdir(tmp_path / "outside") == []
+
+
 def test_markers_that_are_not_json_objects(tmp_path: Path) -> None:
     session = Store(tmp_path).create(id="abc", pid=None)
     session.trials.begin()
