@@ -25,7 +25,8 @@ def begin(target: str, store_dir: Path | None, trial: bool, attempt: bool, as_js
 
     The record is made by an atomic mkdir, so two harnesses never get the same
     number, and it stays in flight (no marker) until `sessionstore complete`
-    writes its marker. A finished session is refused (exit 1).
+    writes its marker. A finished session is refused (exit 1); a torn report.json does
+    not finish a session.
 
     \b
     Examples:

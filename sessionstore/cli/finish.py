@@ -39,8 +39,10 @@ def finish(
     """Write report.json for session TARGET, ending it as done (or --failed).
 
     The report is written once: finishing a finished session is refused
-    (exit 1). Without --failed the status is the report's own "status"
-    field if it has one, else done. The manifest's status follows the report.
+    (exit 1), and so is finishing one whose report.json is torn (it did not
+    end the session, and is not replaced). Without --failed the status is
+    the report's own "status" field if it has one, else done. The manifest's
+    status follows the report.
 
     \b
     Examples:

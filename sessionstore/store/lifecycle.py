@@ -134,14 +134,16 @@ def begin_record(session: Session, collection: str) -> RecordWriter:
 
     Refuses (`SessionFinished`) a session that has its report: nothing is
     recorded after a session ended; `InvalidInput` names the path when the
-    collection cannot hold records (a symlink, a file). Numbers come from
-    `Collection.begin` (atomic `mkdir`, so two harnesses never get the same one).
+    collection cannot hold records (a symlink, a file). A torn report does not
+    end a session (docs/inspect.md, "Status": it reads as running), so it is
+    no refusal either. Numbers come from `Collection.begin` (atomic `mkdir`,
+    so two harnesses never get the same one).
     """
     report = session.report()
     if report.state is RecordState.TORN:
         _unanswered(session, f"{session.key}/{REPORT}")
         _refused_report(session)
-    if report.state is not RecordState.IN_FLIGHT:
+    if report.state is RecordState.COMPLETED:
         raise SessionFinished(session.path / REPORT)
     coll = collection_of(session, collection)
     try:

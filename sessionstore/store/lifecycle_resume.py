@@ -132,7 +132,8 @@ def resume_plan(session: Session) -> ResumePlan:
         id=session.id or session.path.name,
         path=session.path,
         status=session_status(session, report),
-        finished=report.state is not RecordState.IN_FLIGHT,
+        # As the status reads it: a torn report does not end a session (docs/inspect.md).
+        finished=report.state is RecordState.COMPLETED,
         writer=recorded_writer(session),
         mirror=mirror_daemon(session),
         trials=_plan(session.trials),

@@ -188,7 +188,8 @@ class Session:
         The status is `status`, else the report's own `status` field, else
         "done". Raises `SessionFinished` (a `RecordCompleted`) if the session
         already has a report (written exactly once: of two racing writers one
-        wins, `Storage.create`).
+        wins, `Storage.create`), and `InvalidInput` if a torn one is in its
+        place: that does not end the session, and cannot be replaced either.
         """
         obj = jsonio.to_object(report, str(self.path / REPORT))
         final = status or obj.get("status") or "done"
@@ -198,6 +199,13 @@ class Session:
             )
         obj["status"] = final
         if not self.storage.create(f"{self.key}/{REPORT}", jsonio.dumps(obj)):
+            there = self.report()
+            if there.state is RecordState.TORN:
+                raise InvalidInput(
+                    str(self.path / REPORT),
+                    f"reads as torn ({there.error}); a report is written once, so it is "
+                    "not replaced and this session cannot be finished",
+                )
             raise SessionFinished(self.path / REPORT)
         # The report is what ends the session; the manifest status follows it, so
         # a crash between the two still reads as ended (readers trust report.json).

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import cli_runner
 import orjson
+import pytest
 
 from sessionstore.store.session import Store
 
@@ -107,3 +109,35 @@ def test_finish_of_no_session(tmp_path: Path) -> None:
     result = ss(tmp_path, "finish", "nope")
     assert result.returncode == 1
     assert result.stderr.startswith(f"Error: no session 'nope' in store {tmp_path}")
+
+
+@pytest.mark.parametrize("torn", ["directory", "fifo", "list"])
+def test_a_torn_report_leaves_the_session_running_for_every_command(
+    tmp_path: Path, torn: str
+) -> None:
+    """docs/inspect.md: a torn report.json does not end a session. inspect and resume said
+    running while begin and finish said "the session is finished already"."""
+    session = Store(tmp_path).create(id="abc", pid=None)
+    report = session.path / "report.json"
+    if torn == "directory":
+        report.mkdir()
+    elif torn == "fifo":
+        os.mkfifo(report)
+    else:
+        report.write_bytes(b"[1]")
+    inspected = orjson.loads(ss(tmp_path, "inspect", "abc", "--json").stdout)
+    planned = orjson.loads(ss(tmp_path, "resume", "abc", "--json").stdout)
+    assert (inspected["status"], planned["status"], planned["finished"]) == (
+        "running",
+        "running",
+        False,
+    )
+    begun = ss(tmp_path, "begin", "abc", "--trial")
+    assert (begun.returncode, begun.stdout) == (0, f"1 {session.trials.path / '1'}\n")
+    finished = ss(tmp_path, "finish", "abc")
+    assert (finished.returncode, finished.stdout) == (1, "")
+    assert finished.stderr.startswith(f"Error: {report}: reads as torn (report.json: ")
+    assert finished.stderr.endswith(
+        "); a report is written once, so it is not replaced and this session cannot be finished\n"
+    )
+    assert orjson.loads(ss(tmp_path, "inspect", "abc", "--json").stdout)["status"] == "running"
