@@ -321,7 +321,9 @@ class Store:
 
         `pid` is the writing process recorded for liveness: the caller by
         default, None to track none (a CLI invocation that exits at once).
-        Raises `InvalidId`, `SessionExists`, `SessionNotFound` (a previous id).
+        Raises `InvalidId`, `SessionExists`, `SessionNotFound` (a previous id),
+        `InvalidInput` for constraints (or a manifest) every reader would read
+        as torn: nested more than 246 levels deep, or larger than 64 MiB.
         """
         if id is not None:
             validate_id(id)
@@ -347,6 +349,12 @@ class Store:
             labels=dict(labels or {}),
         )
         constraints_obj = jsonio.to_object(constraints or {}, "constraints")
+        # Written once and never changed: files every reader would read as torn (nested
+        # too deeply, too large) are refused, as `complete` refuses such a marker.
+        from sessionstore.store.lifecycle import refuse_torn  # on use: fcntl, the pid probe
+
+        refuse_torn(constraints_obj, "constraints")
+        refuse_torn(data, "session manifest")
         for _ in range(_ID_ATTEMPTS if id is None else 1):
             session_id = id or _generated_id()
             data["id"] = session_id

@@ -68,6 +68,24 @@ def test_constraints_file_is_written_even_when_empty(store: Store) -> None:
     assert (session.path / "constraints.json").read_bytes().strip() == b"{}"
 
 
+def test_constraints_every_reader_would_read_as_torn_are_refused(
+    store: Store, tmp_path: Path
+) -> None:
+    # Written once and never changed: constraints.json nested over 246 levels (orjson
+    # writes up to 254) read as torn in inspect, doctor and the contract, for good.
+    deep: dict[str, object] = {"a": 1}
+    for _ in range(249):
+        deep = {"a": deep}
+    with pytest.raises(InvalidInput, match=r"^constraints: would read as torn \(cannot be"):
+        store.create(id="deep", constraints=deep)
+    given = tmp_path / "deep.json"
+    given.write_bytes(orjson.dumps(deep))
+    made = run_cli("new", "--store", str(store.root), "--id", "deep", "--constraints", f"@{given}")
+    assert (made.returncode, made.stdout) == (1, "")
+    assert made.stderr.startswith("Error: constraints: would read as torn (cannot be written")
+    assert not store.root.exists() or os.listdir(store.root) == []
+
+
 def test_create_without_writer_records_no_pid(store: Store) -> None:
     manifest = store.create(pid=None).manifest
     assert manifest is not None
