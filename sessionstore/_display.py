@@ -4,8 +4,9 @@ Names come from the agent's workspace and fields from files it wrote, so they
 are data, never control: a file name with `\\n` must not forge a second line in
 a pass summary, and `\\x1b]0;...\\a` must not retitle the user's terminal. Every
 human-readable output (tables, pass summaries, errors, the daemon log) passes
-what it did not write itself through `escape`. JSON output does not: orjson
-already escapes control characters, and scripts want the exact value.
+what it did not write itself through `escape`. JSON output is exact, its
+unsafe characters written as JSON escapes (`escape_json`): orjson escapes the
+C0 controls only.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import math
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import re
+    from collections.abc import Callable
     from typing import Any
 
 # C0 controls, DEL, C1 controls (0x80-0x9f: some terminals read 0x9b as CSI), the
@@ -29,6 +31,9 @@ _UNSAFE = (
     "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069"
     "\ufeff\ufff9-\ufffb\ud800-\udfff]"
 )
+# The same, less the C0 controls, which orjson escapes itself and which JSON output
+# holds only as its own line breaks (`escape_json`).
+_UNSAFE_IN_JSON = _UNSAFE.replace("\x00-\x1f", "")
 # The same, less the line feed and the tab (`escape_lines`).
 _UNSAFE_IN_LINES = _UNSAFE.replace("\x00-\x1f", "\x00-\x08\x0b-\x1f")
 _compiled: dict[str, re.Pattern[str]] = {}
@@ -63,7 +68,25 @@ def escape_lines(text: str) -> str:
     return _sub(_UNSAFE_IN_LINES, text)
 
 
-def _sub(pattern: str, text: str) -> str:
+def escape_json(data: bytes) -> bytes:
+    """orjson's output with every character `escape` escapes written as a JSON `\\uXXXX`
+    escape: the same JSON value, safe to print (`--json` on a terminal).
+
+    orjson escapes the C0 controls only; a C1 control (0x9b is CSI to some
+    terminals), DEL, a bidi override or a zero-width space in a name would
+    reach the terminal as it is. Escaped, a script reads the exact value still.
+    """
+    # Lone surrogates never reach here: orjson refuses them.
+    if data.isascii() and b"\x7f" not in data:
+        return data
+    return _sub(_UNSAFE_IN_JSON, data.decode(), _json_escape).encode()
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def _sub(pattern: str, text: str, replace: Callable[[re.Match[str]], str] = _replace) -> str:
     # Printable ASCII (most names and fields) holds none of the characters either pattern
     # matches, all of which are ASCII controls or not ASCII: nothing to look for.
     if text.isascii() and text.isprintable():
@@ -73,7 +96,7 @@ def _sub(pattern: str, text: str) -> str:
         import re
 
         compiled = _compiled[pattern] = re.compile(pattern)
-    return compiled.sub(_replace, text)
+    return compiled.sub(replace, text)
 
 
 def fmt_number(value: float) -> str:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from sessionstore._display import escape
+from sessionstore._display import escape, escape_json
 from sessionstore._fs import read as fsread
 
 # Defined beside the bounded reads: the mirror's walk refuses a marker with no JSON import.
@@ -28,12 +28,13 @@ def dumps(obj: Any) -> bytes:
 def dumps_exact(value: Any) -> bytes:
     """One JSON document for output (indented, a trailing newline): exact, except that a
     name that is not UTF-8 (a file name's raw bytes, which JSON cannot carry) has its
-    undecodable bytes written `\\xNN` (`utf8_safe`). What `--json` and the viewer's API send."""
+    undecodable bytes written `\\xNN` (`utf8_safe`). What `--json` and the viewer's API send,
+    with what a terminal would act on as JSON escapes (`escape_json`)."""
     try:
         data = orjson.dumps(value, option=orjson.OPT_INDENT_2)
     except TypeError:
         data = orjson.dumps(utf8_safe(value), option=orjson.OPT_INDENT_2)
-    return data + b"\n"
+    return escape_json(data) + b"\n"
 
 
 # Lone surrogates: os.fsdecode's stand-ins for the bytes of a name that is not UTF-8.

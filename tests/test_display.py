@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import unicodedata
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sessionstore._display import escape, escape_lines, scalar
+from sessionstore._display import escape, escape_json, escape_lines, scalar
 
 
 @pytest.mark.parametrize(
@@ -45,6 +46,15 @@ def test_escaped_lines_keep_only_line_feeds_and_tabs(text: str) -> None:
     controls = [c for c in shown if unicodedata.category(c) in ("Cc", "Zl", "Zp", "Cs")]
     assert set(controls) <= {"\n", "\t"}
     assert (shown.count("\n"), shown.count("\t")) == (text.count("\n"), text.count("\t"))
+
+
+@given(st.recursive(st.text() | st.integers(-(2**63), 2**63 - 1), st.lists, max_leaves=8))
+def test_json_escaped_is_the_same_value_with_no_control_left(value: object) -> None:
+    for option in (0, orjson.OPT_INDENT_2):
+        data = escape_json(orjson.dumps(value, option=option))
+        assert orjson.loads(data) == value
+        shown = data.decode().replace("\n", "")  # indentation's own line breaks
+        assert escape(shown) == shown  # nothing left that a table would escape
 
 
 @pytest.mark.parametrize(

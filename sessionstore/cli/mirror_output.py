@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 import time
 
-from sessionstore._display import escape
+from sessionstore._display import escape, escape_json
 
 TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
@@ -133,7 +133,8 @@ class Progress:
         if self.as_json:
             from sessionstore._orjson import orjson  # --json only
 
-            sys.stdout.buffer.write(orjson.dumps({"pass": kind, **summary}) + b"\n")
+            line = escape_json(orjson.dumps({"pass": kind, **summary}))
+            sys.stdout.buffer.write(line + b"\n")
             sys.stdout.flush()
         elif self.level == VERBOSE:
             write_out("".join(f"{line}\n" for line in items(summary, changes_only=True)))

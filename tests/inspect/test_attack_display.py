@@ -41,3 +41,21 @@ def test_nested_constraint_and_report_values_are_escaped_in_every_table(tmp_path
     # JSON keeps the exact value.
     result = run_cli("inspect", "hostile", "--store", str(store), "--json", timeout=60)
     assert orjson.loads(result.stdout)["constraints"]["max_x"] == [HOSTILE]
+
+
+def test_json_outputs_carry_hostile_text_as_json_escapes_only(tmp_path: Path) -> None:
+    # orjson escapes the C0 controls only: a C1 control, NEL or a bidi override in a
+    # name reached a terminal running `inspect --json` as it was.
+    store = tmp_path / "store"
+    session = Store(store).create(id="hostile", name=HOSTILE, constraints={HOSTILE: 1}, pid=None)
+    for args in (("inspect", "--json"), ("inspect", "--nl"), ("inspect", "hostile", "--json")):
+        result = run_cli(*args, "--store", str(store), timeout=60)
+        assert result.returncode == 0, result.stderr
+        for char in RAW:
+            assert char not in result.stdout, (args, repr(char))
+        assert "\\u202eevil\\u009b31m\\u0085x\\u2028\\u001b]0;t\\u0007" in result.stdout
+        # The same value, exactly.
+        row = orjson.loads(result.stdout.splitlines()[0] if args[1] == "--nl" else result.stdout)
+        row = row[0] if isinstance(row, list) else row
+        assert (row["name"], row["constraints"]) == (HOSTILE, {HOSTILE: 1})
+    assert session.manifest is not None and session.manifest["name"] == HOSTILE
