@@ -39,12 +39,14 @@ Colour is off when the output is not a terminal or `NO_COLOR` is set (no
 bold or dim either), unless `--color always` asks for it. The listings
 (`inspect` of a store, `resume`, `scan`, `prune --dry-run`) print `--json`
 (one array), `--nl` (one JSON object a line) or `--csv`, each row as soon as
-it is read. CSV is RFC 4180 (CRLF line ends, a header row) and safe to open
-in a spreadsheet: a text cell starting with `=`, `+`, `-`, `@`, a tab or a
-carriage return, which a spreadsheet would run as a formula (OWASP "CSV
-injection"), is written with a `'` before it; numbers, negative ones
-included, and text that is exactly a number stay as they are. `--json` and
-`--nl` are always exact. Shell completion (bash, zsh, fish) completes commands, options
+it is read. CSV is RFC 4180 (CRLF line ends, a header row), one line a
+row, and safe to print and to open in a spreadsheet: a text cell has its
+control characters escaped as the tables show them (`\\x1b`, `\\n`, `\\t`,
+`\\u202e`), so no name an agent chose breaks a row or reaches the terminal as
+a command, and one starting with `=`, `+`, `-` or `@`, which a spreadsheet
+would run as a formula (OWASP "CSV injection"), is written with a `'` before
+it; numbers, negative ones included, and text that is exactly a number stay
+as they are. `--json` and `--nl` are always exact. Shell completion (bash, zsh, fish) completes commands, options
 and session ids: see the README's "Shell completion".
 
 `-q/--quiet` and `-v/--verbose` mean the same on every command that has

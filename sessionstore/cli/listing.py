@@ -4,12 +4,18 @@
 Rows are written as they come: a JSON array an element at a time, one JSON
 object per line (`--nl`), or CSV (RFC 4180: CRLF line ends) with a header, so a script reading a big
 listing sees its first row before the last record is read (except where the
-order needs every row first: `--sort best`). Values are exact, as in `--json`;
-a nested value is one CSV cell of compact JSON.
+order needs every row first: `--sort best`). Values are exact in `--json` and
+`--nl`; a nested value is one CSV cell of compact JSON.
+
+CSV is read by people too (`--csv` on a terminal, `cut`, `grep`): a text cell
+is written as the tables show it, its control characters escaped (`\\x1b`,
+`\\n`: `_display.escape`), so that a row is one line and no name an agent
+chose reaches the terminal as a command.
 
 CSV is safe to open in a spreadsheet: a text cell that starts with `=`, `+`,
-`-`, `@`, a tab or a carriage return (which spreadsheets run as a formula:
-OWASP "CSV injection") is written with a `'` before it. Numbers stay numbers,
+`-` or `@` (which spreadsheets run as a formula: OWASP "CSV injection"; a
+leading tab or carriage return is escaped already) is written with a `'`
+before it. Numbers stay numbers,
 negative ones included; so does a text cell that is exactly a number.
 """
 
@@ -25,6 +31,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import click
+
+from sessionstore._display import escape
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -115,8 +123,9 @@ def _write_array(rows: Iterable[Mapping[str, Any]]) -> None:
     out.write(b"[]\n" if sep == b"[\n  " else b"\n]\n")
 
 
-# What a spreadsheet takes for the start of a formula (OWASP, "CSV Injection").
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# What a spreadsheet takes for the start of a formula (OWASP, "CSV Injection"); a tab or
+# a carriage return in a cell is escaped before it is looked at.
+_FORMULA_START = ("=", "+", "-", "@")
 _NUMBER = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 
 
@@ -128,9 +137,8 @@ def _cell(value: Any) -> str:
     if isinstance(value, int | float):
         return str(value)
     if isinstance(value, str):
-        from sessionstore._json import utf8_safe
-
-        return _inert(utf8_safe(value))
+        # Escaped first: an escaped tab or carriage return starts no formula.
+        return _inert(escape(value))
     return _dumps(value, indent=False).decode()
 
 
@@ -143,7 +151,7 @@ def _inert(text: str) -> str:
 
 def _write_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None:
     out = sys.stdout
-    # RFC 4180 line ends: a field holding a bare CR is quoted too (with "\n" it was not).
+    # RFC 4180 line ends. No cell holds a line break (`_cell` escapes them).
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(columns)
     for row in rows:

@@ -327,13 +327,32 @@ def test_csv_cells_a_spreadsheet_would_run_are_neutralised(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     rows = list(csv.DictReader(io.StringIO(done.stdout.decode(), newline="")))
     names = {r["id"]: r["name"] for r in rows}
-    assert names == {f"h{n}": "'" + name for n, name in enumerate(HOSTILE)} | {"n1": "-5"}
+    # A leading tab or carriage return is escaped (`\\t`), which starts no formula.
+    shown = ["'" + name for name in HOSTILE[:4]] + ["\\tx", "\\rx"]
+    assert names == {f"h{n}": name for n, name in enumerate(shown)} | {"n1": "-5"}
     assert {r["path"] for r in rows} == {f"'@store/{r['id']}" for r in rows}
     # JSON keeps every value exact: only the spreadsheet format is defused.
     exact = orjson.loads(run("inspect", "--store", "@store", "--json", cwd=tmp_path).stdout)
     assert {r["id"]: r["name"] for r in exact} == {
         f"h{n}": name for n, name in enumerate(HOSTILE)
     } | {"n1": "-5"}
+
+
+def test_csv_rows_are_one_line_each_with_control_characters_escaped(tmp_path: Path) -> None:
+    # A name an agent chose must neither split a row nor reach the terminal as a command.
+    name = "a\r\nb\x1b]0;pwned\x07\x9b2J\u202e"
+    store = Store(tmp_path / "store")
+    store.create(id="h1", name=name, labels={"k": name}, constraints={name: name}, pid=None)
+    done = run("inspect", "--store", tmp_path / "store", "--csv", text=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split(b"\r\n")
+    assert (len(lines), lines[-1]) == (3, b"")  # the header, one row, the last line end
+    for char in ("\n", "\r", "\x1b", "\x07", "\x9b", "\u202e"):
+        assert char.encode() not in done.stdout.replace(b"\r\n", b""), repr(char)
+    row = next(csv.DictReader(io.StringIO(done.stdout.decode(), newline="")))
+    assert row["name"] == "a\\r\\nb\\x1b]0;pwned\\x07\\x9b2J\\u202e"
+    # A nested value stays JSON, the same value once parsed.
+    assert orjson.loads(row["constraints"]) == {name: name}
 
 
 def test_csv_numbers_stay_numbers_negative_ones_included(tmp_path: Path) -> None:
