@@ -55,6 +55,8 @@ TEXT_SUFFIXES = (".json", ".yml", ".yaml", ".toml")
 # Largest config rewritten in memory (the marker limit); a bigger file is copied as it is.
 MAX_REWRITE_BYTES = jsonio.MAX_MARKER_BYTES
 _CHUNK = 1 << 20
+# Levels `_below` climbs at most: far more than a path can have (PATH_MAX is 4096 bytes).
+_MAX_CLIMB = 4096
 _TOKEN = re.compile(r"[^\s\"'`,;:=\[\](){}<>]+")
 # Characters that could not be written into a JSON or YAML string unescaped.
 _UNSAFE_DEST = re.compile(r"[\"\\\x00-\x1f]")
@@ -258,6 +260,9 @@ def _copy(
 
     parent_fd = fsread.open_dir(dest.parent, follow=True)
     try:
+        if not isinstance(source.path, S3Path) and _below(parent_fd, session.path):
+            # Into a sealed record, or a new `trials/<n>` that reads as a completed trial.
+            raise InvalidInput(str(dest), "is inside the session it exports from; export elsewhere")
         build_dir(
             parent_fd,
             build,
@@ -267,6 +272,33 @@ def _copy(
         raise _named(exc, dest) from None
     finally:
         os.close(parent_fd)
+
+
+def _below(dir_fd: int, top: Path) -> bool:
+    """Whether the directory open at `dir_fd` is `top` or below it: walked up by `..` from
+    the fd the export writes through, so no path is resolved again (bounded, as
+    `_fs.walk` climbs: a directory that will not open or stat is taken as not below)."""
+    try:
+        wanted = os.stat(top)
+    except OSError:
+        return False
+    fd = os.dup(dir_fd)
+    try:
+        for _ in range(_MAX_CLIMB):
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) == (wanted.st_dev, wanted.st_ino):
+                return True
+            up = os.open("..", fsread.DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = up
+            above = os.fstat(fd)
+            if (above.st_dev, above.st_ino) == (st.st_dev, st.st_ino):
+                return False  # the root: its `..` is itself
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
 
 
 def _named(exc: OSError, dest: Path) -> OSError:

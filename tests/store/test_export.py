@@ -84,6 +84,31 @@ def test_export_refuses_existing_destination(tmp_path: Path) -> None:
         session.export(n, tmp_path / "out")
 
 
+def test_export_refuses_a_destination_inside_the_session(tmp_path: Path) -> None:
+    # Into `trials/` it made a new record that read as a completed trial; into a record it
+    # wrote into a sealed one. Named through a symlink outside, it is inside all the same.
+    session = Store(tmp_path / "store").create(id="s", pid=None)
+    n = trial(session, metrics(1.0))
+    os.symlink(session.path / "trials", tmp_path / "link")
+    before = sorted(p.relative_to(session.path) for p in session.path.rglob("*"))
+    for dest in (
+        session.path / "trials" / "2",
+        session.path / "trials" / str(n) / "copy",
+        session.path / "copy",
+        tmp_path / "link" / "3",
+    ):
+        with pytest.raises(InvalidInput, match="inside the session it exports from"):
+            session.export(n, dest)
+        result = invoke("export", "s", str(dest), "--best", "--store", str(tmp_path / "store"))
+        assert (result.exit_code, result.stdout) == (1, ""), result.output
+        assert "inside the session it exports from" in result.stderr
+        assert len(result.stderr.splitlines()) == 1
+    assert sorted(p.relative_to(session.path) for p in session.path.rglob("*")) == before
+    assert [r.n for r in session.trials.records()] == [n]
+    # Anywhere outside the session is allowed.
+    assert session.export(n, tmp_path / "store-side").is_dir()
+
+
 def test_export_refuses_records_that_are_not_completed(tmp_path: Path) -> None:
     session = Store(tmp_path / "store").create(id="s", pid=None)
     in_flight = trial(session, None)
