@@ -34,14 +34,13 @@ from typing import TYPE_CHECKING, Any
 from sessionstore import _json as jsonio
 from sessionstore._fs import read as fsread
 from sessionstore._fs.atomic import (
-    DIR_MODE,
     FILE_MODE,
     AtomicFile,
+    StagingTree,
     build_dir,
-    fsync_dir,
     is_temp_name,
 )
-from sessionstore.errors import InvalidInput
+from sessionstore.errors import InvalidInput, SessionStoreError
 from sessionstore.format.names import MARKERS
 from sessionstore.storage.s3_path import S3Path
 from sessionstore.store.files import constraints_of
@@ -150,9 +149,14 @@ def _regular_files(record: Record, record_fd: int | None) -> tuple[list[str], li
 
 
 def _copy_file(
-    record: Record, record_fd: int | None, rel: str, target: Path, rewrite: Callable[[str], str]
+    record: Record,
+    record_fd: int | None,
+    rel: str,
+    target: tuple[int, str],
+    rewrite: Callable[[str], str],
 ) -> bool:
-    """Copy one file of the record to `target`, its references rewritten; True if any were.
+    """Copy one file of the record to `target` (a directory fd and a name in it), its
+    references rewritten; True if any were.
 
     Streamed, up to the size `fstat` gave at the open: a file growing while
     it is copied cannot make the copy endless, and a huge (or sparse) file
@@ -166,7 +170,7 @@ def _copy_file(
     except OSError as exc:
         problem = f"changed during export: {fsread.problem(exc)}"
         raise InvalidInput(f"{record.path / rel}", problem) from None
-    with os.fdopen(fd, "rb") as f, AtomicFile(target, FILE_MODE, sync_dir=False) as out:
+    with os.fdopen(fd, "rb") as f, _new_file(target) as out:
         if rel.endswith(TEXT_SUFFIXES) and st.st_size <= MAX_REWRITE_BYTES:
             data = f.read(st.st_size)
             text = data.decode("utf-8", "surrogateescape")
@@ -180,9 +184,11 @@ def _copy_file(
     return False
 
 
-def _copy_remote(record: Record, rel: str, target: Path, rewrite: Callable[[str], str]) -> bool:
+def _copy_remote(
+    record: Record, rel: str, target: tuple[int, str], rewrite: Callable[[str], str]
+) -> bool:
     """`_copy_file` from an `s3://` store: streamed, a small text file rewritten whole."""
-    with AtomicFile(target, FILE_MODE, sync_dir=False) as out:
+    with _new_file(target) as out:
         if not rel.endswith(TEXT_SUFFIXES):
             for chunk in _remote_chunks(record, rel):
                 out.write(chunk)
@@ -209,6 +215,13 @@ def _copy_remote(record: Record, rel: str, target: Path, rewrite: Callable[[str]
         return new != text
 
 
+def _new_file(target: tuple[int, str]) -> AtomicFile:
+    """The export's file `target` (a name in a directory fd of the staging tree), written
+    as a temp and renamed (the tree is fsynced before it is published)."""
+    dir_fd, name = target
+    return AtomicFile(name, FILE_MODE, sync_dir=False, dir_fd=dir_fd)
+
+
 def _copy(
     session: Session,
     source: Record,
@@ -233,18 +246,27 @@ def _copy(
     def rewrite(text: str) -> str:
         return rewrite_references(text, collection, n, file_set, dest)
 
-    def build(_: int, temp: str) -> None:
-        staging = dest.parent / temp
-        for rel in files:
-            target = staging / rel
-            target.parent.mkdir(DIR_MODE, parents=True, exist_ok=True)
-            if _copy_file(source, record_fd, rel, target, rewrite):
-                rewritten.append({"file": rel})
-        with AtomicFile(staging / EXPORT_MANIFEST, FILE_MODE, sync_dir=False) as out:
-            out.write(jsonio.dumps(jsonio.utf8_safe(export_manifest(files))))
-        # Every entry below the top (`build_dir` fsyncs the top itself).
-        for directory in {(staging / rel).parent for rel in files} - {staging}:
-            fsync_dir(directory)
+    def build(staging_fd: int, _: str) -> None:
+        # By directory fd, as the record is read: a name in the staging tree (or DEST's
+        # parent) swapped for a symlink meanwhile redirects nothing.
+        tree = StagingTree(staging_fd)
+        try:
+            for rel in files:
+                parent, _, name = rel.rpartition("/")
+                try:
+                    if _copy_file(source, record_fd, rel, (tree.dir_fd(parent), name), rewrite):
+                        rewritten.append({"file": rel})
+                except OSError as exc:
+                    if isinstance(exc, SessionStoreError):  # the source's error names it
+                        raise
+                    # The file of DEST it failed on: the fd-relative name alone says too little.
+                    raise OSError(exc.errno, exc.strerror, str(dest / rel)) from None
+            with _new_file((staging_fd, EXPORT_MANIFEST)) as out:
+                out.write(jsonio.dumps(jsonio.utf8_safe(export_manifest(files))))
+            # Every entry below the top (`build_dir` fsyncs the top itself).
+            tree.finish()
+        finally:
+            tree.close()
 
     def export_manifest(files: list[str]) -> dict[str, Any]:
         return {

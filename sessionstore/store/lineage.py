@@ -61,6 +61,7 @@ from sessionstore._fs import read as fsread
 from sessionstore._fs.atomic import (
     DIR_MODE,
     FILE_MODE,
+    StagingTree,
     build_dir,
     sweep_temps_at,
     temp_name,
@@ -161,61 +162,6 @@ def _copy_file(src_fd: int, size: int, dir_fd: int, name: str) -> None:
         os.close(out)
 
 
-class _Staging:
-    """A new directory tree written by directory fd, in the walk's depth-first order.
-
-    Only the chain of directories the last file went into is held open (one
-    fd a level, never one per record): a directory the walk has left is
-    fsynced (its entries are all made) and closed, as `finish` does for the
-    rest, so every entry is durable before the tree is published.
-    """
-
-    def __init__(self, root_fd: int) -> None:
-        self.root_fd = root_fd
-        self.chain: dict[str, int] = {}
-
-    def dir_fd(self, rel_dir: str) -> int:
-        """The fd of `rel_dir` below the root, made on first use."""
-        if not rel_dir:
-            self._leave("")
-            return self.root_fd
-        if rel_dir in self.chain:
-            self._leave(rel_dir)
-            return self.chain[rel_dir]
-        parent, _, name = rel_dir.rpartition("/")
-        parent_fd = self.dir_fd(parent)
-        with suppress(FileExistsError):  # made earlier in this copy (the walk came back)
-            os.mkdir(name, DIR_MODE, dir_fd=parent_fd)
-        fd = fsread.open_dir(name, parent_fd)
-        self.chain[rel_dir] = fd
-        try:
-            os.fchmod(fd, DIR_MODE)  # mkdir honours the umask; the mode is part of the format
-        except BaseException:
-            self.close()
-            raise
-        return fd
-
-    def _leave(self, keep: str) -> None:
-        """fsync and close every open directory that is not `keep` or one of its ancestors."""
-        for rel in sorted(self.chain, key=len, reverse=True):
-            if keep != rel and not keep.startswith(rel + "/"):
-                fd = self.chain.pop(rel)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-
-    def finish(self) -> None:
-        """fsync every directory still open, deepest first (`build_dir` syncs the root)."""
-        self._leave("")
-
-    def close(self) -> None:
-        """Close what is open without syncing (on failure)."""
-        for fd in self.chain.values():
-            os.close(fd)
-        self.chain = {}
-
-
 def _copy_into(source_fd: int, previous_fd: int, session_id: str) -> Selection:
     """Copy the session at `source_fd` to `previous/<session_id>` (open at `previous_fd`).
 
@@ -225,7 +171,7 @@ def _copy_into(source_fd: int, previous_fd: int, session_id: str) -> Selection:
     """
 
     def build(staging_fd: int, _: str) -> Selection:
-        tree = _Staging(staging_fd)
+        tree = StagingTree(staging_fd)
         try:
 
             def copy(rel: str, fd: int, st: os.stat_result) -> None:

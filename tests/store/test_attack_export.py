@@ -14,6 +14,7 @@ from cli_runner import run
 from inspect_helpers import metrics, run_cli
 from mirror_helpers import make_deep, remove_deep
 
+from sessionstore.errors import InvalidInput
 from sessionstore.store.session import Store
 
 DEPTH = 1100
@@ -119,3 +120,78 @@ def test_an_export_always_holds_the_marker_of_the_record_it_exported(tmp_path: P
         stop.touch()
         proc.wait(timeout=60)
     assert proc.returncode == 0
+
+
+# Swaps the export's staging directory in `parent` for a symlink to `victim` (at once:
+# renameat2's RENAME_EXCHANGE), once, as soon as the export has begun filling it, and
+# moves the file being written along, so that its rename by path still finds it; stops at
+# `stop` (bounded). Prints 1 if it swapped.
+STAGING_SWAPPER = """
+import ctypes, os, sys
+parent, victim, stop = sys.argv[1:4]
+libc = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
+link = os.path.join(parent, "link")
+os.symlink(victim, link)
+swapped = 0
+for i in range(2_000_000):
+    if i % 64 == 0 and os.path.exists(stop):
+        break
+    temps = [n for n in os.listdir(parent) if n.startswith(".sstmp-")]
+    if temps and os.path.exists(os.path.join(parent, temps[0], "d0")):
+        staging = os.path.join(parent, temps[0]).encode()
+        if libc.renameat2(AT_FDCWD, staging, AT_FDCWD, link.encode(), RENAME_EXCHANGE) == 0:
+            swapped = 1
+            for sub in os.listdir(link):
+                for name in os.listdir(os.path.join(link, sub)):
+                    if name.startswith(".sstmp-"):
+                        try:
+                            moved = os.path.join(victim, sub, name)
+                            os.rename(os.path.join(link, sub, name), moved)
+                        except OSError:
+                            pass
+            break
+print(swapped)
+"""
+
+
+def test_a_staging_directory_swapped_for_a_symlink_redirects_no_write(tmp_path: Path) -> None:
+    # The export wrote `DEST/../<staging>/<file>` by path: whoever may write DEST's parent
+    # could point the rest of the files (written as the exporting user) anywhere.
+    import subprocess
+    import sys
+
+    store = tmp_path / "store"
+    session = Store(store).create(id="many", pid=None)
+    writer = session.trials.begin()
+    for i in range(400):
+        writer.write_text(f"d{i % 10}/f{i}.txt", "x\n")
+    writer.complete(metrics(1.0))
+    victim = tmp_path / "victim"
+    for i in range(10):  # the record's layout, made ready by whoever swaps
+        (victim / f"d{i}").mkdir(parents=True)
+    swaps = 0
+    for attempt in range(30):
+        parent = tmp_path / f"parent{attempt}"
+        parent.mkdir()
+        stop = tmp_path / f"stop{attempt}"
+        swapper = subprocess.Popen(
+            [sys.executable, "-c", STAGING_SWAPPER, str(parent), str(victim), str(stop)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            session.export(1, parent / "out")
+        except (OSError, InvalidInput):
+            pass  # the swap may fail the export; it must not redirect it
+        finally:
+            stop.touch()
+            out, _ = swapper.communicate(timeout=60)
+        swaps += int(out.strip() or 0)
+        # The temp the swapper moved there is its own doing; a file named as the record's
+        # would be the export's write, redirected.
+        written = [p.name for p in victim.rglob("*") if p.is_file()]
+        assert [name for name in written if not name.startswith(".sstmp-")] == []
+        if swaps == 10:
+            break
+    assert swaps, "the swapper never saw the export filling its staging directory"
