@@ -8,6 +8,7 @@ filter or sort by status, each report.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -42,7 +43,8 @@ class ListQuery:
 
         status = one("status") if one("status") in STATUSES else ""
         sort = one("sort") if one("sort") in SORTS else "created"
-        page = int(one("page")) if one("page").isdigit() and len(one("page")) < 9 else 1
+        # ASCII digits only: `str.isdigit` also takes `²` and `٣`, which `int` refuses or reads.
+        page = int(one("page")) if re.fullmatch(r"[0-9]{1,8}", one("page")) else 1
         return cls(status, one("label"), sort, one("order") == "asc", max(page, 1))
 
     def url(self, **changes: Any) -> str:

@@ -129,6 +129,9 @@ def test_list_is_paged_filtered_and_sorted(site: tuple[Viewer, Store]) -> None:
     third = _page(view, "/?page=3")
     assert len(_ids(third)) == 24
     assert _ids(_page(view, "/?page=99")) == _ids(third)  # past the end: the last page
+    # Not ASCII digits (`²` passes `str.isdigit` but not `int`): the first page, not a 500.
+    for odd in ("%C2%B2", "%D9%A3", "-1", "1e3", "%20"):
+        assert _ids(_page(view, f"/?page={odd}")) == _ids(first), odd
     done = _page(view, "/?status=done")
     assert set(_ids(done)) == {f"s{i:04d}" for i in range(MANY) if i % 3 == 0 and i % 6 != 0}
     team = _page(view, "/?label=team%3Da&sort=name&order=asc")
