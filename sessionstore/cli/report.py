@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from sessionstore.cli.common import (
     target_options,
     verbosity_options,
 )
-from sessionstore.store.target import resolve_target
+from sessionstore.store.target import resolve_target, store_root
 
 
 @command()
@@ -61,6 +62,8 @@ def report(
     from sessionstore.view.report import render_report
 
     session = resolve_target(target, store_dir)
+    if output != "-":
+        _refuse_inside_sessions(Path(output), session.path, store_root(store_dir))
     view = SessionView.load(session, objective_of(objective, higher))
     data = render_report(view).encode("utf-8", "surrogateescape")
     if output == "-":
@@ -71,6 +74,29 @@ def report(
     if not quiet:
         size = f" ({len(data)} bytes)" if verbose else ""
         click.echo(escape(f"report written to {Path(output).absolute()}{size}"), err=True)
+
+
+def _refuse_inside_sessions(path: Path, session: Path, root: Path) -> None:
+    """`InvalidInput` when the report would land in the session it reports or in any
+    session of the local store (a directory of the store named as an id, as the store
+    lists them): `-o session.json` there would replace the session's manifest, and any
+    other name would be a foreign file of it. Where it lands is the real directory of
+    `path` (its links followed): a link named FILE is replaced, not written through."""
+    from sessionstore.errors import InvalidInput
+    from sessionstore.format.names import is_id
+    from sessionstore.storage.s3_path import S3Path
+
+    where = Path(os.path.realpath(path.parent))
+    if not isinstance(session, S3Path):
+        top = Path(os.path.realpath(session))
+        if where == top or top in where.parents:
+            raise InvalidInput(str(path), "is inside the session it reports; write it elsewhere")
+    if not isinstance(root, S3Path):
+        top = Path(os.path.realpath(root))
+        if top in where.parents and is_id(where.relative_to(top).parts[0]):
+            raise InvalidInput(
+                str(path), f"is inside a session of the store {root}; write it elsewhere"
+            )
 
 
 def _write(path: Path, data: bytes) -> None:

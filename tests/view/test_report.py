@@ -228,6 +228,36 @@ def test_report_output_that_is_a_directory_is_a_clear_error(tmp_path: Path) -> N
     assert len(missing.stderr.splitlines()) == 1
 
 
+def test_report_into_a_session_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    # `-o session.json` from inside the session (a slip of tab completion) replaced its
+    # manifest with HTML: the session was gone. Any session of the store is refused, the
+    # one reported or another, reached directly or through a link; beside them is fine.
+    store = Store(tmp_path / "store")
+    session = rich_session(store)
+    other = store.create(id="other001", pid=None)
+    os.symlink(session.path, tmp_path / "link")
+    manifests = {
+        s.path / "session.json": (s.path / "session.json").read_bytes() for s in (session, other)
+    }
+    outputs = {
+        session.path / "session.json": "is inside the session it reports",
+        session.trials.path / "1" / "r.html": "is inside the session it reports",
+        tmp_path / "link" / "session.json": "is inside the session it reports",
+        other.path / "session.json": f"is inside a session of the store {store.root}",
+    }
+    for out, problem in outputs.items():
+        result = run("report", "rich0001", "--store", store.root, "-o", out)
+        assert result.returncode == 1, (out, result.stderr)
+        assert result.stderr == f"Error: {out}: {problem}; write it elsewhere\n"
+    assert {path: path.read_bytes() for path in manifests} == manifests
+    assert not (session.trials.path / "1" / "r.html").exists()
+    # By path, from inside it: refused too.
+    inside = run("report", session.path, "-o", "r.html", cwd=session.path)
+    assert inside.returncode == 1 and not (session.path / "r.html").exists()
+    beside = run("report", "rich0001", "--store", store.root, "-o", store.root / "r.html", "-q")
+    assert (beside.returncode, beside.stderr) == (0, "")
+
+
 def test_report_into_a_fifo_writes_through_it_and_leaves_it_a_fifo(tmp_path: Path) -> None:
     # -o /dev/stdout, a FIFO, a device: written into, as a shell's `>` does; renaming a
     # temp file over it would replace the node itself (as root even /dev/null).
