@@ -112,8 +112,13 @@ def _write(path: Path, data: bytes) -> None:
         mode = None
     if mode is not None and stat.S_ISDIR(mode):
         raise InvalidInput(str(path), "is a directory; give a file name")
-    if mode is not None and not stat.S_ISREG(mode):
-        with path.open("wb") as out:
-            out.write(data)
-        return
-    write_atomic(path, data)
+    try:
+        if mode is not None and not stat.S_ISREG(mode):
+            with path.open("wb") as out:
+                out.write(data)
+        else:
+            write_atomic(path, data)
+    except OSError as exc:
+        # A failed write (no space left, an I/O error) names no file, a failed rename the
+        # temp file: the file to name is the one the user gave.
+        raise OSError(exc.errno, exc.strerror, str(path)) from None

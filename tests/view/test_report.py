@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import resource
 import select
+import signal
 import stat
 import threading
 import time
@@ -256,6 +258,29 @@ def test_report_into_a_session_is_refused_and_writes_nothing(tmp_path: Path) -> 
     assert inside.returncode == 1 and not (session.path / "r.html").exists()
     beside = run("report", "rich0001", "--store", store.root, "-o", store.root / "r.html", "-q")
     assert (beside.returncode, beside.stderr) == (0, "")
+
+
+def _small_files() -> None:
+    # Writes past 4 KiB fail with EFBIG (the signal ignored): a full disk, unprivileged.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+
+def test_report_that_cannot_be_written_names_its_file(tmp_path: Path) -> None:
+    # A failed write names no file ("Error: No space left on device"): the error names
+    # FILE, and no temp file is left beside it.
+    store = Store(tmp_path / "store")
+    rich_session(store)
+    out = tmp_path / "out" / "r.html"
+    out.parent.mkdir()
+    # No bytecode written under the limit: a cut-off .pyc would break every later import.
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    args = ("report", "rich0001", "--store", store.root, "-o", out)
+    full = run(*args, env=env, preexec_fn=_small_files)
+    assert (full.returncode, full.stderr) == (1, f"Error: {out}: File too large\n")
+    assert os.listdir(out.parent) == []
+    device = run("report", "rich0001", "--store", store.root, "-o", "/dev/full")
+    assert (device.returncode, device.stderr) == (1, "Error: /dev/full: No space left on device\n")
 
 
 def test_report_into_a_fifo_writes_through_it_and_leaves_it_a_fifo(tmp_path: Path) -> None:
