@@ -237,10 +237,16 @@ class Handler(BaseHTTPRequestHandler):
             # the client would wait for an answer the server waits for a blank line to send.
             self.rfile = io.BytesIO(b"\r\n")
         try:
-            return super().parse_request()
+            parsed = super().parse_request()
         finally:
             self.rfile = rfile
             self.deadlines.done(self.connection)  # the head is read (or refused)
+        if parsed:
+            # The target as sent: the standard library reduces a leading `//` to `/`
+            # (against open redirects, which a server that never redirects has none
+            # of), and an empty segment is 404 here like any other.
+            self.path = self.requestline.split()[1]
+        return parsed
 
     def finish(self) -> None:
         self.deadlines.done(self.connection)  # no request line came

@@ -68,6 +68,8 @@ def _status(response: bytes) -> int:
         "/s/rich0001/trials/1/files//etc/passwd",
         "/s/rich0001/trials/1/files/%2Fetc%2Fpasswd",
         "//etc/passwd",
+        "//s/rich0001",
+        "///api/sessions",
         "/s/%2e%2e",
         "/s/rich0001/trials/1/files/./run.log",
         "/s/rich0001/trials/1/files/run.log%00.txt",
