@@ -288,12 +288,21 @@ class StagingTree:
         self.chain = {}
 
 
+def temp_pid(name: str) -> int | None:
+    """The pid a temp entry's name records (`temp_name`), or None if it records none.
+
+    ASCII digits only: `str.isdigit` also takes `²`, which `int` refuses, and a
+    stray `.sstmp-²-x` made every sweep and `doctor` of its directory raise.
+    """
+    pid_text = name[len(TEMP_PREFIX) :].partition("-")[0]
+    return int(pid_text) if pid_text.isascii() and pid_text.isdigit() else None
+
+
 def temp_writer_alive(name: str) -> bool:
     """Whether the process that named this temp may still be writing it."""
-    pid_text = name[len(TEMP_PREFIX) :].partition("-")[0]
-    if not pid_text.isdigit():
+    pid = temp_pid(name)
+    if pid is None:
         return False
-    pid = int(pid_text)
     # No start time is recorded in a temp name: only the pid's existence can be checked
     # (the age cut-off of `sweep_temps` covers a recycled pid).
     return pid == os.getpid() or process_alive(pid, None)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sessionstore._fs import read as fsread
-from sessionstore._fs.atomic import DIR_MODE, FILE_MODE, TEMP_PREFIX, is_temp_name
+from sessionstore._fs.atomic import DIR_MODE, FILE_MODE, is_temp_name, temp_pid
 from sessionstore._fs.tree import remove_tree_at
 from sessionstore._fs.walk import Entry, walk
 from sessionstore._proc import PID_MAX, process_alive, process_start_time
@@ -249,9 +249,8 @@ def temp_verdict(
 ) -> tuple[bool | None, str]:
     """Whether the temp entry `name` (lstat `st`) is garbage: True (provably), False (kept,
     maybe garbage), None (its writer is alive: a write in progress); and why."""
-    pid_text = name[len(TEMP_PREFIX) :].partition("-")[0]
-    if pid_text.isdigit() and 0 < int(pid_text) <= PID_MAX:
-        pid = int(pid_text)
+    pid = temp_pid(name)
+    if pid is not None and 0 < pid <= PID_MAX:
         if pid == os.getpid():
             return None, "written by this process"
         if not process_alive(pid, None):

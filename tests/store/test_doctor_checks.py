@@ -196,8 +196,10 @@ def test_nothing_but_temps_is_ever_removed(session: Session) -> None:
     assert sorted(str(p) for p in session.path.rglob("*")) == before
 
 
-def test_a_temp_naming_no_writer(session: Session) -> None:
-    temp = session.path / "trials" / "1" / ".sstmp-not-a-pid"
+# `²` and `٣` pass `str.isdigit` but are no pid (`int("²")` raises): doctor raised.
+@pytest.mark.parametrize("name", [".sstmp-not-a-pid", ".sstmp-\u00b2-x", ".sstmp-\u0663-x"])
+def test_a_temp_naming_no_writer(session: Session, name: str) -> None:
+    temp = session.path / "trials" / "1" / name
     temp.write_text("x")
     fresh = doctor(session, repair=True)
     assert [p.repaired for p in fresh.problems] == [False] and temp.exists()

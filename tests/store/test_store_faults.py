@@ -176,8 +176,10 @@ def test_sweep_removes_temps_of_dead_writers_only(tmp_path: Path) -> None:
     live_temp = tmp_path / f"{TEMP_PREFIX}{os.getpid()}-cccc"
     live_temp.write_bytes(b"being written")
     (tmp_path / "keep.txt").write_bytes(b"not a temp")
+    no_pid = tmp_path / f"{TEMP_PREFIX}\u00b2-dddd"  # not a pid, though `str.isdigit`
+    no_pid.write_bytes(b"debris")
     removed = sweep_temps(tmp_path)
-    assert sorted(removed) == sorted([dead_temp, dead_dir])
+    assert sorted(removed) == sorted([dead_temp, dead_dir, no_pid])
     assert sorted(os.listdir(tmp_path)) == sorted([live_temp.name, "keep.txt"])
 
 
