@@ -81,11 +81,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def is_loopback_host(header: str) -> bool:
+def is_loopback_host(header: str, own: str = "localhost") -> bool:
     """Whether a `Host` header names loopback: `localhost`, a name below `.localhost`
-    (RFC 6761), or a loopback address, with or without a port."""
+    (RFC 6761), a loopback address, or `own` (how `--host` spelled the loopback address
+    bound: `127.1`, a host name), with or without a port."""
     name = urlsplit(f"//{header}").hostname or ""
-    return name == "localhost" or name.endswith(".localhost") or is_loopback(name)
+    own = own.lower()
+    return name in ("localhost", own) or name.endswith(".localhost") or is_loopback(name)
 
 
 def segments(target: str) -> tuple[list[str], dict[str, list[str]]]:
@@ -220,6 +222,7 @@ class Handler(BaseHTTPRequestHandler):
     site: Site  # set on the subclass `make_server` builds
     deadlines: HeadDeadlines  # likewise
     any_host = False  # bound beyond loopback: every Host header is served
+    own_host = "localhost"  # the `--host` that was bound, a name for it in `Host` too
     timeout = TIMEOUT
     server_version = "sessionstore-view"
     # A request line without a version (HTTP/0.9) is still answered with a status line
@@ -287,7 +290,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _answer(self, *, head: bool) -> None:
         host = self.headers.get("Host")
-        if not self.any_host and host is not None and not is_loopback_host(host):
+        if not self.any_host and host is not None and not is_loopback_host(host, self.own_host):
             self.send_error(403, "Host is not a loopback name (DNS rebinding?)")
             return
         try:
@@ -363,16 +366,16 @@ class _Server(BoundedServer):
 
 def make_server(root: Path, host: str, port: int, objective: Objective) -> ThreadingHTTPServer:
     """A server of the store at `root` bound to (host, port); port 0 picks a free one."""
-    attrs = {
-        "site": Site(root, objective),
-        "any_host": not is_loopback(host),
-        "deadlines": HeadDeadlines(),
-    }
-    handler = type("SiteHandler", (Handler,), attrs)
+    attrs = {"site": Site(root, objective), "own_host": host, "deadlines": HeadDeadlines()}
+    handler: type[Handler] = type("SiteHandler", (Handler,), attrs)
     server_class: type[ThreadingHTTPServer] = _Server
     if ":" in host:
         server_class = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
-    return server_class((host, port), handler)
+    server = server_class((host, port), handler)
+    # Loopback is the address bound, however `--host` spelled it: `127.1`, `localhost.`
+    # or a host name resolving to 127.0.1.1 keep the Host check (DNS rebinding) on.
+    handler.any_host = not is_loopback(str(server.server_address[0]))
+    return server
 
 
 def url_of(server: ThreadingHTTPServer) -> str:

@@ -239,6 +239,21 @@ def test_loopback_host_headers_are_served(site: tuple[Viewer, Path], host: str) 
     assert status.startswith(b"HTTP/1.0 200 ") and b"rich0001" in body
 
 
+@pytest.mark.parametrize("spelled", ["127.1", "2130706433", "0x7f000001"])
+def test_loopback_spelled_otherwise_keeps_the_host_check(tmp_path: Path, spelled: str) -> None:
+    # `--host 127.1` (or another inet_aton spelling) binds loopback as `127.0.0.1` does;
+    # decided by its spelling, it was taken for the network and every Host was served:
+    # DNS rebinding read the store. The spelling itself is a Host it answers.
+    store = Store(tmp_path / "store")
+    rich_session(store)
+    with viewer(store.root, "--host", spelled, log_dir=tmp_path) as view:
+        for host, code in ((f"{spelled}:{view.port}", b"200"), ("evil.example.com", b"403")):
+            request = f"GET /api/sessions HTTP/1.1\r\nHost: {host}\r\n\r\n"
+            status, _, body = _answer(view, request.encode())
+            assert status.startswith(b"HTTP/1.0 " + code), (host, status)
+            assert (b"rich0001" in body) is (code == b"200")
+
+
 @pytest.mark.parametrize(
     "request_bytes",
     [
