@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from sessionstore._fs import read as fsread
-from sessionstore.errors import StorageError, TooLarge
-from sessionstore.storage.base import Storage
+from sessionstore.errors import InvalidInput, StorageError, TooLarge
+from sessionstore.storage.base import Storage, check_names
 from sessionstore.storage.local import LocalStorage
 from sessionstore.store.session import MAX_RECORD_DEPTH
 
@@ -72,6 +72,11 @@ def list_files(storage: Storage, key: str) -> Listing:
             if seen > MAX_ENTRIES:
                 skipped.append((path, f"not listed: more than {MAX_ENTRIES} entries"))
                 return Listing(sorted(files), skipped)
+            try:  # an object key `.../1/../x` lists `..`: no key can name what is below it
+                check_names([item.name])
+            except InvalidInput:
+                skipped.append((path, "is not a name a file can have ('.' or '..'); not read"))
+                continue
             if not item.is_prefix:
                 files.append(path)
             elif depth + 1 > MAX_RECORD_DEPTH:

@@ -68,3 +68,22 @@ def test_view_serves_an_s3_store_as_it_serves_a_local_one(s3_viewer: tuple[Viewe
     assert (status, headers["Content-Type"]) == (200, "text/plain; charset=utf-8")
     assert raw == HUGE_LOG
     assert site.get("/s/ab12cd34", method="POST")[0] == 405
+
+
+def test_a_key_with_a_dot_component_is_listed_as_skipped_not_a_500(
+    s3_viewer: tuple[Viewer, str], moto_s3: S3Server
+) -> None:
+    # A bucket holds any key: `.../1/../x` lists `..` below the record, and listing or
+    # reading below `..` is refused by the storage seam (InvalidInput): the page was a 500.
+    site, url = s3_viewer
+    bucket = url.removeprefix("s3://").split("/")[0]
+    for key in ("1/../../../other/secret.txt", "1/./dot.txt", "1/.."):
+        moto_s3.client().put_object(Bucket=bucket, Key=f"runs/ab12cd34/trials/{key}", Body=b"x")
+    status, _, page = site.get("/s/ab12cd34/trials/1")
+    assert status == 200, page
+    doc = soup(page)
+    assert [li.get_text() for li in doc.select("ul.skipped li")] == [
+        ".: is not a name a file can have ('.' or '..'); not read",
+        "..: is not a name a file can have ('.' or '..'); not read",
+    ]
+    assert {"run.log", "task.yml", "trial.json"} <= {a.get_text() for a in doc.select("a.mono")}
