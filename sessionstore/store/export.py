@@ -36,10 +36,10 @@ from sessionstore._fs import read as fsread
 from sessionstore._fs.atomic import (
     FILE_MODE,
     AtomicFile,
-    StagingTree,
     build_dir,
     is_temp_name,
 )
+from sessionstore._fs.staging import StagingTree
 from sessionstore.errors import InvalidInput, SessionStoreError
 from sessionstore.format.names import MARKERS
 from sessionstore.storage.s3_path import S3Path

@@ -61,12 +61,12 @@ from sessionstore._fs import read as fsread
 from sessionstore._fs.atomic import (
     DIR_MODE,
     FILE_MODE,
-    StagingTree,
     build_dir,
     sweep_temps_at,
     temp_name,
     write_all,
 )
+from sessionstore._fs.staging import StagingTree
 from sessionstore._fs.tree import remove_tree_at
 from sessionstore.errors import CorruptFile, LineageWarning, SessionNotFound
 from sessionstore.format.names import PREVIOUS_DIR
