@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -58,17 +59,39 @@ def utf8_safe(value: Any) -> Any:
 
 
 def to_object(value: Any, source: str) -> dict[str, Any]:
-    """A JSON-ready dict from a Mapping or a pydantic model; anything else is refused."""
+    """A JSON-ready dict from a Mapping or a pydantic model; anything else is refused, and
+    so is a NaN or an infinity anywhere in it: JSON has none, and orjson (pydantic too)
+    would write it as null, a record saying something else than its writer did."""
     dump = getattr(value, "model_dump", None)
     if callable(dump):
+        _refuse_non_finite(dump(exclude_none=True), source)
         value = dump(mode="json", exclude_none=True)
     if not isinstance(value, Mapping):
         raise InvalidInput(source, f"expected a JSON object, got {type(value).__name__}")
+    _refuse_non_finite(value, source)
     try:
         obj: dict[str, Any] = orjson.loads(orjson.dumps(dict(value)))
     except TypeError as exc:
         raise InvalidInput(source, f"not serializable as JSON: {exc}") from None
     return obj
+
+
+def _refuse_non_finite(obj: Any, source: str) -> None:
+    """`InvalidInput` naming where in `obj` a float is NaN or infinite (`metrics.x`, `runs[2]`).
+
+    An explicit stack, not recursion: `obj` may be nested past the recursion limit
+    (the caller's `parse_object` check then says it is too deep).
+    """
+    stack: list[tuple[Any, str]] = [(obj, "")]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            at = escape(where) if where else "the value"
+            raise InvalidInput(source, f"{at} is {value}, which JSON cannot hold; not written")
+        if isinstance(value, Mapping):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in value.items())
+        elif isinstance(value, list | tuple):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(value))
 
 
 def parse_object(data: bytes) -> tuple[dict[str, Any] | None, str | None]:

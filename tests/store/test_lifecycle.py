@@ -78,6 +78,23 @@ def test_complete_refuses_a_marker_readers_would_read_as_torn(
     assert complete_record(session, "trials", 1, {"log": "x" * 64}).state is RecordState.COMPLETED
 
 
+def test_a_nan_or_an_infinity_is_refused_not_written_as_null(tmp_path: Path) -> None:
+    # JSON has neither: orjson (and pydantic) would write null, a record saying
+    # something else than its writer did, sealed for good.
+    session = Store(tmp_path / "store").create(id="abc", pid=None)
+    begin_record(session, "trials")
+    marker = {"benchmark": {"metrics": {"ttft_ms": 182, "runs": [1.0, float("nan")]}}}
+    with pytest.raises(InvalidInput, match=r"benchmark\.metrics\.runs\[1\] is nan, which JSON"):
+        complete_record(session, "trials", 1, marker)
+    assert session.trials.get(1).state is RecordState.IN_FLIGHT
+    with pytest.raises(InvalidInput, match=r"^constraints: max_ttft_ms is inf, which JSON"):
+        Store(tmp_path / "store").create(constraints={"max_ttft_ms": float("inf")})
+    with pytest.raises(InvalidInput, match=r"report\.json: best is -inf, which JSON"):
+        session.finish({"best": float("-inf")})
+    assert session.report().state is RecordState.IN_FLIGHT
+    assert sorted(os.listdir(tmp_path / "store")) == ["abc"]
+
+
 def test_begin_refuses_a_finished_session(tmp_path: Path) -> None:
     session = Store(tmp_path).create(id="abc", pid=None)
     session.finish({})
