@@ -14,6 +14,7 @@ from sessionstore.cli.common import (
     json_option,
     library_errors,
     read_json_object,
+    record_number_type,
     store_option,
 )
 from sessionstore.cli.plain import emit_json
@@ -25,7 +26,7 @@ from sessionstore.store.target import store_root
 @store_option
 @click.option("--id", "session_id", help="Session id (default: 8 random hex characters).")
 @click.option("--name", help="Human-readable name.")
-@click.option("--trials", type=click.IntRange(min=1), help="Planned number of trials.")
+@click.option("--trials", type=record_number_type, help="Planned number of trials.")
 @click.option(
     "--constraints", help="Requested constraints: a JSON object, @FILE, or @- (standard input)."
 )

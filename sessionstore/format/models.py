@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sessionstore._proc import PID_MAX
-from sessionstore.format.names import FORMAT_VERSION, validate_id
+from sessionstore.format.names import FORMAT_VERSION, MAX_RECORD, validate_id
 
 Status = Literal["running", "done", "failed"]
 
@@ -37,7 +37,9 @@ class Manifest(_Open):
     id: str = Field(description="Session id, the name of the session directory.")
     name: str | None = Field(None, description="Human-readable name.")
     created_at: datetime = Field(default_factory=utc_now, description="Creation time, UTC.")
-    trials: int | None = Field(None, ge=1, description="Planned number of trials, if known.")
+    trials: int | None = Field(
+        None, ge=1, le=MAX_RECORD, description="Planned number of trials, if known."
+    )
     status: Status = Field("running", description="running until report.json ends the session.")
     pid: int | None = Field(
         None, ge=1, le=PID_MAX, description="Writing process (a pid_t), if one is tracked."

@@ -86,6 +86,19 @@ def test_constraints_every_reader_would_read_as_torn_are_refused(
     assert not store.root.exists() or os.listdir(store.root) == []
 
 
+def test_planned_trials_past_the_largest_record_number_are_refused(
+    store: Store, tmp_path: Path
+) -> None:
+    # No record can be numbered past MAX_RECORD; 2**70 was an orjson traceback.
+    made = run_cli("new", "--store", str(store.root), "--trials", str(2**70))
+    assert made.returncode == 2 and "Traceback" not in made.stderr
+    assert "Invalid value for '--trials'" in made.stderr
+    with pytest.raises(InvalidInput, match="trials: Input should be less than or equal to"):
+        store.create(trials=2**70)
+    assert not store.root.exists() or os.listdir(store.root) == []
+    assert (store.create(trials=10**18 - 1).manifest or {})["trials"] == 10**18 - 1
+
+
 def test_create_without_writer_records_no_pid(store: Store) -> None:
     manifest = store.create(pid=None).manifest
     assert manifest is not None
