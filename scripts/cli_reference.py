@@ -31,7 +31,11 @@ starts (`>&-`, `2>&-`, `<&-`) is no crash: output to a closed stdout or input
 from a closed stdin fails as on the descriptor (`Error: stdout: Bad file
 descriptor`, exit 1), diagnostics with no stderr are dropped (a pass that
 worked exits 0), and /dev/null holds the descriptor meanwhile, so no file the
-command opens takes its number.
+command opens takes its number. Output that cannot be written (a full disk,
+`>/dev/full`) is one line naming stdout (`Error: stdout: No space left on
+device`, exit 1), and a closed pipe (`| head`) exits 1 in silence; a
+diagnostic that stderr cannot take is dropped as if it were closed, so the
+exit status stays the command's.
 
 `--store` and `--color` may also come before the command (`sessionstore
 --store X inspect`); the command's own option wins when both are given.

@@ -33,15 +33,45 @@ def main(argv: list[str] | None = None) -> Any:
     args = sys.argv[1:] if argv is None else argv
     if sys.stdin is None or sys.stdout is None or sys.stderr is None:
         _closed_streams()
+    _open_streams()
     try:
-        return _main(args)
-    except _ClosedStream as exc:  # where no command reports it: click's help, --version
-        sys.stderr.write(f"Error: {exc.filename}: {exc.strerror}\n")
-        return 1
+        code = _main(args)
+    except SystemExit as exc:  # click's way out of every command
+        raise SystemExit(_settled(exc.code)) from None
+    except OSError as exc:  # output where no command reports it: help, --version, early paths
+        code = _output_failed(exc)
     except KeyboardInterrupt:  # before a command took over (importing click, say): as after
         from sessionstore.cli.plain import EXIT_INTERRUPTED
 
-        return EXIT_INTERRUPTED
+        code = EXIT_INTERRUPTED
+    return _settled(code)
+
+
+def _settled(code: Any) -> Any:
+    """`code`, once stdout is flushed: here a failure can still be said and exit 1, where
+    the interpreter's own flush at exit printed a traceback and exited 120."""
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        if code in (0, None):
+            return _output_failed(exc)
+        from sessionstore.cli.plain import pacify
+
+        pacify()  # the command failed and said why: stdout's failure, most often
+    return code
+
+
+def _output_failed(exc: OSError) -> int:
+    """Say that writing stdout failed (`stdout: No space left on device`), as click says a
+    command's errors; a closed pipe (`| head`) is no error to say, as click has it. Then
+    drop what stdout still holds, so that nothing fails again at exit: exit 1."""
+    from sessionstore.cli.plain import failure_message, pacify
+
+    message = failure_message(exc)
+    if message is not None:
+        sys.stderr.write(f"Error: {message}\n")
+    pacify()
+    return 1
 
 
 def _main(args: list[str]) -> Any:
@@ -65,6 +95,56 @@ def _main(args: list[str]) -> Any:
     from sessionstore.cli.group import cli
 
     return cli.main(args=args, prog_name="sessionstore")
+
+
+def _open_streams() -> None:
+    """Stand in for stdout and stderr (when open) with the same streams, except that:
+
+    - a write that fails on stdout names it (`stdout: No space left on device`,
+      not a bare `No space left on device`);
+    - a diagnostic that cannot be written to stderr (a full disk, a reader gone)
+      is dropped, as with stderr closed (`_closed_streams`), so the exit status
+      stays the command's: a pass that worked exited 1, a usage error 120, and
+      the daemon died on its first summary line.
+    """
+    for name, raw_type in (("stdout", _Named), ("stderr", _Dropped)):
+        stream = getattr(sys, name)
+        if stream is not getattr(sys, f"__{name}__") or not isinstance(stream, io.TextIOWrapper):
+            continue  # a stand-in already (_closed_streams, a test's capture): keep it
+        raw: Any = raw_type(stream.fileno(), "w", closefd=False)
+        if isinstance(stream.buffer, io.BufferedWriter):  # not when unbuffered (python -u)
+            raw = io.BufferedWriter(raw)
+        stream.flush()
+        wrapped = io.TextIOWrapper(
+            raw,
+            encoding=stream.encoding,
+            errors=stream.errors,
+            newline="\n",
+            line_buffering=stream.line_buffering,
+            write_through=stream.write_through,
+        )
+        setattr(sys, name, wrapped)
+
+
+class _Named(io.FileIO):
+    """Standard output's descriptor: a write that fails names it, as a file's error does."""
+
+    def write(self, data: Any, /) -> int:
+        try:
+            return super().write(data)
+        except OSError as exc:
+            exc.filename = "stdout"
+            raise
+
+
+class _Dropped(io.FileIO):
+    """Standard error's descriptor: a write that fails is dropped (see `_open_streams`)."""
+
+    def write(self, data: Any, /) -> int:
+        try:
+            return super().write(data)
+        except OSError:
+            return len(data)
 
 
 def _closed_streams() -> None:

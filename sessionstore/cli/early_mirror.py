@@ -21,14 +21,12 @@ anything is written) hands the command line back to click, which reports it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
-import sys
 from pathlib import Path
 
 from sessionstore.cli.early import STORE_ENV, leading_store
-from sessionstore.cli.plain import EXIT_INTERRUPTED, Usage, failure_message
+from sessionstore.cli.plain import EXIT_INTERRUPTED, Usage, failure_message, pacify
 
 TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
@@ -122,7 +120,7 @@ def run_early(args: list[str]) -> int | None:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        _pacify()
+        pacify()
         return 1
     except Exception as exc:
         message = failure_message(exc)
@@ -177,12 +175,3 @@ def _click_path(value: str, *, dir_okay: bool) -> Path | None:
     if (not dir_okay and stat.S_ISDIR(mode)) or not os.access(value, os.R_OK):
         return None
     return Path(value)
-
-
-def _pacify() -> None:
-    """What click does on a closed pipe: exit 1 writing nothing more, and no error when the
-    streams are flushed at exit (the recipe of Python's `signal` docs, for both streams)."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # no descriptor behind it
-            os.dup2(devnull, stream.fileno())

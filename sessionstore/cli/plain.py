@@ -52,6 +52,19 @@ def os_error_message(exc: OSError) -> str:
     return escape(f"{where}{exc.strerror or exc}")
 
 
+def pacify() -> None:
+    """Drop what is left to write, as click does on a closed pipe: /dev/null takes stdout's
+    and stderr's descriptors, so that flushing them (at exit too) fails no more (the
+    recipe of Python's `signal` docs, for both streams)."""
+    import contextlib
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # no descriptor behind it
+            os.dup2(devnull, stream.fileno())
+    os.close(devnull)
+
+
 def emit_json(value: Any) -> None:
     """Write one JSON document (orjson, indented) to stdout.
 

@@ -1,0 +1,142 @@
+"""A standard stream open at start that fails when written: a full device, a reader gone.
+
+Output that cannot be written is one `Error: stdout: <reason>` line and exit 1
+(a closed pipe, `| head`, exit 1 in silence, as click has it), never a
+traceback nor the interpreter's exit 120; a diagnostic that cannot be written
+to stderr is dropped, so the exit status stays the command's, as with stderr
+closed (test_closed_streams.py). Each case is a real process whose descriptor
+is replaced after the pipes are set up (`preexec_fn`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from cli_runner import TIMEOUT, environ, popen, reap, run, wait_for
+
+FULL = "Error: stdout: No space left on device\n"
+
+
+def onto(fd: int, path: str) -> Callable[[], None]:
+    """A `preexec_fn` putting `path` on descriptor `fd`."""
+
+    def put() -> None:
+        os.dup2(os.open(path, os.O_WRONLY), fd)
+
+    return put
+
+
+def reader_gone(fd: int) -> Callable[[], None]:
+    """A `preexec_fn` putting on descriptor `fd` a pipe whose reader is already closed."""
+
+    def put() -> None:
+        read, write = os.pipe()
+        os.close(read)
+        os.dup2(write, fd)
+
+    return put
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    root = tmp_path / "store"
+    name = "h\u00e9llo \u2713 \u540d"  # non-ASCII, for the encodings
+    assert run("new", "--store", root, "--name", name, "--id", "s1").returncode == 0
+    return root
+
+
+# Where stdout is written: before click is imported (--version, an empty store), by
+# click itself (help), by a command without library_errors (schema), by a command.
+WRITERS = [
+    ["--version"],
+    ["--help"],
+    ["inspect", "--help"],
+    ["schema"],
+    ["--store", "{empty}", "inspect"],
+    ["inspect"],
+    ["inspect", "s1", "--json"],
+    ["contract", "s1"],
+]
+
+
+def argv(args: list[str], tmp_path: Path) -> list[str]:
+    (tmp_path / "empty").mkdir(exist_ok=True)
+    return [a.format(empty=tmp_path / "empty") for a in args]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("args", WRITERS, ids=" ".join)
+def test_output_to_a_full_device_is_one_line_naming_stdout(
+    store: Path, tmp_path: Path, args: list[str]
+) -> None:
+    env = environ(SESSIONSTORE_HOME=str(store))
+    env.pop("PYTHONUNBUFFERED", None)  # buffered, as a user's: the failure comes at exit
+    done = run(*argv(args, tmp_path), env=env, preexec_fn=onto(1, "/dev/full"))
+    assert (done.returncode, done.stderr) == (1, FULL)
+
+
+@pytest.mark.parametrize("args", WRITERS, ids=" ".join)
+def test_output_to_a_pipe_with_no_reader_exits_1_in_silence(
+    store: Path, tmp_path: Path, args: list[str]
+) -> None:
+    env = environ(SESSIONSTORE_HOME=str(store))
+    done = run(*argv(args, tmp_path), env=env, preexec_fn=reader_gone(1))
+    assert (done.returncode, done.stderr) == (1, "")
+
+
+@pytest.mark.parametrize("stderr", ["full", "reader gone"])
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["mirror", "{src}", "{dst}", "--once"], 0),  # its summary is on stderr
+        (["doctor", "s1"], 0),  # its verdict is on stderr
+        (["inspect", "nosuch"], 1),
+        (["inspect", "--bogus"], 2),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else str(value),
+)
+def test_a_diagnostic_stderr_cannot_take_leaves_the_exit_status_as_it_was(
+    store: Path, tmp_path: Path, args: list[str], code: int, stderr: str
+) -> None:
+    if stderr == "full" and not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.log").write_bytes(b"a\n")
+    line = [a.format(src=tmp_path / "src", dst=tmp_path / "dst") for a in args]
+    fail = onto(2, "/dev/full") if stderr == "full" else reader_gone(2)
+    done = run(*line, env=environ(SESSIONSTORE_HOME=str(store)), preexec_fn=fail)
+    assert done.returncode == code
+    if args[0] == "mirror":
+        assert (tmp_path / "dst" / "a.log").read_bytes() == b"a\n"
+
+
+def test_the_daemon_runs_on_when_stderr_has_no_reader(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    (src / "a.log").write_bytes(b"a\n")
+    read, write = os.pipe()
+    os.close(read)
+    proc = popen("mirror", src, dst, "--debounce", "0.05", stderr=write)
+    os.close(write)
+    try:
+        wait_for(lambda: (dst / "a.log").exists(), "the first pass")
+        (src / "b.log").write_bytes(b"b\n")  # a daemon that died after its first pass misses it
+        wait_for(lambda: (dst / "b.log").exists() or proc.poll() is not None, "the second pass")
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=TIMEOUT) == 0
+    finally:
+        reap(proc)
+
+
+def test_unbuffered_output_to_a_full_device_says_so_once(store: Path) -> None:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    env = environ(SESSIONSTORE_HOME=str(store), PYTHONUNBUFFERED="1")
+    for args in (["--version"], ["inspect"], ["schema"]):
+        done = run(*args, env=env, preexec_fn=onto(1, "/dev/full"))
+        assert (done.returncode, done.stderr) == (1, FULL), args
