@@ -101,7 +101,9 @@ def _open_streams() -> None:
     """Stand in for stdout and stderr (when open) with the same streams, except that:
 
     - a write that fails on stdout names it (`stdout: No space left on device`,
-      not a bare `No space left on device`);
+      not a bare `No space left on device`), and what stdout cannot encode (an
+      ASCII locale, PYTHONIOENCODING=ascii) is written as backslash escapes, as
+      Python writes stderr, not a traceback after half the output;
     - a diagnostic that cannot be written to stderr (a full disk, a reader gone)
       is dropped, as with stderr closed (`_closed_streams`), so the exit status
       stays the command's: a pass that worked exited 1, a usage error 120, and
@@ -114,16 +116,23 @@ def _open_streams() -> None:
         raw: Any = raw_type(stream.fileno(), "w", closefd=False)
         if isinstance(stream.buffer, io.BufferedWriter):  # not when unbuffered (python -u)
             raw = io.BufferedWriter(raw)
+        errors = stream.errors
+        if name == "stdout" and not (errors == "surrogateescape" and _utf8(stream.encoding)):
+            errors = "backslashreplace"  # (UTF-8's surrogateescape loses nothing: kept)
         stream.flush()
         wrapped = io.TextIOWrapper(
             raw,
             encoding=stream.encoding,
-            errors=stream.errors,
+            errors=errors,
             newline="\n",
             line_buffering=stream.line_buffering,
             write_through=stream.write_through,
         )
         setattr(sys, name, wrapped)
+
+
+def _utf8(encoding: str) -> bool:
+    return encoding.lower().replace("_", "-") in ("utf-8", "utf8")
 
 
 class _Named(io.FileIO):

@@ -62,14 +62,9 @@ def items(summary: dict[str, Any], *, changes_only: bool = False) -> list[str]:
 
 
 def write_out(text: str) -> None:
-    """`text` on stdout, flushed. A stdout that cannot encode a name (ASCII, as
-    PYTHONIOENCODING=ascii makes it) gets what it cannot as backslash escapes, as Python
-    writes stderr, not a traceback after the pass."""
-    try:
-        sys.stdout.write(text)
-    except UnicodeEncodeError:
-        encoding = sys.stdout.encoding
-        sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
+    """`text` on stdout, flushed. (A stdout that cannot encode a name, ASCII as
+    PYTHONIOENCODING=ascii makes it, writes it as backslash escapes: `cli.main`.)"""
+    sys.stdout.write(text)
     sys.stdout.flush()
 
 

@@ -1,11 +1,13 @@
-"""A standard stream open at start that fails when written: a full device, a reader gone.
+"""A standard stream open at start that fails when written: a full device, a reader gone,
+an encoding that cannot hold a name.
 
 Output that cannot be written is one `Error: stdout: <reason>` line and exit 1
 (a closed pipe, `| head`, exit 1 in silence, as click has it), never a
 traceback nor the interpreter's exit 120; a diagnostic that cannot be written
 to stderr is dropped, so the exit status stays the command's, as with stderr
-closed (test_closed_streams.py). Each case is a real process whose descriptor
-is replaced after the pipes are set up (`preexec_fn`).
+closed (test_closed_streams.py); what stdout cannot encode is escaped. Each
+case is a real process whose descriptor is replaced after the pipes are set up
+(`preexec_fn`).
 """
 
 from __future__ import annotations
@@ -131,6 +133,25 @@ def test_the_daemon_runs_on_when_stderr_has_no_reader(tmp_path: Path) -> None:
         assert proc.wait(timeout=TIMEOUT) == 0
     finally:
         reap(proc)
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1", "utf-8"])
+@pytest.mark.parametrize("args", [["inspect"], ["inspect", "s1"], ["contract", "s1"]], ids=" ".join)
+def test_what_stdout_cannot_encode_is_escaped_not_a_traceback(
+    store: Path, args: list[str], encoding: str
+) -> None:
+    env = environ(SESSIONSTORE_HOME=str(store), PYTHONIOENCODING=encoding)
+    done = run(*args, env=env, text=False)
+    assert (done.returncode, done.stderr) == (0, b"")
+    if args[0] == "inspect" and encoding != "utf-8":
+        assert "h\u00e9llo \\u2713".encode(encoding, "backslashreplace") in done.stdout
+
+
+def test_a_csv_on_an_ascii_stdout_escapes_a_name_it_cannot_encode(store: Path) -> None:
+    env = environ(SESSIONSTORE_HOME=str(store), PYTHONIOENCODING="ascii")
+    done = run("inspect", "--csv", env=env)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert "h\\xe9llo \\u2713 \\u540d" in done.stdout
 
 
 def test_unbuffered_output_to_a_full_device_says_so_once(store: Path) -> None:
