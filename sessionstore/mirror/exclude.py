@@ -71,6 +71,13 @@ def check_pattern(pattern: str, origin: str) -> None:
         _compile([_matchable(pattern)])
     except ValueError:  # pathspec's GitIgnorePatternError (it only repeats the pattern)
         raise InvalidInput(origin, f"{pattern!r} is not a valid gitignore pattern") from None
+    except Exception as exc:
+        hyperscan = sys.modules.get("hyperscan")  # pathspec's backend, where installed
+        if hyperscan is None or not isinstance(exc, hyperscan.error):
+            raise
+        # One too long for it (~16,000 characters of regex): said without the pattern.
+        problem = f"a pattern of {len(pattern)} characters cannot be compiled: {exc}"
+        raise InvalidInput(origin, problem) from None
 
 
 class Exclude:

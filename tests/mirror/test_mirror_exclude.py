@@ -315,6 +315,22 @@ def test_invalid_exclude_option_is_usage_error(tmp_path: Path) -> None:
     )
 
 
+def test_a_pattern_too_long_for_hyperscan_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    pytest.importorskip("hyperscan")  # pathspec's backend where installed; `re` takes any length
+    long = "a" * 20_000
+    write(tmp_path / "src" / "f", b"f")
+    rules = write(tmp_path / "rules", long.encode() + b"\n")
+    problem = "a pattern of 20000 characters cannot be compiled: Pattern length exceeds limit."
+    option = mirror_cli(tmp_path / "src", tmp_path / "dst", "--once", "--exclude", long)
+    assert option.returncode == 2
+    assert option.stderr.splitlines()[-1] == f"Error: Invalid value for '--exclude': {problem}"
+    listed = mirror_cli(tmp_path / "src", tmp_path / "dst", "--once", "--exclude-from", rules)
+    assert (listed.returncode, listed.stderr) == (1, f"Error: {rules}:1: {problem}\n")
+    with pytest.raises(InvalidInput, match="exclude pattern 2: a pattern of 20000"):
+        Exclude(["ok", long])
+    assert not (tmp_path / "dst").exists()
+
+
 def test_pattern_with_nul_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="NUL"):
         Exclude(["a\0b"])
