@@ -288,6 +288,13 @@ class LocalDirs:
             raise StorageError("", f"root {self.root}: {fsread.problem(exc)}") from exc
         try:
             os.makedirs(self.root, self.dir_mode, exist_ok=True)
+        except FileExistsError as exc:  # missing to open, there to mkdir: a symlink to nothing
+            dangling = os.path.islink(self.root)
+            problem = "is a dangling symlink" if dangling else "is not a directory"
+            raise StorageError("", f"root {self.root}: {problem}") from exc
+        except OSError as exc:  # creating it failed, not reading it: no "unreadable"
+            raise StorageError("", f"root {self.root}: cannot create: {exc.strerror}") from exc
+        try:
             return os.open(self.root, fsread.DIR_FLAGS & ~os.O_NOFOLLOW)
         except OSError as exc:
             raise StorageError("", f"root {self.root}: {fsread.problem(exc)}") from exc

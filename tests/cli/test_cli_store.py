@@ -122,6 +122,19 @@ def test_a_store_that_is_not_a_directory_is_said_so(tmp_path: Path, kind: str) -
         assert result.stderr == f"Error: root {store}: is not a directory\n".encode()
 
 
+def test_a_store_that_cannot_be_created_is_said_so_not_unreadable(tmp_path: Path) -> None:
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    for store, problem in (
+        (dangling, "is a dangling symlink"),
+        (dangling / "sub", "cannot create: No such file or directory"),
+    ):
+        result = run("new", "--store", str(store))
+        assert (result.returncode, result.stdout) == (1, b"")
+        assert result.stderr == f"Error: root {store}: {problem}\n".encode()
+    assert not (tmp_path / "nowhere").exists()
+
+
 @pytest.mark.parametrize(
     "args",
     [["new", "--trials", "0"], ["new", "--bogus"], ["nosuchcommand"], ["new", "--label", "x"]],
