@@ -26,7 +26,8 @@ from sessionstore._display import escape
 from sessionstore.cli.mirror_output import NORMAL, QUIET, VERBOSE, print_summary
 from sessionstore.cli.plain import Usage, emit_json, secrets_file_input
 from sessionstore.errors import InvalidInput, SessionNotFound
-from sessionstore.store.target import STORE_ENV, resolve_destination
+from sessionstore.format.names import is_id
+from sessionstore.store.target import STORE_ENV, resolve_destination, store_root
 
 TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
@@ -162,9 +163,14 @@ def _destination(dst: str, store_dir: Path | None, dry_run: bool) -> Path | S3De
         remote = resolve_remote(dst, remote_store(store), probe=not dry_run)
         if remote is not None:
             return remote
-        if not Path(dst).is_dir():  # an s3:// store holds no local session to fall back on
-            raise Usage(escape(f"{dst}: no session of that id in {store}, nor a directory"), "DST")
-        return Path(dst)
+        if Path(dst).is_dir():
+            return Path(dst)
+        if dst[:3].lower() == "s3:":  # a mistyped URL: never a local directory named `s3:`
+            raise Usage(escape(f"{dst}: not an s3://BUCKET/PREFIX/ID URL, nor a directory"), "DST")
+        if is_id(dst):  # a mistyped id, as for a local store (`resolve_destination`)
+            hint = f"to mirror into a new directory of that name, write ./{dst}"
+            raise Usage(escape(str(SessionNotFound(dst, store_root(store), hint))), "DST")
+        return Path(dst)  # a path, as for a local store
     try:
         return resolve_destination(dst, store_dir)
     except SessionNotFound as exc:

@@ -117,3 +117,35 @@ def test_the_mirror_destination_takes_a_prefix(s3: S3Store, tmp_path: Path) -> N
     typo = s3.cli("mirror", str(src), "abe", "--once")  # no session starts so: a likely typo
     assert typo.returncode == 2, typo.stderr
     assert s3.objects() == before
+
+
+def test_a_new_local_directory_is_a_destination_with_an_s3_store_too(
+    s3: S3Store, tmp_path: Path
+) -> None:
+    # As with a local store (docs/mirror.md): `./out` is a new directory, a bare name that
+    # is no session a likely mistyped id, refused with that hint.
+    src = tmp_path / "src"
+    write(src / "notes.txt", b"notes\n")
+    before = s3.objects()
+    out = tmp_path / "out"
+    done = s3.cli("mirror", str(src), str(out), "--once")
+    assert done.returncode == 0, done.stderr
+    assert (out / "notes.txt").read_bytes() == b"notes\n"
+    typo = s3.cli("mirror", str(src), "abf999", "--once")
+    assert typo.returncode == 2
+    assert typo.stderr.splitlines()[-1] == (
+        f"Error: Invalid value for DST: no session 'abf999' in store {s3.url}; "
+        "to mirror into a new directory of that name, write ./abf999"
+    )
+    assert s3.objects() == before
+
+
+@pytest.mark.parametrize("dst", ["s3:x", "s3:/bucket/x", "S3:bucket"])
+def test_a_mistyped_bucket_url_is_said_so(tmp_path: Path, dst: str) -> None:
+    (tmp_path / "src").mkdir()
+    done = run("mirror", tmp_path / "src", dst, "--once", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        f"Error: Invalid value for DST: {dst}: not an s3://BUCKET/PREFIX/ID URL, nor a directory"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
