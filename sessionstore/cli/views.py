@@ -47,13 +47,17 @@ def make_console(color: str = "auto", width: int | None = None) -> Console:
     `auto` styles only a terminal, and nothing at all (bold included: rich's
     own NO_COLOR handling keeps bold and dim) when NO_COLOR is set and not
     empty (no-color.org). `always` is an explicit request, so it overrides
-    NO_COLOR, as no-color.org allows.
+    NO_COLOR, as no-color.org allows, and TERM=dumb, as `ls --color=always` does.
     """
     # No automatic highlighting: colour carries meaning here (failed red, best gold). No
     # markup or emoji codes either: every cell is Text, and a stray str must print as is.
     make = functools.partial(Console, width=width, highlight=False, markup=False, emoji=False)
     if color == "always":
-        return make(force_terminal=True, no_color=False)
+        console = make(force_terminal=True, no_color=False)
+        if console.color_system is None:  # rich's answer to TERM=dumb, even forced
+            # The 8 colours every terminal that shows colour at all has.
+            console = make(force_terminal=True, no_color=False, color_system="standard")
+        return console
     if color == "never" or os.environ.get("NO_COLOR"):
         return make(color_system=None, no_color=True)
     return make()  # rich checks isatty itself

@@ -87,6 +87,9 @@ def test_color_never_and_always_and_the_group_option(session: Session) -> None:
     assert SGR in run("inspect", "c1", "--store", store, "--color", "always", env=env).stdout
     assert SGR in run("--color", "always", "inspect", "c1", "--store", store, env=env).stdout
     assert SGR in run("inspect", "c1", "--store", store, "--color", env=env).stdout  # bare: always
+    dumb = environ(TERM="dumb")  # rich styles nothing there, even forced: asked for, it is
+    assert SGR in run("inspect", "c1", "--store", store, "--color", "always", env=dumb).stdout
+    assert SGR in run("inspect", "--store", store, "--color", "always", env=dumb).stdout
     # The command's own option wins over the group's.
     both = run("--color", "always", "inspect", "c1", "--store", store, "--color", "never", env=env)
     assert (both.returncode, SGR in both.stdout) == (0, False)
