@@ -35,7 +35,8 @@ command opens takes its number. Output that cannot be written (a full disk,
 `>/dev/full`) is one line naming stdout (`Error: stdout: No space left on
 device`, exit 1), and a closed pipe (`| head`) exits 1 in silence; a
 diagnostic that stderr cannot take is dropped as if it were closed, so the
-exit status stays the command's.
+exit status stays the command's. An empty path (`--store ""`, an empty SRC or
+DST) is a usage error, never the current directory that pathlib reads in it.
 
 `--store` and `--color` may also come before the command (`sessionstore
 --store X inspect`); the command's own option wins when both are given.

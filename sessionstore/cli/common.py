@@ -36,6 +36,31 @@ def command() -> Callable[[Callable[..., Any]], click.Command]:
     return click.command(context_settings=CONTEXT_SETTINGS)
 
 
+# An empty path is refused where it is given: pathlib reads it as the current directory
+# (`Path("")` is `.`), so `--store "$UNSET"` made a store of it and `mirror SRC ""` wrote
+# into it, silently, where `ls ""` says there is no such file.
+EMPTY_PATH = "is empty; write . for the current directory"
+
+
+class PathParam(click.Path):
+    """`click.Path(path_type=Path, ...)` that refuses an empty value."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(path_type=Path, **kwargs)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value == "":
+            self.fail(EMPTY_PATH if self.dir_okay else "is empty; name a file", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+def not_empty(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A callback refusing an empty path given as text, as `PathParam` does."""
+    if value == "":
+        raise click.BadParameter(EMPTY_PATH, ctx, param)
+    return value
+
+
 class StoreParam(click.ParamType[Path, Any]):
     """A store: a directory path, or `s3://BUCKET/PREFIX` (an `S3Path`, checked here:
     a malformed URL is a usage error)."""
@@ -56,6 +81,10 @@ class StoreParam(click.ParamType[Path, Any]):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
         if isinstance(value, Path):
             return value
+        if value == "":
+            self.fail(
+                "is empty; name a directory (. for this one) or s3://BUCKET/PREFIX", param, ctx
+            )
         from sessionstore.storage.s3_path import s3_root
 
         try:

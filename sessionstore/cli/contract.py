@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from sessionstore.cli.common import command, library_errors, target_options
+from sessionstore.cli.common import PathParam, command, library_errors, target_options
 from sessionstore.store.target import resolve_target
 
 
@@ -14,12 +14,12 @@ from sessionstore.store.target import resolve_target
 @target_options()
 @click.option(
     "--template",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=PathParam(dir_okay=False),
     help="Template file to render instead of the default (variables: docs/harness.md).",
 )
 @click.option(
     "--workspace",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathParam(file_okay=False),
     help="The agent's own directory, mirrored into the session: render every path under it.",
 )
 @library_errors

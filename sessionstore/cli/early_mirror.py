@@ -9,7 +9,7 @@ click then parses as ever: the group's options but `--store`, `--help`, the
 daemon and its timings, `--single-writer`, `--`, bundled short flags, an
 option's value that starts with `-` (unless written `--opt=VALUE`), standard
 input (`-`) as a file, a bucket (`s3:`) as the store or destination, a path
-click's checks would refuse, a completion request. A test compares it with
+click's checks would refuse (an empty one included), a completion request. A test compares it with
 click's parser on generated command lines: wherever it answers, click
 parses the same parameters.
 
@@ -93,6 +93,8 @@ def mirror_params(args: list[str]) -> dict[str, Any] | None:
             params[_MULTIPLE[name]] += (value,)
     if len(positional) != 2 or not _one_local_pass(params, positional[1], store, group_store):
         return None
+    if "" in (positional[1], store, group_store):
+        return None  # an empty DST or store: click's usage error (cli.common.EMPTY_PATH)
     store = store if store is not None else group_store
     src, params["dst"] = _click_path(positional[0], dir_okay=True), positional[1]
     files = [_click_path(f, dir_okay=False) for f in params["secrets_file"]]
@@ -165,7 +167,9 @@ def _local(text: str) -> bool:
 
 def _click_path(value: str, *, dir_okay: bool) -> Path | None:
     """`click.Path(path_type=Path, dir_okay=dir_okay)`'s value for `value`; None where
-    click would refuse it (a directory where a file is asked for, unreadable)."""
+    click would refuse it (a directory where a file is asked for, unreadable, empty)."""
+    if value == "":
+        return None  # `cli.common.PathParam` refuses it
     try:
         mode = os.stat(value).st_mode
     except OSError:

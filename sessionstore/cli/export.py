@@ -8,6 +8,7 @@ import click
 
 from sessionstore._display import escape
 from sessionstore.cli.common import (
+    PathParam,
     command,
     json_option,
     library_errors,
@@ -21,7 +22,7 @@ from sessionstore.store.target import resolve_target
 
 @command()
 @target_options()
-@click.argument("dest", type=click.Path(path_type=Path))
+@click.argument("dest", type=PathParam())
 @click.option("--trial", "n", type=record_number_type, help="The trial to export.")
 @click.option("--best", is_flag=True, help="Export the best trial (see `inspect`).")
 @json_option

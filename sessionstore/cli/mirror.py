@@ -9,18 +9,24 @@ an option added here must be added to `cli.early_mirror` or declined there
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
 
-from sessionstore.cli.common import command, json_option, library_errors, store_option
+from sessionstore.cli.common import (
+    PathParam,
+    command,
+    json_option,
+    library_errors,
+    not_empty,
+    store_option,
+)
 from sessionstore.cli.mirror_run import DEBOUNCE, FULL_EVERY, MAX_WAIT, run
 
 
 @command()
-@click.argument("src", type=click.Path(path_type=Path))
-@click.argument("dst")
+@click.argument("src", type=PathParam())
+@click.argument("dst", callback=not_empty)
 @click.option("--once", is_flag=True, help="Run one pass and exit (default: run as a daemon).")
 @click.option(
     "--secret",
@@ -33,7 +39,7 @@ from sessionstore.cli.mirror_run import DEBOUNCE, FULL_EVERY, MAX_WAIT, run
 @click.option(
     "--secrets-file",
     multiple=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=PathParam(dir_okay=False),
     help="Redact every line (or KEY=VALUE value) of FILE (`-`: standard input).",
 )
 @click.option(

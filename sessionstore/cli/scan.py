@@ -17,6 +17,7 @@ import click
 
 from sessionstore._display import escape
 from sessionstore.cli.common import (
+    PathParam,
     command,
     complete_target,
     counted,
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--secrets-file",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=PathParam(dir_okay=False),
     metavar="F",
     help="Look for every secret of F (its lines, or KEY=VALUE values; `-`: standard input).",
 )

@@ -286,6 +286,41 @@ def test_hostile_values_are_one_line_usage_or_input_errors(tmp_path: Path) -> No
     assert not (tmp_path / "x1" / "report.json").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "where", "problem"),
+    [
+        (["new", "--store", ""], "'--store'", "name a directory (. for this one) or s3://"),
+        (["--store", "", "inspect"], "'--store'", "name a directory (. for this one) or s3://"),
+        (["mirror", "{src}", "", "--once"], "'DST'", "write . for the current directory"),
+        (["mirror", "", "{dst}", "--once"], "'SRC'", "write . for the current directory"),
+        (["mirror", "{src}", "{dst}", "-n", "--store", ""], "'--store'", "name a directory"),
+        (
+            ["mirror", "{src}", "{dst}", "--once", "--secrets-file", ""],
+            "'--secrets-file'",
+            "name a file",
+        ),
+        (["export", "x1", "", "--trial", "1"], "'DEST'", "write . for the current directory"),
+        (["contract", "x1", "--workspace", ""], "'--workspace'", "write . for the current"),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else None,
+)
+def test_an_empty_path_is_a_usage_error_not_the_current_directory(
+    tmp_path: Path, args: list[str], where: str, problem: str
+) -> None:
+    """pathlib reads "" as `.`: `--store "$UNSET"` made a store of the working directory."""
+    Store(tmp_path / "store").create(id="x1", pid=None)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.log").write_bytes(b"a\n")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    argv = [a.format(src=tmp_path / "src", dst=tmp_path / "dst") for a in args]
+    done = run(*argv, env=environ(SESSIONSTORE_HOME=str(tmp_path / "store")), cwd=cwd)
+    assert (done.returncode, done.stdout) == (2, "")
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith(f"Error: Invalid value for {where}: is empty; ") and problem in last
+    assert list(cwd.iterdir()) == [] and not (tmp_path / "dst").exists()
+
+
 def test_export_to_a_missing_parent_names_it(tmp_path: Path) -> None:
     session = Store(tmp_path / "store").create(id="e1", pid=None)
     trial(session, metrics(1.0))
