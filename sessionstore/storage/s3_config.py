@@ -165,7 +165,20 @@ class S3Settings:
             if not env.get(source):
                 source = f"endpoint_url of AWS profile {env.get('AWS_PROFILE') or 'default'!r}"
             check_endpoint(endpoint, source)
+        for empty in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
+            if env.get(empty) == "":  # read as unset here, as an endpoint by the client: panics
+                raise InvalidInput(empty, "is set but empty: unset it, or give http(s)://HOST")
         region = env.get("AWS_REGION") or pick("AWS_DEFAULT_REGION", "region") or DEFAULT_REGION
+        region_from = "AWS_REGION" if env.get("AWS_REGION") else "AWS_DEFAULT_REGION"
+        # Each goes into a request header, where a control character makes the client
+        # panic (a Rust backtrace and a traceback): said here, naming it, never showing it.
+        for value, name in (
+            (region, region_from),
+            (key_id, "AWS_ACCESS_KEY_ID"),
+            (token, "AWS_SESSION_TOKEN"),
+        ):
+            if value and not (value.isascii() and value.isprintable()):
+                raise InvalidInput(name, "holds a control character or one that is not ASCII")
         return cls(endpoint, region, key_id, secret, token)
 
 
@@ -273,23 +286,35 @@ def open_bucket(url: S3Url, settings: S3Settings, *, retries: int = 3) -> S3Stor
     # Explicit settings only: `S3Store` also reads AWS_* variables, but none it would read
     # may change what `S3Settings` decided (an AWS_BUCKET, a conditional-put mode).
     config["conditional_put"] = "etag"
-    return S3Store(
-        url.bucket,
-        config=config,  # type: ignore[arg-type]
-        client_options={
-            "allow_http": True,
-            "connect_timeout": timedelta(seconds=5),
-            "timeout": timedelta(seconds=60),
-        },
-        retry_config={
-            "max_retries": retries,
-            "backoff": {
-                "init_backoff": timedelta(milliseconds=50),
-                "max_backoff": timedelta(seconds=2),
+    from obstore.exceptions import BaseError
+
+    try:
+        return S3Store(
+            url.bucket,
+            config=config,  # type: ignore[arg-type]
+            client_options={
+                "allow_http": True,
+                "connect_timeout": timedelta(seconds=5),
+                "timeout": timedelta(seconds=60),
             },
-            "retry_timeout": timedelta(seconds=30),
-        },
-    )
+            retry_config={
+                "max_retries": retries,
+                "backoff": {
+                    "init_backoff": timedelta(milliseconds=50),
+                    "max_backoff": timedelta(seconds=2),
+                },
+                "retry_timeout": timedelta(seconds=30),
+            },
+        )
+    except BaseError as exc:  # an AWS_* variable the client reads itself holds a bad value
+        problem = f"the AWS_* variables do not configure a client: {_first_line(exc)}"
+        raise StorageError("", settings.scrub(problem)) from None
+
+
+def _first_line(exc: Exception) -> str:
+    """obstore's message without the "Debug source:" block it appends, over lines."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 _CODE = re.compile(r"<Code>([A-Za-z0-9.]{1,64})</Code>")

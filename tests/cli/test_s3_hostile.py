@@ -44,6 +44,39 @@ def test_a_malformed_endpoint_is_one_line_not_a_panic(
     assert "ep-user" not in done.stdout + done.stderr
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "problem"),
+    [
+        # Read as unset here, but as an endpoint by the client, which panicked on it.
+        ("AWS_ENDPOINT_URL", "", "AWS_ENDPOINT_URL: is set but empty"),
+        ("AWS_ENDPOINT_URL_S3", "", "AWS_ENDPOINT_URL_S3: is set but empty"),
+        # Sent in a header: a control character made the client panic.
+        ("AWS_REGION", "us-east-1\x1b", "AWS_REGION: holds a control character"),
+        ("AWS_ACCESS_KEY_ID", "key-id-5e1\x01", "AWS_ACCESS_KEY_ID: holds a control character"),
+        ("AWS_SESSION_TOKEN", "token-5e1\nx", "AWS_SESSION_TOKEN: holds a control character"),
+        # Read by the client alone: its own refusal, in one line.
+        (
+            "AWS_SKIP_SIGNATURE",
+            "maybe",
+            "configure a client: Generic Config error: failed to parse",
+        ),
+        ("AWS_CHECKSUM_ALGORITHM", "bogus", "configure a client: Generic Config error:"),
+    ],
+)
+def test_a_hostile_aws_variable_is_one_line_not_a_panic(
+    moto_s3: S3Server, variable: str, value: str, problem: str, tmp_path: Path
+) -> None:
+    env = moto_s3.env(SESSIONSTORE_HOME="s3://b-x/p")
+    env[variable] = value
+    if variable == "AWS_ENDPOINT_URL_S3":
+        env["AWS_ENDPOINT_URL"] = moto_s3.endpoint  # the empty one is read first
+    done = run("inspect", env=env, cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("Error: ") and problem in done.stderr
+    assert "5e1" not in done.stderr  # a credential's value is never shown
+
+
 @pytest.mark.parametrize("recreate", [False, True])
 def test_a_wait_on_a_session_removed_meanwhile_ends(s3: S3Store, recreate: bool) -> None:
     s3.ok("new", "--id", "abc")
