@@ -51,8 +51,9 @@ control characters escaped as the tables show them (`\\x1b`, `\\n`, `\\t`,
 a command, and one starting with `=`, `+`, `-` or `@`, which a spreadsheet
 would run as a formula (OWASP "CSV injection"), is written with a `'` before
 it; numbers, negative ones included, and text that is exactly a number stay
-as they are. `--json` and `--nl` are always exact. Shell completion (bash, zsh, fish) completes commands, options
-and session ids: see the README's "Shell completion".
+as they are. `--json` and `--nl` are always exact. Shell completion (bash,
+zsh, fish) completes commands, options and session ids: see the README's
+"Shell completion".
 
 `-q/--quiet` and `-v/--verbose` mean the same on every command that has
 them, and cannot be combined (a usage error). Quiet prints errors, warnings
