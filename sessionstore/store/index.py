@@ -28,6 +28,16 @@ less than `SETTLE_NS` old when it is read is not cached (git's "racily
 clean" rule), nor any summary derived from it. Markers over
 `MAX_CACHED_BYTES` are not cached, so an index stays quick to load.
 
+Each line is its JSON document after the CRC-32 of that document's bytes (8
+lowercase hex digits and a space: `index_bytes`), so that accidental damage
+(a flipped bit, a torn or shifted write) makes the line it hits unusable
+rather than believed: a head whose checksum fails is no index (read from the
+markers, rewritten), a markers line whose checksum fails caches nothing. The
+head's checksum is checked when it is loaded, the markers line's only when
+it is parsed, so a listing that takes the summary checks only the head. A
+checksum is no defence against someone rewriting the index consistently:
+whoever can write it can write the markers it describes.
+
 Who writes it: a reader that asks to (`write=True`; `inspect` does), when the
 index was missing, unusable or out of date, atomically (a temp file renamed
 over it) but without fsync: a crash can lose or tear it, and a torn index is
@@ -44,6 +54,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import zlib
 from typing import TYPE_CHECKING, Any
 
 from sessionstore import _json as jsonio
@@ -57,9 +68,10 @@ if TYPE_CHECKING:
     from sessionstore.store.collection import Collection
     from sessionstore.store.session import Session
 
-__all__ = ["INDEX_FORMAT", "MAX_CACHED_BYTES", "SETTLE_NS", "SummaryIndex"]
+__all__ = ["INDEX_FORMAT", "MAX_CACHED_BYTES", "SETTLE_NS", "SummaryIndex", "index_bytes"]
 
-INDEX_FORMAT = 2
+# 3: each line carries the checksum of its document; 2 was two lines of bare JSON.
+INDEX_FORMAT = 3
 # Markers bigger than this are read every time (the bench's markers are ~400 bytes).
 MAX_CACHED_BYTES = 64 * 1024
 # How old a marker's ctime must be when it is read for it to be cached: longer than any
@@ -109,7 +121,8 @@ class SummaryIndex:
 
     def _load(self) -> None:
         """Read the index; what is at its name must be replaced (`_dirty`) when it is
-        not a regular file, too large, or its first line is no index of this format."""
+        not a regular file, too large, or its first line is no index of this format (its
+        checksum, `_checked`, included)."""
         assert self._storage is not None
         try:
             data = self._storage.get(self._key, jsonio.MAX_MARKER_BYTES)
@@ -126,9 +139,10 @@ class SummaryIndex:
         # orjson never writes a raw newline (one in a string is `\n`): the first is the end
         # of the first line. A deep first line fails orjson's own limit: it is never
         # written back, so it needs no depth rule of its own.
-        head, newline, self._markers = data.partition(b"\n")
+        line, newline, self._markers = data.partition(b"\n")
+        head = _checked(line)
         try:
-            value = orjson.loads(head)
+            value = None if head is None else orjson.loads(head)
         except orjson.JSONDecodeError:
             value = None
         if not newline or type(value) is not dict or value.get("format") != INDEX_FORMAT:
@@ -140,7 +154,8 @@ class SummaryIndex:
     def _cached(self) -> dict[str, Any]:
         """The second line's cached markers, parsed when first needed ({} when unusable)."""
         if self._markers is not None:
-            value = _parse_markers(self._markers)
+            markers = _checked(self._markers)
+            value = None if markers is None else _parse_markers(markers)
             self._markers = None
             if type(value) is dict:
                 self._old = value
@@ -291,8 +306,26 @@ class SummaryIndex:
         # 64-bit nanoseconds), permissions, read-only, ENOSPC, a directory in its place,
         # the session removed meanwhile.
         with contextlib.suppress(TypeError, OSError, StorageError):
-            body = orjson.dumps(head) + b"\n" + orjson.dumps(self._new)
+            body = index_bytes(orjson.dumps(head), orjson.dumps(self._new))
             self._storage.put_cache(self._key, body)
+
+
+def index_bytes(head: bytes, markers: bytes) -> bytes:
+    """The index file's bytes for its two lines' JSON documents (`head`, `markers`): each
+    line the document after its checksum (`_prefix`). The one serialiser of the format."""
+    return _prefix(head) + head + b"\n" + _prefix(markers) + markers
+
+
+def _prefix(document: bytes) -> bytes:
+    """What precedes `document` on its line: its CRC-32, 8 lowercase hex digits, a space."""
+    return b"%08x " % zlib.crc32(document)
+
+
+def _checked(line: bytes) -> bytes | None:
+    """The JSON document of one index line, or None when its checksum is not its bytes'."""
+    # Compared as bytes, not parsed: `int()` would also take `+`, `_` and upper case.
+    document = line[9:]
+    return document if line[:9] == _prefix(document) else None
 
 
 def _parse_markers(data: bytes) -> Any:

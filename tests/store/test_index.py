@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -75,11 +76,21 @@ def _indexed(session: Session, write: bool = True) -> dict[str, Any]:
     return SessionView.load(Session.open(session.path), write_index=write).detail()
 
 
+def _documents(data: bytes) -> tuple[bytes, bytes]:
+    """An index's two JSON documents, each checked against the checksum before it on its line
+    (docs/format.md, "Summary index": 8 lowercase hex digits of its CRC-32, a space)."""
+    lines = data.split(b"\n")
+    assert len(lines) == 2
+    for line in lines:
+        assert line[:9] == b"%08x " % zlib.crc32(line[9:]), line[:9]
+    return lines[0][9:], lines[1][9:]
+
+
 def _lines(session: Session) -> tuple[dict[str, Any], dict[str, Any]]:
     """The index's two lines, parsed: the head (format, kept summary) and the markers."""
-    head, body = (session.path / INDEX).read_bytes().split(b"\n")
+    head, body = _documents((session.path / INDEX).read_bytes())
     data = orjson.loads(head)
-    assert data["format"] == 2
+    assert data["format"] == 3
     return data, orjson.loads(body)
 
 
@@ -146,11 +157,11 @@ def _forged(session: Session, data: Any) -> bytes:
 
 
 def _index(head: Any, markers: Any) -> bytes:
-    """An index's bytes: its two lines."""
-    return orjson.dumps(head) + b"\n" + orjson.dumps(markers)
+    """An index's bytes: its two lines, each with its checksum (a forgery, not damage)."""
+    return index_module.index_bytes(orjson.dumps(head), orjson.dumps(markers))
 
 
-_HEAD = {"format": 2}
+_HEAD = {"format": index_module.INDEX_FORMAT}
 _HEAD_BYTES = orjson.dumps(_HEAD)
 
 
@@ -164,10 +175,12 @@ _HEAD_BYTES = orjson.dumps(_HEAD)
         pytest.param(lambda s, b: b.replace(b"\n", b" "), id="one-line"),
         pytest.param(lambda s, b: b.split(b"\n")[1], id="no-head"),
         pytest.param(lambda s, b: b'{"format": 1, "trials": {}}', id="format-1"),
-        pytest.param(lambda s, b: b.replace(b'"format":2', b'"format":3', 1), id="format-3"),
+        pytest.param(lambda s, b: _index({"format": 4}, _lines(s)[1]), id="format-4"),
         pytest.param(lambda s, b: _index(_HEAD, {"trials": [1], "service": 7}), id="wrong-shape"),
         pytest.param(lambda s, b: _index(_HEAD, [1]), id="markers-not-an-object"),
-        pytest.param(lambda s, b: _HEAD_BYTES + b"\n" + b"\x00" * 40, id="markers-zeroed"),
+        pytest.param(
+            lambda s, b: index_module.index_bytes(_HEAD_BYTES, b"\x00" * 40), id="markers-zeroed"
+        ),
         pytest.param(lambda s, b: _forged(s, "not an object"), id="entry-not-an-object"),
         pytest.param(
             lambda s, b: _index(
@@ -180,7 +193,9 @@ _HEAD_BYTES = orjson.dumps(_HEAD)
             id="entries-not-lists",
         ),
         pytest.param(
-            lambda s, b: _HEAD_BYTES + b'\n{"trials": {"1": ' + b"[" * 300 + b"]" * 300 + b"}}",
+            lambda s, b: index_module.index_bytes(
+                _HEAD_BYTES, b'{"trials": {"1": ' + b"[" * 300 + b"]" * 300 + b"}}"
+            ),
             id="nested-too-deeply",
         ),
     ],

@@ -78,7 +78,7 @@ def test_a_kept_summary_is_all_that_is_parsed(tmp_path: Path, settled: None) -> 
     _summary(s)
     head, _ = _lines(s)
     head["summary"]["fields"]["best"]["value"] = 1e9
-    (s.path / INDEX).write_bytes(orjson.dumps(head) + b"\n" + b"\x00" * 64)
+    (s.path / INDEX).write_bytes(index_module.index_bytes(orjson.dumps(head), b"\x00" * 64))
     assert _summary(s, write=False)["best"]["value"] == 1e9
     # The detail view reads the markers line, finds it unusable, and reads the markers.
     assert SessionView.load(Session.open(s.path)).summary() == _truth(s)
