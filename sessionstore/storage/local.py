@@ -71,11 +71,10 @@ class LocalStorage(LocalDirs):
     in `LocalDirs`, behind locks.
 
     `store`: the root holds sessions, which appear whole or not at all
-    (`publish_dir`). A write below an entry of the root that is not there (a
-    session `rm` removed meanwhile) then raises `FileNotFoundError` naming it,
-    instead of making it again as a directory with no manifest, which no
-    `rm` would remove; and a `create` (a marker, the report) makes no
-    directory at all: the record or session it seals must be there.
+    (`publish_dir`). A write below a missing entry of the root (a session
+    `rm` removed meanwhile) then raises `FileNotFoundError` naming it rather
+    than making a directory with no manifest, which no `rm` would remove, and
+    a `create` (a marker, the report) makes no directory: what it seals must be there.
     """
 
     def __init__(

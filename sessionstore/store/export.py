@@ -241,7 +241,6 @@ def _copy(
         why = next((i["reason"] for i in skipped if i["file"] == marker), "is gone")
         raise InvalidInput(f"{source.path / marker}", f"changed during export: {why}")
     file_set = set(files)
-    rewritten: list[dict[str, str]] = []
 
     def rewrite(text: str) -> str:
         return rewrite_references(text, collection, n, file_set, dest)
@@ -251,39 +250,58 @@ def _copy(
         # parent) swapped for a symlink meanwhile redirects nothing.
         tree = StagingTree(staging_fd)
         try:
-            for rel in files:
-                parent, _, name = rel.rpartition("/")
-                try:
-                    if _copy_file(source, record_fd, rel, (tree.dir_fd(parent), name), rewrite):
-                        rewritten.append({"file": rel})
-                except OSError as exc:
-                    if isinstance(exc, SessionStoreError):  # the source's error names it
-                        raise
-                    # The file of DEST it failed on: the fd-relative name alone says too little.
-                    raise OSError(exc.errno, exc.strerror, str(dest / rel)) from None
+            rewritten = _write_files(tree, source, record_fd, files, dest, rewrite)
+            manifest = {
+                "session": session.id,
+                "collection": collection,
+                "n": n,
+                "source": str(source.path),
+                "constraints": constraints,
+                "files": files,
+                "rewritten": rewritten,
+                "skipped": skipped,
+            }
             with _new_file((staging_fd, EXPORT_MANIFEST)) as out:
-                out.write(jsonio.dumps(jsonio.utf8_safe(export_manifest(files))))
+                out.write(jsonio.dumps(jsonio.utf8_safe(manifest)))
             # Every entry below the top (`build_dir` fsyncs the top itself).
             tree.finish()
         finally:
             tree.close()
 
-    def export_manifest(files: list[str]) -> dict[str, Any]:
-        return {
-            "session": session.id,
-            "collection": collection,
-            "n": n,
-            "source": str(source.path),
-            "constraints": constraints,
-            "files": files,
-            "rewritten": rewritten,
-            "skipped": skipped,
-        }
+    _publish(session, source, dest, build)
 
+
+def _write_files(
+    tree: StagingTree,
+    source: Record,
+    record_fd: int | None,
+    files: list[str],
+    dest: Path,
+    rewrite: Callable[[str], str],
+) -> list[dict[str, str]]:
+    """Copy `files` of the record into the staging tree; the files rewritten, listed."""
+    rewritten: list[dict[str, str]] = []
+    for rel in files:
+        parent, _, name = rel.rpartition("/")
+        try:
+            if _copy_file(source, record_fd, rel, (tree.dir_fd(parent), name), rewrite):
+                rewritten.append({"file": rel})
+        except OSError as exc:
+            if isinstance(exc, SessionStoreError):  # the source's error names it
+                raise
+            # The file of DEST it failed on: the fd-relative name alone says too little.
+            raise OSError(exc.errno, exc.strerror, str(dest / rel)) from None
+    return rewritten
+
+
+def _publish(
+    session: Session, source: Record, dest: Path, build: Callable[[int, str], None]
+) -> None:
+    """`build` the export beside `dest` and rename it there, unless `dest` is inside the
+    session (into a sealed record, or a new `trials/<n>` that reads as a completed trial)."""
     parent_fd = fsread.open_dir(dest.parent, follow=True)
     try:
         if not isinstance(source.path, S3Path) and _below(parent_fd, session.path):
-            # Into a sealed record, or a new `trials/<n>` that reads as a completed trial.
             raise InvalidInput(str(dest), "is inside the session it exports from; export elsewhere")
         build_dir(
             parent_fd,

@@ -38,7 +38,6 @@ from sessionstore.errors import (
 )
 from sessionstore.format.names import (
     CONSTRAINTS,
-    FORMAT_VERSION,
     MANIFEST,
     REPORT,
     SERVICE,
@@ -53,6 +52,7 @@ from sessionstore.store.collection import Collection
 from sessionstore.store.created import created_key
 from sessionstore.store.export import export_record
 from sessionstore.store.files import constraints_of, exists, locate, read_object
+from sessionstore.store.manifest import new_constraints, new_manifest
 from sessionstore.store.records import (
     MAX_RECORD_DEPTH,
     Record,
@@ -243,39 +243,6 @@ class Session:
         return render_contract(self, template, workspace)
 
 
-def _manifest(**fields: Any) -> dict[str, Any]:
-    """A new session's manifest (format v1) as JSON data; `InvalidInput` for a bad field."""
-    # Imported on use: pydantic costs start-up time every reader would pay.
-    from pydantic import ValidationError
-
-    from sessionstore.format.models import Manifest
-
-    # A name or label given as bytes that are not UTF-8 (argv decodes them to lone
-    # surrogates) cannot be written as JSON: pydantic would turn a key into U+FFFD
-    # silently, and a value would fail only at the write, as a TypeError.
-    labels = fields.get("labels") or {}
-    texts = [("name", fields.get("name")), *((f"labels.{k}", k) for k in labels)]
-    texts += [(f"labels.{k}", v) for k, v in labels.items()]
-    for where, text in texts:
-        if isinstance(text, str) and not _is_utf8(text):
-            raise InvalidInput("session manifest", f"{where}: {text} is not valid UTF-8")
-    try:
-        return Manifest(format=FORMAT_VERSION, **fields).model_dump(mode="json")
-    except ValidationError as exc:
-        # The first problem, as `field: message`; pydantic's own text ends in a URL.
-        first = exc.errors()[0]
-        where = ".".join(map(str, first["loc"]))
-        raise InvalidInput("session manifest", f"{where}: {first['msg']}") from None
-
-
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _generated_id() -> str:
     import secrets  # here: it loads hashlib and OpenSSL, a tenth of `inspect`'s start-up
 
@@ -339,7 +306,7 @@ class Store:
             # Refuses a running previous session; warns (LineageWarning) about chain gaps.
             check_previous(self, previous_ids)
         writer = os.getpid() if pid == "self" else pid
-        data = _manifest(
+        data = new_manifest(
             id=id or "00000000",
             name=name,
             trials=trials,
@@ -348,13 +315,7 @@ class Store:
             previous=previous_ids,
             labels=dict(labels or {}),
         )
-        constraints_obj = jsonio.to_object(constraints or {}, "constraints")
-        # Written once and never changed: files every reader would read as torn (nested
-        # too deeply, too large) are refused, as `complete` refuses such a marker.
-        from sessionstore.store.lifecycle import refuse_torn  # on use: fcntl, the pid probe
-
-        refuse_torn(constraints_obj, "constraints")
-        refuse_torn(data, "session manifest")
+        constraints_obj = new_constraints(constraints or {}, data)
         for _ in range(_ID_ATTEMPTS if id is None else 1):
             session_id = id or _generated_id()
             data["id"] = session_id

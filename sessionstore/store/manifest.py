@@ -1,0 +1,59 @@
+"""A new session's manifest and constraints, made and checked before anything is written."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sessionstore import _json as jsonio
+from sessionstore.errors import InvalidInput
+from sessionstore.format.names import FORMAT_VERSION
+
+
+def new_manifest(**fields: Any) -> dict[str, Any]:
+    """A new session's manifest (format v1) as JSON data; `InvalidInput` for a bad field."""
+    # Imported on use: pydantic costs start-up time every reader would pay.
+    from pydantic import ValidationError
+
+    from sessionstore.format.models import Manifest
+
+    # A name or label given as bytes that are not UTF-8 (argv decodes them to lone
+    # surrogates) cannot be written as JSON: pydantic would turn a key into U+FFFD
+    # silently, and a value would fail only at the write, as a TypeError.
+    labels = fields.get("labels") or {}
+    texts = [("name", fields.get("name")), *((f"labels.{k}", k) for k in labels)]
+    texts += [(f"labels.{k}", v) for k, v in labels.items()]
+    for where, text in texts:
+        if isinstance(text, str) and not _is_utf8(text):
+            raise InvalidInput("session manifest", f"{where}: {text} is not valid UTF-8")
+    try:
+        return Manifest(format=FORMAT_VERSION, **fields).model_dump(mode="json")
+    except ValidationError as exc:
+        # The first problem, as `field: message`; pydantic's own text ends in a URL.
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise InvalidInput("session manifest", f"{where}: {first['msg']}") from None
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def new_constraints(constraints: Mapping[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
+    """The constraints as JSON data, once they and the `manifest` are known to be readable.
+
+    Both are written once and never changed: files every reader would read as
+    torn (nested too deeply, too large) are refused (`InvalidInput`), as
+    `complete` refuses such a marker.
+    """
+    # On use: fcntl and the pid probe, which a reader of sessions does not need.
+    from sessionstore.store.lifecycle import refuse_torn
+
+    obj = jsonio.to_object(constraints, "constraints")
+    refuse_torn(obj, "constraints")
+    refuse_torn(manifest, "session manifest")
+    return obj
