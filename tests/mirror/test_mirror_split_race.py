@@ -405,7 +405,10 @@ class Race:
         assert len(report["copied"]) == files
         report, stats = self.run("--no-fsync")
         assert stats["forks"] == 1, stats  # the verifier was forked ...
-        assert stats["listed"] < self.dirs * 0.8, (stats, self.dirs)  # ... and vouched
+        # ... and vouched: for some directories the parent did not list. How many is the
+        # machine's timing (the fork's start against the parent's walk: 13% of them in
+        # one CI run, most on a quiet one), a benchmark's business, not this test's.
+        assert stats["listed"] < self.dirs, (stats, self.dirs)
         assert report["unchanged"] == files and report["copied"] == []
         assert len(self.stored_dirs()) >= split.MIN_GROUPS
 
@@ -467,7 +470,7 @@ def test_a_writer_racing_split_passes_never_commits_a_torn_state(tmp_path: Path)
             race.check_race_pass(report)
             assert temps(race.dst) == []  # a whole pass leaves none
             forked += stats["forks"]
-            vouched += stats["forks"] and stats["listed"] < race.dirs * 0.8
+            vouched += stats["forks"] and stats["listed"] < race.dirs  # (`first_passes`)
             copied += len(report["copied"])
             unstable += len(report["unstable"])
     finally:
