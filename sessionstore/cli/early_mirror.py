@@ -9,9 +9,9 @@ click then parses as ever: the group's options but `--store`, `--help`, the
 daemon and its timings, `--single-writer`, `--`, bundled short flags, an
 option's value that starts with `-` (unless written `--opt=VALUE`), standard
 input (`-`) as a file, a bucket (`s3:`) as the store or destination, a path
-click's checks would refuse (an empty one included), a completion request. A test compares it with
-click's parser on generated command lines: wherever it answers, click
-parses the same parameters.
+click's checks would refuse (an empty one included), a completion request.
+A test compares it with click's parser on generated command lines: wherever
+it answers, click parses the same parameters.
 
 `run_early` then runs `cli.mirror_run.run` with them and ends as click
 would: a library error is `Error: MESSAGE` (said by click) and exit 1, Ctrl-C
