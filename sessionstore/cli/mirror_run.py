@@ -27,7 +27,7 @@ from sessionstore.cli.mirror_output import NORMAL, QUIET, VERBOSE, print_summary
 from sessionstore.cli.plain import Usage, emit_json, secrets_file_input
 from sessionstore.errors import InvalidInput, SessionNotFound
 from sessionstore.format.names import is_id
-from sessionstore.store.target import STORE_ENV, resolve_destination, store_root
+from sessionstore.store.target import STORE_ENV, mistyped_id, resolve_destination, store_root
 
 TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
@@ -168,8 +168,7 @@ def _destination(dst: str, store_dir: Path | None, dry_run: bool) -> Path | S3De
         if dst[:3].lower() == "s3:":  # a mistyped URL: never a local directory named `s3:`
             raise Usage(escape(f"{dst}: not an s3://BUCKET/PREFIX/ID URL, nor a directory"), "DST")
         if is_id(dst):  # a mistyped id, as for a local store (`resolve_destination`)
-            hint = f"to mirror into a new directory of that name, write ./{dst}"
-            raise Usage(escape(str(SessionNotFound(dst, store_root(store), hint))), "DST")
+            raise Usage(escape(str(mistyped_id(dst, store_root(store)))), "DST")
         return Path(dst)  # a path, as for a local store
     try:
         return resolve_destination(dst, store_dir)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "STORE_ENV",
     "default_store_root",
+    "mistyped_id",
     "prefix_matches",
     "resolve_destination",
     "resolve_target",
@@ -178,7 +179,13 @@ def resolve_destination(dst: str, store: str | os.PathLike[str] | None = None) -
         match = _unique_prefix(dst, root)
         if match is not None:
             return root / match
-        raise SessionNotFound(
-            dst, root, hint=f"to mirror into a new directory of that name, write ./{dst}"
-        )
+        raise mistyped_id(dst, root)
     return Path(dst)
+
+
+def mistyped_id(dst: str, root: Path) -> SessionNotFound:
+    """The error of a mirror DST that is a valid id naming no session of the store `root`
+    and nothing else: most likely a mistyped id, so a new directory is spelled `./NAME`."""
+    return SessionNotFound(
+        dst, root, hint=f"to mirror into a new directory of that name, write ./{dst}"
+    )
