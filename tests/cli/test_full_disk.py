@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from cli_runner import SESSIONSTORE
 
-# Fills a 64 KiB tmpfs with a session whose trial holds a big file, then runs the
-# commands that write (each as a real process), then gives room and runs them again.
-_IN_NAMESPACE = r"""
+# What every namespace script starts with: the mount point, the `sessionstore` command,
+# a store on the mount, and `run`, which runs a command on that store ([code, out, err]).
+_PROLOGUE = r"""
 import json, os, subprocess, sys
 mnt = sys.argv[1]
 ss = sys.argv[2:]
@@ -24,6 +24,11 @@ store = os.path.join(mnt, "s")
 def run(*args):
     done = subprocess.run([*ss, *args, "--store", store], capture_output=True, text=True)
     return [done.returncode, done.stdout, done.stderr]
+"""
+
+# Fills a 64 KiB tmpfs with a session whose trial holds a big file, then runs the
+# commands that write (each as a real process), then gives room and runs them again.
+_IN_NAMESPACE = r"""
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", mnt], check=True)
 out = {"made": [run("new", "--id", "abc"), run("begin", "abc", "--trial")]}
 with open(os.path.join(store, "abc", "trials", "1", "blob"), "wb") as blob:
@@ -84,13 +89,6 @@ def test_a_full_disk_is_one_line_naming_the_file_and_a_rerun_converges(tmp_path:
 # A store on a tmpfs with a session `abc` (trial 1 begun) and a finished session `old`,
 # then the tmpfs remounted read-only and the commands that write run against it.
 _READ_ONLY = r"""
-import json, os, subprocess, sys
-mnt = sys.argv[1]
-ss = sys.argv[2:]
-store = os.path.join(mnt, "s")
-def run(*args):
-    done = subprocess.run([*ss, *args, "--store", store], capture_output=True, text=True)
-    return [done.returncode, done.stdout, done.stderr]
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt], check=True)
 out = {"made": [run("new", "--id", "abc"), run("begin", "abc", "--trial")]}
 out["made"] += [run("new", "--id", "old"), run("finish", "old")]
@@ -109,7 +107,7 @@ def _in_namespace(tmp_path: Path, script: str) -> dict[str, Any]:
     if probe.returncode != 0:
         pytest.skip("no user and mount namespaces here")
     done = subprocess.run(
-        ["unshare", "-rm", sys.executable, "-c", script, str(mnt), *SESSIONSTORE],
+        ["unshare", "-rm", sys.executable, "-c", _PROLOGUE + script, str(mnt), *SESSIONSTORE],
         capture_output=True,
         text=True,
         timeout=120,
