@@ -27,15 +27,22 @@ def dumps(obj: Any) -> bytes:
 
 
 def dumps_exact(value: Any) -> bytes:
-    """One JSON document for output (indented, a trailing newline): exact, except that a
-    name that is not UTF-8 (a file name's raw bytes, which JSON cannot carry) has its
-    undecodable bytes written `\\xNN` (`utf8_safe`). What `--json` and the viewer's API send,
-    with what a terminal would act on as JSON escapes (`escape_json`)."""
+    """One JSON document for output, indented, with a trailing newline (`dumps_output`).
+    What `--json` and the viewer's API send."""
+    return dumps_output(value, indent=True) + b"\n"
+
+
+def dumps_output(value: Any, *, indent: bool) -> bytes:
+    """`value` as JSON for output: exact, except that a name that is not UTF-8 (a file
+    name's raw bytes, which JSON cannot carry) has its undecodable bytes written `\\xNN`
+    (`utf8_safe`), and what a terminal would act on is written as JSON escapes
+    (`escape_json`). `indent`: two spaces a level, else compact (one line)."""
+    option = orjson.OPT_INDENT_2 if indent else 0
     try:
-        data = orjson.dumps(value, option=orjson.OPT_INDENT_2)
+        data = orjson.dumps(value, option=option)
     except TypeError:
-        data = orjson.dumps(utf8_safe(value), option=orjson.OPT_INDENT_2)
-    return escape_json(data) + b"\n"
+        data = orjson.dumps(utf8_safe(value), option=option)
+    return escape_json(data)
 
 
 # Lone surrogates: os.fsdecode's stand-ins for the bytes of a name that is not UTF-8.

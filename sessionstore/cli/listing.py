@@ -97,18 +97,10 @@ def name_order(manifest: Mapping[str, Any] | None, ident: str) -> tuple[bool, st
 
 
 def _dumps(value: Any, *, indent: bool) -> bytes:
-    """orjson, exact but for a name that is not UTF-8: its undecodable bytes as `\\xNN`;
-    what a terminal would act on written as JSON escapes (`escape_json`)."""
-    from sessionstore._display import escape_json
-    from sessionstore._json import utf8_safe
-    from sessionstore._orjson import orjson  # listings as data only: a table never loads it here
+    # Imported on use: listings as data only, a table never loads orjson here.
+    from sessionstore._json import dumps_output
 
-    option = orjson.OPT_INDENT_2 if indent else 0
-    try:
-        data = orjson.dumps(value, option=option)
-    except TypeError:
-        data = orjson.dumps(utf8_safe(value), option=option)
-    return escape_json(data)
+    return dumps_output(value, indent=indent)
 
 
 def _write_array(rows: Iterable[Mapping[str, Any]]) -> None:
