@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 import time
 
-from sessionstore._display import escape, escape_json
+from sessionstore._display import escape
 
 TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
@@ -126,10 +126,9 @@ class Progress:
     def __call__(self, report: PassReport, kind: str) -> None:
         summary = report.to_dict()
         if self.as_json:
-            from sessionstore._orjson import orjson  # --json only
+            from sessionstore._json import dumps_output  # --json only: orjson
 
-            line = escape_json(orjson.dumps({"pass": kind, **summary}))
-            sys.stdout.buffer.write(line + b"\n")
+            sys.stdout.buffer.write(dumps_output({"pass": kind, **summary}, indent=False) + b"\n")
             sys.stdout.flush()
         elif self.level == VERBOSE:
             write_out("".join(f"{line}\n" for line in items(summary, changes_only=True)))
