@@ -31,7 +31,7 @@ pytestmark = pytest.mark.timeout(180)
 # Run before RUNNER (same process): attacks named in $SPLIT_ATTACK (JSON), and a probe
 # of what the pass leaves behind (live children, open fds) written to attack["probe"].
 PRELUDE = r"""
-import json as _json, os as _os, shutil as _shutil
+import json as _json, os as _os, shutil as _shutil, time as _time
 from sessionstore.mirror import split as _split
 from sessionstore.mirror import mirror as _mirror
 
@@ -86,6 +86,19 @@ if _attack.get("mutate"):  # change the source once the first verdicts are in th
         return found
 
     _split.Verifier._read = _reading
+    _take = _split.Claims.take
+
+    def _patient_take(self, front):
+        # The case needs a verdict: the parent takes its first subdirectory only once
+        # the child has walked one (bounded), whatever the machine's timing. Without
+        # it, a child slow to start got nothing to vouch for and nothing changed.
+        slots = self.slots
+        deadline = _time.monotonic() + 10
+        while front == 0 and slots is not None and slots[2] == 0 and _time.monotonic() < deadline:
+            _time.sleep(0.002)
+        return _take(self, front)
+
+    _split.Claims.take = _patient_take
 if _attack.get("probe"):
     _run_once = _mirror.Mirror.run_once
 
