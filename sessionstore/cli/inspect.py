@@ -45,6 +45,7 @@ SUMMARY_COLUMNS = (
     "constraints_error",
     "previous",
     "manifest_error",
+    "collection_errors",
 )
 
 

@@ -151,7 +151,7 @@ def session_list(
             [
                 escape(row["id"] or PurePosixPath(row["path"]).name),
                 escape(row["name"] or ""),
-                f"{status} {escape(row['progress'])}",
+                f"{status} {escape(row['progress'])}{_not_read(row['collection_errors'])}",
                 best_cell(best),
                 constraints_cell(row["constraints"], row["constraints_error"]),
                 _created(row["created_at"], compact),
@@ -175,6 +175,12 @@ def session_list(
     )
     if starred:
         console.print(_STAR_NOTE, style="dim")
+
+
+def _not_read(errors: dict[str, str]) -> str:
+    """The list's note on collections that could not be listed (their records unread:
+    the progress beside it counts none of them)."""
+    return f" (not read: {', '.join(f'{escape(name)}/' for name in errors)})" if errors else ""
 
 
 def _spark(console: Console, view: SessionView) -> Text | None:
@@ -231,6 +237,9 @@ def session_detail(
         _line(console, Text(f"manifest: {escape(view.manifest_error)}", style="bold red"))
     if view.constraints_error:
         _line(console, Text(f"constraints: {escape(view.constraints_error)}", style="bold red"))
+    for name, problem in view.collection_errors.items():
+        line = f"{name}/: {escape(problem)}; none of its records was read"
+        _line(console, Text(line, style="bold red"))
     _report_lines(console, view.report)
     spark = _spark(console, view)
     if spark is not None:

@@ -60,6 +60,8 @@ class SessionView:
     manifest_error: str | None = None
     # Output-contract verdicts of the trials that declare one: they rank trials too.
     trial_verdicts: dict[int, Verdict] = field(default_factory=dict)
+    # Collections that could not be listed (a symlink, unreadable): name -> why.
+    collection_errors: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(
@@ -112,6 +114,7 @@ class SessionView:
             foreign=foreign,
             manifest_error=_manifest_error(session),
             trial_verdicts=trial_verdicts,
+            collection_errors=collection_errors(session),
         )
 
     @property
@@ -136,6 +139,7 @@ class SessionView:
             self.constraints,
             self.constraints_error,
             self.manifest_error,
+            self.collection_errors,
         )
 
     def _derived(self) -> dict[str, Any]:
@@ -242,8 +246,20 @@ def session_summary(
     else:
         status = session_status(session, session.report())
     return _summary(
-        session, status, fields, constraints, constraints_error, _manifest_error(session)
+        session,
+        status,
+        fields,
+        constraints,
+        constraints_error,
+        _manifest_error(session),
+        collection_errors(session),
     )
+
+
+def collection_errors(session: Session) -> dict[str, str]:
+    """Why a collection of `session` read no records though something is there, by its
+    name (`Collection.problem`, as its last listing found it)."""
+    return {c.name: c.problem for c in (session.trials, session.service) if c.problem}
 
 
 # The keys of `SessionView._derived`: kept fields with other keys are no summary of ours.
@@ -284,6 +300,7 @@ def _summary(
     constraints: dict[str, Any],
     constraints_error: str | None,
     manifest_error: str | None,
+    collection_errors: dict[str, str],
 ) -> dict[str, Any]:
     """`SessionView.summary`, from its parts: one object, its keys in one order."""
     manifest = session.manifest
@@ -303,6 +320,7 @@ def _summary(
         "constraints_error": constraints_error,
         "previous": _manifest_previous(manifest),
         "manifest_error": manifest_error,
+        "collection_errors": collection_errors,
     }
 
 

@@ -5,9 +5,12 @@ record number; anything else is foreign), read by `read_records` (one
 `Storage.get_each` of their markers), and numbers are allocated by
 `Storage.claim`: `mkdir(2)` locally, atomic across processes and NFS
 clients, so numbers are unique and gap-free without a lock.
-A collection that cannot be listed (missing, a symlink, not a directory)
-holds no records: one session's odd collection must not break a listing.
-In an `s3://` store a listing the server fails is that error, never "no records".
+A collection that cannot be listed (missing, a symlink, not a directory,
+unreadable) holds no records: one session's odd collection must not break a
+listing. Unless it is missing, its last listing says why (`problem`), which
+`inspect` shows: a session whose records cannot be read must not look empty
+and healthy. In an `s3://` store a listing the server fails is that error,
+never "no records".
 """
 
 from __future__ import annotations
@@ -54,6 +57,9 @@ class Collection:
         # Where this instance's next begin() tries first, to avoid rescanning a large
         # collection on every record; a stale hint only costs extra claim attempts.
         self._next: int | None = None
+        # Why the last listing read no records though something is there (a symlink, not
+        # a directory, unreadable), else None.
+        self.problem: str | None = None
 
     def listing(self) -> tuple[list[int], list[str]]:
         """The record numbers, in numeric order, and the foreign names, sorted: one listing."""
@@ -61,13 +67,15 @@ class Collection:
         foreign: list[str] = []
         try:
             listed = list(self.storage.list(self.key))
-        except StorageError:
+        except StorageError as exc:
             # A bucket has no symlinks or files in a collection's place: its listing
             # fails only when the server does (a 5xx, a refusal), which says nothing
             # about the records; read as none, a session would look empty and healthy.
             if not isinstance(self.storage, LocalStorage):
                 raise
+            self.problem = exc.problem
             return numbers, foreign
+        self.problem = None
         for item in listed:
             n = record_number(item.name)
             if n is not None and item.is_prefix:

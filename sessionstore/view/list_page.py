@@ -129,11 +129,19 @@ def _row(view: SessionView) -> str:
         f'<tr><td><a class="mono" href="/s/{url_name(view.session.key)}">{text(sid)}</a></td>'
         f"<td>{text(view.name or '')}</td>"
         f'<td class="{view.status}">{view.status}</td>'
-        f"<td>{text(view.progress)}</td>"
+        f"<td>{text(view.progress)}{_not_read(view)}</td>"
         f'<td class="num">{text(best)}</td>'
         f"<td>{text((view.created_at or '')[:19].replace('T', ' '))}</td>"
         f"<td>{labels_html((view.session.manifest or {}).get('labels'))}</td></tr>"
     )
+
+
+def _not_read(view: SessionView) -> str:
+    """The collections that could not be listed (the progress counts none of their records)."""
+    if not view.collection_errors:
+        return ""
+    names = ", ".join(f"{name}/" for name in view.collection_errors)
+    return f' <span class="bad">(not read: {text(names)})</span>'
 
 
 def _pager(query: ListQuery, total: int) -> str:

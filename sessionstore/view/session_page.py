@@ -85,10 +85,12 @@ def header(view: SessionView, lineage: list[dict[str, Any]], links: Links) -> st
         ("objective", f"<code>{text(view.objective.path)}</code>, {view.objective.direction}"),
         ("best", best_html(view, links)),
     ]
-    for label, problem in (
-        ("manifest", view.manifest_error),
-        ("constraints", view.constraints_error),
-    ):
+    problems = [("manifest", view.manifest_error), ("constraints", view.constraints_error)]
+    problems += [
+        (f"{name}/", f"{problem}; none of its records was read")
+        for name, problem in view.collection_errors.items()
+    ]
+    for label, problem in problems:
         if problem:
             rows.append((label, f'<span class="bad">{text(problem)}</span>'))
     report = _report_html(view.report)
