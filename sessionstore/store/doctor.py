@@ -182,6 +182,9 @@ def _collection_records(collection: Collection) -> list[Problem]:
     found: list[Problem] = []
     where = collection.path
     records, foreign = collection.scan()
+    if collection.problem is not None:  # a directory not listed (no read permission)
+        detail = _strip(collection.problem, "unreadable")
+        found.append(Problem(where, "unreadable", f"{detail}; none of its records was read"))
     for record in records:
         if record.state is RecordState.TORN:
             marker = record.path / collection.marker

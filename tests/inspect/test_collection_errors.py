@@ -122,6 +122,12 @@ def test_an_unreadable_collection_is_named(tmp_path: Path) -> None:
         assert isinstance(errors, dict)
         assert list(errors) == ["trials"]
         assert "Permission denied" in errors["trials"]
+        doctor = run_cli("doctor", "s1", "--store", str(store.root))
+        assert doctor.returncode == 1
+        assert (
+            f"{trials}: unreadable: Permission denied; none of its records was read"
+            in doctor.stdout
+        )
     finally:
         trials.chmod(0o755)
     assert _list_row(store)["collection_errors"] == {}
