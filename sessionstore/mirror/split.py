@@ -39,15 +39,12 @@ runs twice.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
-import signal
-import sys
-import threading
 import time
 from collections.abc import Collection, Iterable, Iterator
 
+from sessionstore._fork import detach, drain, may_fork, reap, single_threaded, write_all
 from sessionstore.mirror import vouch
 from sessionstore.mirror.claims import Claims
 from sessionstore.mirror.vouch import WHOLE, ancestors
@@ -72,40 +69,12 @@ _MAX_DESCENT = 8
 # result; waiting for a stopped child would cost the pass.
 STALL = 2.0
 _POLL_MS = 100
-_PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def allowed(run: Pass) -> bool:
     """Whether this pass may fork a verifier at all."""
     m, cache = run.m, run.cache
-    return (
-        hasattr(os, "fork")
-        and m.remote is None
-        and not m.dry_run
-        and cache is not None
-        and cache.trusted
-        and signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL
-        and _cores() > 1
-    )
-
-
-def _single_threaded() -> bool:
-    """No thread but this one, native ones included; asked at the fork itself.
-
-    The fsync pool starts with a pass's first durable commit, so before the walk is
-    too early to ask. A fork beside another thread can inherit a lock it holds.
-    """
-    try:
-        return len(os.listdir("/proc/self/task")) == 1
-    except OSError:  # no /proc: the threads Python knows of
-        return threading.active_count() == 1
-
-
-def _cores() -> int:
-    """The CPUs this process may run on (a second process on one CPU only adds a fork)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    return m.remote is None and not m.dry_run and cache is not None and cache.trusted and may_fork()
 
 
 def plan(stored: Collection[str], min_groups: int) -> str | None:
@@ -153,7 +122,7 @@ def start(run: Pass, frame: Frame, subdirs: list[Child]) -> Iterator[Child]:
     child's verdicts arrive, the iterator adopts what it vouched for and yields
     the rest of its subdirectories for the parent to walk.
     """
-    if len(subdirs) < 2 or not _single_threaded():
+    if len(subdirs) < 2 or not single_threaded():
         return iter(subdirs)
     under = _below(run.stored, frame.rel)
     rels = [under.get(child[1], []) for child in subdirs]
@@ -184,9 +153,9 @@ class Verifier:
             status = 1
             try:
                 os.close(read)
-                _detach(parent)
+                detach(parent)
                 for verdict in vouch.vouch_for(run, frame, items, rels, self.claims):
-                    _write_all(write, _line(verdict))
+                    write_all(write, _line(verdict))
                 status = 0
             finally:
                 os._exit(status)
@@ -252,7 +221,7 @@ class Verifier:
         `block`, a child that stalls (`STALL`) is killed after what it sent is read."""
         assert self.read is not None
         chunks = [self.buffer]
-        ended = _drain(self.read, chunks)
+        ended = drain(self.read, chunks)
         stalled = block and not ended and not self._wait(chunks)
         *lines, self.buffer = b"".join(chunks).split(b"\n")
         if ended:
@@ -272,7 +241,7 @@ class Verifier:
         walked, since = self.claims.walked(), time.monotonic()
         while True:
             if poller.poll(_POLL_MS):
-                if _drain(self.read, chunks):
+                if drain(self.read, chunks):
                     return True
                 since = time.monotonic()
             elif (now := self.claims.walked()) != walked:
@@ -300,34 +269,18 @@ class Verifier:
         """Wait for the child's end (its status decides nothing: each verdict is whole)."""
         pid, self.pid = self.pid, None
         if pid is not None:
-            with contextlib.suppress(ChildProcessError):  # SIGCHLD ignored since: reaped
-                os.waitpid(pid, 0)
+            reap(pid, kill=False)
 
     def close(self) -> None:
         """Stop and reap the child if it still runs (it has nothing left the parent needs,
         or the parent stopped after an exception); safe twice."""
-        if self.pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-            self.reap()
+        pid, self.pid = self.pid, None
+        if pid is not None:
+            reap(pid, kill=True)
         if self.read is not None:
             os.close(self.read)
             self.read = None
         self.claims.close()
-
-
-def _detach(parent: int) -> None:
-    """In the child, on Linux: die with the parent.
-
-    A caller that kills the mirror and then waits for the end of its output (the
-    child holds the same streams) must not wait for the child's walk.
-    """
-    if sys.platform == "linux":
-        import ctypes  # only the child pays for it
-
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:  # it died before the prctl
-            os._exit(1)
 
 
 def _top(rel: str, tops: Collection[str]) -> str | None:
@@ -356,24 +309,8 @@ def adopt(run: Pass, frame: Frame, drel: str) -> bool:
     return True
 
 
-def _drain(fd: int, chunks: list[bytes]) -> bool:
-    """Read what the non-blocking pipe `fd` holds into `chunks`; whether it has ended."""
-    try:
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-    except BlockingIOError:
-        return False
-    return True
-
-
 def _line(verdict: list[Any]) -> bytes:
     """A verdict (`vouch.vouch_for`'s `[i, [[j, n], ...]]`) as a line of the pipe,
     `i j:n j:n`: integers only, so neither side needs a JSON library."""
     i, vouched = verdict
     return b" ".join([b"%d" % i, *(b"%d:%d" % (j, n) for j, n in vouched)]) + b"\n"
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]

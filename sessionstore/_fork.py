@@ -1,0 +1,89 @@
+"""A second process for read-only work: when a fork is safe, and the child's plumbing.
+
+Two callers fork a child that reads while the parent reads too, on the second
+CPU: the mirror's verifier (`mirror.split`) and the store listing's second
+reader (`store.halves`). Both fork only where `may_fork` and, at the fork
+itself, `single_threaded` hold; the child sends its results up a pipe
+(`write_all`), which the parent reads without blocking (`drain`), and dies
+with its parent (`detach`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+
+__all__ = ["detach", "drain", "may_fork", "reap", "single_threaded", "write_all"]
+
+_PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def may_fork() -> bool:
+    """Whether a fork can pay and disturbs nobody: more than one CPU to run on (a second
+    process on one CPU only adds a fork), and SIGCHLD at its default (else a handler of
+    the caller's hears of a child it never made)."""
+    return (
+        hasattr(os, "fork") and signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL and _cores() > 1
+    )
+
+
+def _cores() -> int:
+    """The CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def single_threaded() -> bool:
+    """No thread but this one, native ones included; to be asked at the fork itself.
+
+    A fork beside another thread can inherit a lock it holds (and threads start
+    late: the mirror's fsync pool with a pass's first durable commit).
+    """
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:  # no /proc: the threads Python knows of
+        return threading.active_count() == 1
+
+
+def detach(parent: int) -> None:
+    """In the child, on Linux: die with the parent.
+
+    A caller that kills the parent and then waits for the end of its output (the
+    child holds the same streams, unless it closed them) must not wait for the child.
+    """
+    if sys.platform == "linux":
+        import ctypes  # only the child pays for it
+
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # it died before the prctl
+            os._exit(1)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def drain(fd: int, chunks: list[bytes]) -> bool:
+    """Read what the non-blocking pipe `fd` holds into `chunks`; whether it has ended."""
+    try:
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def reap(pid: int, *, kill: bool) -> None:
+    """Wait for child `pid`'s end, killing it first with `kill` (its status decides
+    nothing: each result it sent was whole)."""
+    if kill:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):  # SIGCHLD ignored since: reaped
+        os.waitpid(pid, 0)
