@@ -56,6 +56,7 @@ def session_rows(
         lambda row: row["status"],
         lambda row: row["best"],
         goal,
+        json=True,
     )
 
 
@@ -67,14 +68,17 @@ def _listed(
     status: Callable[[T], str],
     best: Callable[[T], dict[str, Any] | None],
     goal: Objective,
+    *,
+    json: bool = False,
 ) -> Iterator[T]:
     """What `load` makes of each chosen session, chosen and ordered by `listing`; `status`
-    and `best` (its `Best.to_dict()`) say what `--status` and `--sort best` look at."""
+    and `best` (its `Best.to_dict()`) say what `--status` and `--sort best` look at;
+    `json`: `load` makes JSON values (`store.remote.each`)."""
     from sessionstore.store.remote import each, read_ahead
 
-    def read(session: Session) -> tuple[Session, T]:
+    def read(session: Session) -> T:
         with read_ahead(session):
-            return session, load(session)
+            return load(session)
 
     if listing.sort == "name":
         chosen.sort(key=lambda s: name_order(s.manifest, s.path.name))
@@ -82,7 +86,7 @@ def _listed(
     # stream for a while, and it must not show as an empty running session.
     items: Iterable[T] = (
         item
-        for session, item in each(store.storage, read, chosen)
+        for session, item in zip(chosen, each(store.storage, read, chosen, json=json), strict=True)
         if listing.wants(status(item)) and _still_there(session)
     )
     if listing.sort == "best":

@@ -38,11 +38,18 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def each(storage: Storage, func: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
-    """`func` of each item, in order, as it is asked for (a listing streams): in this
-    thread for a local store, on a few threads for an object store (`func` must be
+def each(
+    storage: Storage, func: Callable[[T], R], items: Sequence[T], *, json: bool = False
+) -> Iterator[R]:
+    """`func` of each item, in order, as it is asked for (a listing streams): for a local
+    store in this process, or with `json` (`func` makes JSON values) in two where that
+    pays (`store.halves`); on a few threads for an object store (`func` must be
     thread-safe: a read of one session is)."""
     if isinstance(storage, LocalStorage) or len(items) < 2:
+        if json:
+            from sessionstore.store.halves import halves
+
+            return halves(func, items)
         return map(func, items)
     return _pooled(func, items)
 
