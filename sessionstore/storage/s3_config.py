@@ -8,7 +8,8 @@ or `AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
 naming a profile of the shared files (`AWS_SHARED_CREDENTIALS_FILE`, else
 `~/.aws/credentials`; `AWS_CONFIG_FILE`, else `~/.aws/config`). A variable
 wins over a file, as in the AWS CLI. An `http://` endpoint is allowed as it
-is (a local server needs no switch).
+is (a local server needs no switch). What obstore reads of the environment
+beyond these is `s3_env`'s.
 
 Every failure the client reports becomes one `StorageError` line naming the
 endpoint, the bucket and the key, with the S3 error code when the server
@@ -30,10 +31,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sessionstore.errors import InvalidInput, StorageError, Unavailable
 from sessionstore.storage.base import check_key
+from sessionstore.storage.s3_env import (
+    ENDPOINTS,
+    TOKENS,
+    check_credential_endpoints,
+    check_endpoint,
+    check_region,
+    pinned,
+)
 from sessionstore.storage.s3_path import S3Path
 
 if TYPE_CHECKING:
@@ -156,18 +165,11 @@ class S3Settings:
 
         key_id = pick("AWS_ACCESS_KEY_ID", "aws_access_key_id")
         secret = pick("AWS_SECRET_ACCESS_KEY", "aws_secret_access_key")
-        token = pick("AWS_SESSION_TOKEN", "aws_session_token")
-        if env.get("AWS_ACCESS_KEY_ID") and not env.get("AWS_SESSION_TOKEN"):
+        token_from = next((name for name in TOKENS if env.get(name)), "AWS_SESSION_TOKEN")
+        token = env.get(token_from) or profile.get("aws_session_token") or None
+        if env.get("AWS_ACCESS_KEY_ID") and not env.get(token_from):
             token = None  # a token of the profile belongs to the profile's keys, not these
-        endpoint = env.get("AWS_ENDPOINT_URL_S3") or pick("AWS_ENDPOINT_URL", "endpoint_url")
-        if endpoint:
-            source = "AWS_ENDPOINT_URL_S3" if env.get("AWS_ENDPOINT_URL_S3") else "AWS_ENDPOINT_URL"
-            if not env.get(source):
-                source = f"endpoint_url of AWS profile {env.get('AWS_PROFILE') or 'default'!r}"
-            check_endpoint(endpoint, source)
-        for empty in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
-            if env.get(empty) == "":  # read as unset here, as an endpoint by the client: panics
-                raise InvalidInput(empty, "is set but empty: unset it, or give http(s)://HOST")
+        endpoint = _endpoint(env, profile)
         region = env.get("AWS_REGION") or pick("AWS_DEFAULT_REGION", "region") or DEFAULT_REGION
         region_from = "AWS_REGION" if env.get("AWS_REGION") else "AWS_DEFAULT_REGION"
         # Each goes into a request header, where a control character makes the client
@@ -175,67 +177,30 @@ class S3Settings:
         for value, name in (
             (region, region_from),
             (key_id, "AWS_ACCESS_KEY_ID"),
-            (token, "AWS_SESSION_TOKEN"),
+            (token, token_from),
         ):
             if value and not (value.isascii() and value.isprintable()):
                 raise InvalidInput(name, "holds a control character or one that is not ASCII")
+        if endpoint is None:
+            check_region(region, region_from)  # in the host name of AWS's endpoint
+        if not (key_id and secret):
+            check_credential_endpoints(env)  # the client asks a credential provider
         return cls(endpoint, region, key_id, secret, token)
 
 
-# A host as the client's URI parser takes it (a name or IPv4 address, or an IPv6 in brackets)
-# and the path of RFC 3986's characters (others, such as '<', make it panic too).
-_AUTHORITY = re.compile(r"([A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]*)?")
-_PATH = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
-
-
-def check_endpoint(endpoint: str, source: str) -> None:
-    """`InvalidInput` naming `source` (where the endpoint was set) unless `endpoint` is an
-    `http(s)://HOST[:PORT][/PATH]` URL the client can send to.
-
-    The client does not refuse a malformed endpoint: it panics on the first
-    request (a Rust backtrace and a traceback instead of a line), so it is
-    checked here, before any client is made. The value is never shown: a
-    malformed one may hold a credential that `S3Settings.where` cannot find.
-    """
-    problem = _endpoint_problem(endpoint)
-    if problem is not None:
-        raise InvalidInput(source, f"the endpoint {problem}")
-
-
-def _endpoint_problem(endpoint: str) -> str | None:
-    import urllib.parse  # here: a local store imports this module, never these
-
-    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in endpoint):
-        return "holds a space or a control character"
-    if not endpoint.isascii():
-        return "holds a character that is not ASCII"
-    try:
-        parts = urllib.parse.urlsplit(endpoint)
-        parts.port  # noqa: B018 (urllib checks the port when it is read)
-    except ValueError as exc:
-        return "has no valid host" if "IPv6" in str(exc) else "has a port not from 0 to 65535"
-    if parts.scheme.lower() not in ("http", "https"):
-        return "must start with http:// or https://"
-    authority = _AUTHORITY.fullmatch(parts.netloc.rpartition("@")[2])
-    if authority is None or not _valid_ip6(authority.group(1)):
-        return "has no valid host (http://HOST[:PORT])"
-    if parts.query or parts.fragment:
-        return "must not have a query or a fragment"
-    if not _PATH.fullmatch(parts.path):
-        return "has a path with a character a URL must not hold unescaped"
-    return None
-
-
-def _valid_ip6(host: str) -> bool:
-    import ipaddress
-
-    if not host.startswith("["):
-        return True
-    try:
-        ipaddress.IPv6Address(host[1:-1])
-    except ValueError:
-        return False
-    return True
+def _endpoint(env: Mapping[str, str], profile: Mapping[str, str]) -> str | None:
+    """The endpoint of the variables or the profile, checked (`check_endpoint`), naming
+    where it was set; None: AWS's own."""
+    for empty in ENDPOINTS:
+        if env.get(empty) == "":  # read as unset here, as an endpoint by the client: panics
+            check_endpoint("", empty)
+    named = [(env.get(n), n) for n in ENDPOINTS[:2]]
+    where = f"endpoint_url of AWS profile {env.get('AWS_PROFILE') or 'default'!r}"
+    named += [(profile.get("endpoint_url"), where), (env.get(ENDPOINTS[2]), ENDPOINTS[2])]
+    endpoint, source = next(((value, n) for value, n in named if value), (None, ""))
+    if endpoint is not None:
+        check_endpoint(endpoint, source)
+    return endpoint
 
 
 def _profile(env: Mapping[str, str]) -> dict[str, str]:
@@ -274,18 +239,16 @@ def open_bucket(url: S3Url, settings: S3Settings, *, retries: int = 3) -> S3Stor
     prefix). `retries` 0 is for conditional writes, whose retries the caller decides."""
     from obstore.store import S3Store
 
-    config: dict[str, Any] = {"region": settings.region}
     if settings.endpoint:
         check_endpoint(settings.endpoint, "endpoint")  # settings made without `from_env`
-        config["endpoint"] = settings.endpoint
+    config = {"region": settings.region, **pinned(settings.endpoint or None, settings.region)}
     if settings.access_key_id and settings.secret_access_key:
         config["access_key_id"] = settings.access_key_id
         config["secret_access_key"] = settings.secret_access_key
         if settings.session_token:
             config["session_token"] = settings.session_token
     # Explicit settings only: `S3Store` also reads AWS_* variables, but none it would read
-    # may change what `S3Settings` decided (an AWS_BUCKET, a conditional-put mode).
-    config["conditional_put"] = "etag"
+    # may change what `S3Settings` decided (`s3_env`).
     from obstore.exceptions import BaseError
 
     try:
