@@ -125,6 +125,19 @@ def parse_s3_url(text: str) -> S3Url:
     return S3Url(bucket, prefix)
 
 
+# A credential this short (a local server's "test", say) is also a piece of ordinary
+# words: masked everywhere, it turned `bucket 'x' does not exist` into `buck***...`.
+SHORT_CREDENTIAL = 8
+
+
+def _alone(secret: str) -> re.Pattern[str]:
+    """`secret` where it stands alone, as a word or a key's component: next to no letter,
+    digit or `+=_.~-`, so `t` is found in `runs/t/x` and `key t here`, never in
+    `bucket 't1' does not exist`."""
+    around = r"A-Za-z0-9+=_.~-"
+    return re.compile(rf"(?<![{around}]){re.escape(secret)}(?![{around}])")
+
+
 @dataclass(frozen=True)
 class S3Settings:
     """Where and as whom to connect; credential fields never appear in `repr`."""
@@ -145,12 +158,15 @@ class S3Settings:
 
     def scrub(self, text: str) -> str:
         """`text` with every credential value in it (the endpoint's user info too)
-        replaced by `***`."""
+        replaced by `***`; one under `SHORT_CREDENTIAL` characters only where it stands
+        alone (`_alone`)."""
         if self.endpoint and self.endpoint != self.where:
             text = text.replace(self.endpoint, self.where)
         for secret in (self.secret_access_key, self.session_token, self.access_key_id):
-            if secret:
+            if secret and len(secret) >= SHORT_CREDENTIAL:
                 text = text.replace(secret, "***")
+            elif secret:
+                text = _alone(secret).sub("***", text)
         return text
 
     @classmethod

@@ -10,6 +10,8 @@ import pytest
 from cli_runner import run
 from s3_servers import S3Server
 
+from sessionstore.storage.s3_config import S3Settings
+
 NO_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
 
@@ -74,3 +76,14 @@ def test_no_variable_sends_to_another_bucket(moto_s3: S3Server, variable: str) -
     assert done.returncode == 0, done.stderr
     assert moto_s3.keys(other) == []
     assert moto_s3.keys(bucket) == [f"{other}/abc/constraints.json", f"{other}/abc/session.json"]
+
+
+def test_a_short_credential_is_masked_only_where_it_stands_alone(moto_s3: S3Server) -> None:
+    # Masked everywhere, a key id `e` turned this line into `buck*** 'nosuch-buck***'...`.
+    env = moto_s3.env(
+        AWS_ACCESS_KEY_ID="e", AWS_SECRET_ACCESS_KEY="t", SESSIONSTORE_HOME="s3://no-such-t/e"
+    )
+    done = run("inspect", env=env)
+    assert done.stderr == f"Error: bucket 'no-such-t' does not exist at {moto_s3.endpoint}\n"
+    settings = S3Settings(moto_s3.endpoint, "us-east-1", "e", "t")
+    assert settings.scrub("e/t/t.json: key t, 'e' test") == "***/***/t.json: key ***, '***' test"
