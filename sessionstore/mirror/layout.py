@@ -83,9 +83,19 @@ def safe_name(redactor: Redactor) -> Callable[[str], str]:
 
 def redact_message(redactor: Redactor, text: str) -> str:
     """`text`, a message that may name a path the user gave (the destination root, the
-    source), without its secrets; a fixed line where the redactor refuses it."""
+    source), without its secrets; a fixed line where the redactor refuses it.
+
+    A short secret (`allow_short`) is redacted where it is a whole name, so here
+    where it is a whole word of the message too (`source ./a: does not exist`):
+    the message as one name would hide it only if it were the whole message.
+    """
+    import re  # here: a pass that reports no error never imports it
+
+    # A word: between spaces, '/', quotes and the punctuation around a name in a message.
+    words = re.compile(r"[^\s/'\":,()]+")
     try:
-        redacted: str = redactor.redact_name(text)
+        redacted: str = redactor.redact_name(text)  # first: a secret may hold a space
+        redacted = words.sub(lambda word: redactor.redact_name(word[0]), redacted)
     except RedactionUnsafe:
         return "(a message the redactor cannot redact safely)"
     return redacted

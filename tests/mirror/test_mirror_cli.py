@@ -213,3 +213,10 @@ def test_a_secret_in_src_or_dst_as_typed_is_never_printed(
     assert result.returncode == code, result.stderr
     assert SECRET not in result.stdout + result.stderr
     assert said.format(tmp=tmp_path) in result.stdout + result.stderr
+
+
+def test_a_short_secret_that_is_a_name_in_an_error_is_redacted(tmp_path: Path) -> None:
+    # The message was redacted as one name, which a short secret never is: `source ab`.
+    result = run("mirror", "./ab", "./out", "--once", "--secret", "ab", "--allow-short-secrets",
+                 cwd=tmp_path)  # fmt: skip
+    assert (result.returncode, result.stderr) == (1, "Error: source REDACTED: does not exist\n")
