@@ -215,6 +215,41 @@ def test_a_secret_in_src_or_dst_as_typed_is_never_printed(
     assert said.format(tmp=tmp_path) in result.stdout + result.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        # An unquoted secret with a space: click listed its end as extra arguments.
+        (["--secret", "ghp_Super", "SecretToken0123456789"], "Got 1 unexpected extra argument"),
+        (["--secret", SECRET, SECRET], "Got 1 unexpected extra argument"),
+        # A value click quotes back, which is a secret given by value, variable or file.
+        (["--secret", SECRET, "--debounce", SECRET], "'--debounce': 'REDACTED' is not"),
+        (["--secret-env", "MIRROR_TOKEN", "--max-wait", SECRET], "'--max-wait': 'REDACTED'"),
+        (["--secrets-file", "secrets.env", "--full-every", SECRET], "'--full-every': 'REDACTED'"),
+        (["--secret=ab", "--allow-short-secrets", "--debounce", "ab"], "'REDACTED' is not"),
+    ],
+)
+@pytest.mark.parametrize("once", [True, False])
+def test_a_usage_error_never_quotes_a_secret_of_the_command_line(
+    tmp_path: Path, args: list[str], said: str, once: bool
+) -> None:
+    (tmp_path / "ws").mkdir()
+    write(tmp_path / "secrets.env", f"TOKEN={SECRET}\n".encode())
+    env = {**os.environ, "MIRROR_TOKEN": SECRET}
+    command = ["mirror", "ws", "out", *(["--once"] if once else []), *args]
+    result = run(*command, cwd=tmp_path, env=env, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "SecretToken" not in result.stdout + result.stderr
+    assert "'ab'" not in result.stderr
+    assert said in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_extra_argument_is_still_shown_when_no_secret_is_given(tmp_path: Path) -> None:
+    result = run("mirror", "ws", "out", "--once", "extra", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Got unexpected extra argument (extra)" in result.stderr
+
+
 def test_a_short_secret_that_is_a_name_in_an_error_is_redacted(tmp_path: Path) -> None:
     # The message was redacted as one name, which a short secret never is: `source ab`.
     result = run("mirror", "./ab", "./out", "--once", "--secret", "ab", "--allow-short-secrets",
