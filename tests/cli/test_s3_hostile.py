@@ -29,6 +29,10 @@ def s3(moto_s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Store:
         ("http://:80", "host"),
         ("127.0.0.1:9000", "http:// or https://"),
         ("ftp://ep-user:ep-pass-5e1@127.0.0.1/", "http:// or https://"),
+        # An empty query or fragment: the client sent to the server's top, and a store
+        # holding sessions had none, a new id was "already" taken.
+        ("http://127.0.0.1:9000?", "query"),
+        ("http://127.0.0.1:9000/#", "fragment"),
     ],
 )
 @pytest.mark.parametrize("command", [["inspect"], ["new"], ["mirror", ".", "s3://b-x/p/s", "-n"]])
