@@ -201,6 +201,9 @@ class S3Settings:
             check_region(region, region_from)  # in the host name of AWS's endpoint
         if not (key_id and secret):
             check_credential_endpoints(env)  # the client asks a credential provider
+        elif token is None and (empty := next((n for n in TOKENS if env.get(n) == ""), None)):
+            # Read as unset here and by the AWS CLI, but sent by the client as the token.
+            raise InvalidInput(empty, "is set but empty (the client would send it): unset it")
         return cls(endpoint, region, key_id, secret, token)
 
 

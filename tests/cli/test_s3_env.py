@@ -24,6 +24,9 @@ NO_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
         ("AWS_ENDPOINT", "", (), "is set but empty"),
         # obstore's alias of AWS_SESSION_TOKEN, in a header.
         ("AWS_TOKEN", "token-5e1\x01", (), "holds a control character"),
+        # Unset for the AWS CLI, an empty token header for the client.
+        ("AWS_SESSION_TOKEN", "", (), "is set but empty"),
+        ("AWS_TOKEN", "", (), "is set but empty"),
         # In the host name of AWS's endpoint when none is set.
         ("AWS_REGION", "us east", ("AWS_ENDPOINT_URL",), "letters, digits and '-'"),
         ("AWS_REGION", "127.0.0.1:99999", ("AWS_ENDPOINT_URL",), "letters, digits and '-'"),
