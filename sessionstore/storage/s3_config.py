@@ -33,6 +33,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sessionstore._fs.read import read_named
 from sessionstore.errors import InvalidInput, StorageError, Unavailable
 from sessionstore.storage.base import check_key
 from sessionstore.storage.s3_env import (
@@ -59,6 +60,8 @@ __all__ = [
 
 SCHEME = "s3://"
 DEFAULT_REGION = "us-east-1"
+# An AWS config or credentials file holds a few lines a profile: one past this is not one.
+AWS_FILE_MAX = 4 << 20
 
 # S3's rules for a bucket name (general purpose buckets): 3-63 characters of lowercase
 # letters, digits, '.' and '-', starting and ending with a letter or digit.
@@ -227,8 +230,11 @@ def _profile(env: Mapping[str, str]) -> dict[str, str]:
 
     The credentials file's section is `[NAME]`, the config file's
     `[profile NAME]` (`[default]` for the default); credentials win. A file
-    that is missing or does not parse gives nothing (as for the AWS CLI
-    without a profile); a profile named but found nowhere is an error.
+    that is missing, cannot be read or does not parse gives nothing (as for
+    the AWS CLI without a profile), and so does one that is not a regular
+    file or is larger than `AWS_FILE_MAX` (`read_named`: a FIFO is never waited
+    on, `/dev/zero` never read without end); a profile named but found nowhere
+    is an error.
     """
     name = env.get("AWS_PROFILE") or "default"
     home = Path(env.get("HOME") or Path.home())
@@ -241,8 +247,11 @@ def _profile(env: Mapping[str, str]) -> dict[str, str]:
     for path, section in files:
         parser = configparser.ConfigParser(interpolation=None)
         try:
-            parser.read(path, encoding="utf-8")
-        except (configparser.Error, OSError, UnicodeDecodeError):
+            data = read_named(str(path), AWS_FILE_MAX)
+            if data is None:
+                continue
+            parser.read_string(data.decode(), source=str(path))
+        except (configparser.Error, InvalidInput, UnicodeDecodeError):
             continue
         for candidate in (section, name) if name == "default" else (section,):
             if parser.has_section(candidate):

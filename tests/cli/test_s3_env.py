@@ -4,6 +4,7 @@ and a malformed one is one line naming it, never a panic."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,25 @@ def test_a_short_credential_is_masked_only_where_it_stands_alone(moto_s3: S3Serv
     assert done.stderr == f"Error: bucket 'no-such-t' does not exist at {moto_s3.endpoint}\n"
     settings = S3Settings(moto_s3.endpoint, "us-east-1", "e", "t")
     assert settings.scrub("e/t/t.json: key t, 'e' test") == "***/***/t.json: key ***, '***' test"
+
+
+def test_an_aws_file_that_is_a_fifo_or_endless_is_never_waited_on(
+    moto_s3: S3Server, tmp_path: Path
+) -> None:
+    # The profile's files were read by configparser: a FIFO with no writer blocked
+    # every command for good, and /dev/zero was read until memory ran out.
+    os.mkfifo(tmp_path / "config")
+    bucket = moto_s3.new_bucket()
+    env = moto_s3.env(
+        SESSIONSTORE_HOME=f"s3://{bucket}/runs",
+        AWS_CONFIG_FILE=str(tmp_path / "config"),
+        AWS_SHARED_CREDENTIALS_FILE="/dev/zero",
+    )
+    done = run("new", "--id", "abc", env=env, timeout=30)
+    assert done.returncode == 0, done.stderr
+    env["AWS_PROFILE"] = "team"
+    done = run("inspect", env=env, timeout=30)
+    assert (done.returncode, done.stderr) == (
+        1,
+        "Error: AWS_PROFILE: profile 'team' is in neither AWS file\n",
+    )
