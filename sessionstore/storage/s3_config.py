@@ -275,6 +275,9 @@ def open_bucket(url: S3Url, settings: S3Settings, *, retries: int = 3) -> S3Stor
         config["secret_access_key"] = settings.secret_access_key
         if settings.session_token:
             config["session_token"] = settings.session_token
+        elif stray := next((name for name in TOKENS if name in os.environ), None):
+            # Settings made without `from_env`: the client would sign with it beside them.
+            raise InvalidInput(stray, "is set, but the store's keys have no token: unset it")
     # Explicit settings only: `S3Store` also reads AWS_* variables, but none it would read
     # may change what `S3Settings` decided (`s3_env`).
     from obstore.exceptions import BaseError

@@ -164,6 +164,17 @@ def test_a_missing_bucket_is_one_clear_error(moto_s3: S3Server) -> None:
         store.probe_conditional()
 
 
+@pytest.mark.parametrize("variable", ["AWS_SESSION_TOKEN", "AWS_TOKEN"])
+def test_a_token_of_the_environment_never_joins_explicit_keys(
+    moto_s3: S3Server, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    # obstore reads it itself: explicit settings without a token were sent with this one.
+    monkeypatch.setenv(variable, "token-of-another-identity")
+    settings = S3Settings(moto_s3.endpoint, "us-east-1", moto_s3.access_key, moto_s3.secret_key)
+    with pytest.raises(InvalidInput, match=f"^{variable}: is set, but the store's keys have no"):
+        S3Storage(S3Url(moto_s3.new_bucket(), "p"), settings)
+
+
 def test_bad_credentials_never_reach_the_message(weed_s3: S3Server) -> None:
     bucket = weed_s3.new_bucket()
     settings = S3Settings.from_env(weed_s3.env(AWS_SECRET_ACCESS_KEY="wrong-secret-value"))
