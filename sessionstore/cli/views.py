@@ -79,8 +79,8 @@ def best_cell(best: dict[str, Any] | None) -> str:
 
 
 def constraints_cell(constraints: dict[str, Any], error: str | None = None) -> str:
-    if error:
-        return "torn constraints.json"
+    if error:  # torn, or not read at all (a symlink, no permission): the detail says which
+        return "unreadable constraints.json"
     return ", ".join(f"{escape(k)}={scalar(v)}" for k, v in constraints.items())
 
 

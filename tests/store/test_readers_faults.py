@@ -93,7 +93,11 @@ def test_a_fifo_manifest_constraints_or_report_is_reported_not_waited_on(tmp_pat
     assert listed["good"]["status"] == "running"
     one = detail(store, str(bad.path))
     assert one["report"]["state"] == "torn" and one["report"]["error"] == f"report.json: {FIFO}"
-    assert_tables_render(store, str(bad.path))
+    shown = assert_tables_render(store, str(bad.path))
+    assert f"constraints: constraints.json: {FIFO}" in shown
+    # Not read is not torn: the list's cell says only that it could not be read.
+    table = run_cli("inspect", "--store", str(store.root)).stdout
+    assert "unreadable constraints.json" in table and "torn" not in table
 
 
 def test_a_fifo_verification_marker_is_torn(tmp_path: Path) -> None:
