@@ -246,8 +246,8 @@ class S3Storage:
         meta = self._call(key, obstore.head, self._store, self.url.key(key))
         if meta is None:
             return None
-        if meta["size"] == 0:
-            return 0, b""
+        if meta["size"] == 0 or length == 0:  # no range to ask for (`length` 0: the size)
+            return meta["size"], b""
         start, end = max(0, meta["size"] - length), meta["size"]
         data = self._call(
             key, obstore.get_range, self._store, self.url.key(key), start=start, end=end

@@ -178,6 +178,13 @@ def tail(storage: Storage, key: str, length: int) -> tuple[int, bytes] | None:
     return None
 
 
+def file_size(storage: Storage, key: str) -> int | None:
+    """The size of the file `key`, none of its bytes read (a stat, a HEAD); None if
+    unreadable (refused as `tail` refuses, or removed)."""
+    found = tail(storage, key, 0)
+    return None if found is None else found[0]
+
+
 @dataclass
 class Stream:
     """A file read in chunks: its size (None: an object store does not say until the end),

@@ -15,7 +15,15 @@ from sessionstore.format.names import MARKERS, TRIALS
 from sessionstore.harness.verdict import output_verdict
 from sessionstore.storage.base import Storage
 from sessionstore.store.session import Record, Session
-from sessionstore.view.files import Content, is_listed, list_files, read_file, record_key, tail
+from sessionstore.view.files import (
+    Content,
+    file_size,
+    is_listed,
+    list_files,
+    read_file,
+    record_key,
+    tail,
+)
 from sessionstore.view.html import text, url_name
 from sessionstore.view.render import (
     CONFIG_SUFFIXES,
@@ -29,7 +37,7 @@ from sessionstore.view.render import (
     too_large_to_diff,
 )
 
-# Files whose contents one page shows; the rest are listed with their sizes.
+# Files whose contents one page shows; the rest are listed with their sizes, never read.
 MAX_RENDERED = 200
 
 
@@ -60,6 +68,15 @@ def _size(content: Content) -> str:
     return f'<span data-v="{content.size}">{content.size}</span>'
 
 
+def _row(ref: RecordRef, i: int, path: str, content: Content, label: str, link: str) -> str:
+    """One file's row of the files table: name, size, kind, raw link."""
+    return (
+        f'<tr><td><a class="mono" href="#f{i}">{text(path)}</a></td>'
+        f'<td class="num">{_size(content)}</td><td>{label}</td>'
+        f'<td><a href="{text(ref.file_url(path))}">{link}</a></td></tr>'
+    )
+
+
 def _large(storage: Storage, key: str, path: str, content: Content) -> tuple[Content, str]:
     """A file past the read limit: its size and, for a log, its tail (never read whole)."""
     found = tail(storage, key, SHOW_LIMIT + 1)
@@ -72,28 +89,35 @@ def _large(storage: Storage, key: str, path: str, content: Content) -> tuple[Con
     return sized, render(path, data, size)
 
 
+def _unread(storage: Storage, key: str) -> Content:
+    """A file past the first `MAX_RENDERED` shown: its size alone, its bytes never read
+    (a page of a thousand 16 MiB files read them all just to label them)."""
+    found = file_size(storage, key)
+    return Content(None, found, "unreadable or removed; not read" if found is None else None)
+
+
 def _files(ref: RecordRef) -> str:
-    """The files table, then each text file's contents (binary ones: download only)."""
+    """The files table, then each text file's contents (binary ones: download only).
+
+    Past `MAX_RENDERED` files shown, the rest are listed by size, not read."""
     storage = ref.session.storage
     listing = list_files(storage, ref.key)
     rows: list[str] = []
     sections: list[str] = []
     for i, path in enumerate(listing.files):
         key = f"{ref.key}/{path}"
+        if len(sections) >= MAX_RENDERED:
+            rows.append(_row(ref, i, path, _unread(storage, key), "not shown", "raw"))
+            continue
         content = read_file(storage, key)
         data, shown = content.data, ""
-        if content.large and len(sections) < MAX_RENDERED:
+        if content.large:
             content, shown = _large(storage, key, path, content)
         binary = data is not None and is_binary(data)
         label = "binary" if binary else ("text" if data is not None else "")
         label = "large" if content.large and content.size is not None else label
-        rows.append(
-            f'<tr><td><a class="mono" href="#f{i}">{text(path)}</a></td>'
-            f'<td class="num">{_size(content)}</td><td>{label}</td>'
-            f'<td><a href="{text(ref.file_url(path))}">'
-            f"{'download' if binary else 'raw'}</a></td></tr>"
-        )
-        if len(sections) >= MAX_RENDERED or (data is None and not shown):
+        rows.append(_row(ref, i, path, content, label, "download" if binary else "raw"))
+        if data is None and not shown:
             continue
         if data is not None:
             shown = binary_note(len(data)) if binary else render(path, data)

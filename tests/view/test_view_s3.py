@@ -15,6 +15,7 @@ from view_helpers import Viewer, sibling, soup, viewer
 
 from sessionstore import Store
 from sessionstore.view.files import READ_LIMIT
+from sessionstore.view.record_page import MAX_RENDERED
 
 # Past the read limit: tailed by a ranged GET, served by a streamed one.
 HUGE_LOG = b"".join(b"step %08d\n" % i for i in range(READ_LIMIT // 14 + 10)) + b"PASS\n"
@@ -87,3 +88,23 @@ def test_a_key_with_a_dot_component_is_listed_as_skipped_not_a_500(
         "..: is not a name a file can have ('.' or '..'); not read",
     ]
     assert {"run.log", "task.yml", "trial.json"} <= {a.get_text() for a in doc.select("a.mono")}
+
+
+def test_files_past_the_shown_ones_are_sized_by_a_head(
+    s3_viewer: tuple[Viewer, str], moto_s3: S3Server
+) -> None:
+    # Past `MAX_RENDERED` a file is sized, not read: by a HEAD alone (a zero-length ranged
+    # GET after it, which obstore refuses, listed every such file as unreadable).
+    site, url = s3_viewer
+    bucket, prefix = url.removeprefix("s3://").split("/", 1)
+    client = moto_s3.client()
+    for n in range(MAX_RENDERED):
+        key = f"{prefix}/ab12cd34/trials/2/f{n:03d}.txt"
+        client.put_object(Bucket=bucket, Key=key, Body=b"x\n")
+    client.put_object(Bucket=bucket, Key=f"{prefix}/ab12cd34/trials/2/zz.bin", Body=b"\0" * 5)
+    status, _, page = site.get("/s/ab12cd34/trials/2")
+    assert status == 200, page
+    row = next(
+        r for r in soup(page).select("table.files tr") if r.td and r.td.get_text() == "zz.bin"
+    )
+    assert [td.get_text() for td in row.find_all("td")] == ["zz.bin", "5", "not shown", "raw"]

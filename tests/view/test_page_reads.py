@@ -1,0 +1,71 @@
+"""What a record page reads: bytes counted off the server's own /proc/PID/io, never timed."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from bs4 import Tag
+from inspect_helpers import trial
+from view_helpers import Viewer, soup, viewer
+
+from sessionstore.store.session import Store
+from sessionstore.view.files import READ_LIMIT
+from sessionstore.view.record_page import MAX_RENDERED
+
+PAST = 6  # files past the shown ones, each READ_LIMIT bytes: read whole, were they read
+
+
+@pytest.fixture
+def crowded(tmp_path: Path) -> Iterator[Viewer]:
+    store = Store(tmp_path / "store")
+    session = store.create(id="crowd001", pid=None)
+    shown: dict[str, str | bytes] = {
+        f"a{n:03d}.txt": f"file {n}\n" for n in range(MAX_RENDERED - 1)
+    }
+    trial(session, {"failed": False}, shown)  # with trial.json: MAX_RENDERED files shown
+    record = session.trials.get(1).path
+    for n in range(PAST):
+        with open(record / f"z{n}.bin", "wb") as f:
+            f.truncate(READ_LIMIT)  # sparse: costs no disk, but a read of it is counted
+    os.mkfifo(record / "zz.pipe")  # past the limit too: listed, never opened for reading
+    with viewer(store.root) as running:
+        yield running
+
+
+def _read_bytes(pid: int) -> int:
+    """Bytes the process has read by `read(2)` and its kin (`rchar`), sockets included."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name == "rchar":
+            return int(value)
+    raise AssertionError("no rchar in /proc/PID/io")
+
+
+def test_files_past_the_shown_ones_are_listed_by_size_never_read(crowded: Viewer) -> None:
+    # Every file was read (up to 16 MiB) to label it text or binary, even those whose
+    # contents the page does not show: a thousand 16 MiB files took 92 s a view.
+    assert crowded.get("/s/crowd001/trials/1")[0] == 200  # warm: imports, first listing
+    before = _read_bytes(crowded.proc.pid)
+    status, _, body = crowded.get("/s/crowd001/trials/1")
+    read = _read_bytes(crowded.proc.pid) - before
+    assert status == 200
+    assert read < READ_LIMIT, f"the page read {read} bytes"
+    doc = soup(body)
+    assert len(doc.select("h3")) == MAX_RENDERED
+    rows = {}
+    for row in doc.select("table.files tbody tr"):
+        cells = row.find_all("td")
+        assert isinstance(cells[3].a, Tag)
+        rows[cells[0].get_text()] = (cells[1].get_text(), cells[2].get_text(), cells[3].a["href"])
+    assert rows["a000.txt"] == ("7", "text", "/s/crowd001/trials/1/files/a000.txt")
+    for n in range(PAST):
+        name = f"z{n}.bin"
+        assert rows[name] == (str(READ_LIMIT), "not shown", f"/s/crowd001/trials/1/files/{name}")
+    size, kind, _ = rows["zz.pipe"]
+    assert (size, kind) == ("unreadable or removed; not read", "not shown")
+    # The raw link still serves the file whole.
+    status, headers, raw = crowded.get("/s/crowd001/trials/1/files/z0.bin")
+    assert (status, headers["Content-Length"], len(raw)) == (200, str(READ_LIMIT), READ_LIMIT)
