@@ -3,8 +3,9 @@
 The mirror's S3 tests point `AWS_ENDPOINT_URL` at it to count the requests
 a pass really sends (retries included: they are counted where they arrive),
 to hold multipart part uploads for a while (so a test can kill a mirror
-while its upload is certainly in flight), to refuse chosen PUTs and to fail
-chosen requests with a status (a 500, a 403). It binds
+while its upload is certainly in flight), to refuse chosen PUTs, to fail
+chosen requests with a status (a 500, a 403) and to cut chosen GETs' bodies
+short (a connection lost mid-download). It binds
 127.0.0.1 and a free port, forwards every request unchanged (the Host header
 too: the signature covers it) and is stopped by the test that started it.
 """
@@ -36,6 +37,9 @@ class Proxy:
         self.refuse = ""  # PUTs whose path holds this are answered 403 AccessDenied
         # Requests whose path holds `fail[0]` are answered with the HTTP status `fail[1]`.
         self.fail: tuple[str, int] | None = None
+        # GETs whose path holds `cut[0]` send the first `cut[1]` bytes of their body (with
+        # the whole body's Content-Length), then the connection is closed.
+        self.cut: tuple[str, int] | None = None
         self.lock = threading.Lock()
         self.endpoint = ""
 
@@ -99,7 +103,11 @@ def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
                 size = answer.getheader("Content-Length") if self.command == "HEAD" else None
                 self.send_header("Content-Length", size or str(len(data)))
                 self.end_headers()
-                if self.command != "HEAD":
+                cut = proxy.cut
+                if cut is not None and self.command == "GET" and cut[0] in self.path:
+                    self.wfile.write(data[: cut[1]])
+                    self.close_connection = True
+                elif self.command != "HEAD":
                     self.wfile.write(data)
             finally:
                 conn.close()

@@ -46,11 +46,11 @@ def scan_objects(
         totals.files += 1
         key = f"{prefix}/{rel}" if prefix else rel
         try:
-            chunks = storage.chunks(key)
-            if chunks is None:  # removed since the listing: it was not there
+            found = storage.chunks(key)
+            if found is None:  # removed since the listing: it was not there
                 totals.files -= 1
                 continue
-            for hit in scanner.scan_chunks(chunks):
+            for hit in scanner.scan_chunks(found[1]):
                 totals.findings += 1
                 yield Finding(path, hit.offset, "content", hit.kind, hit.source)
         except StorageError as exc:

@@ -223,9 +223,9 @@ class S3Storage:
         held = self._threads().map(lambda name: self.modified(join(name, leaf)) is not None, names)
         return sorted(name for name, there in zip(names, held, strict=True) if there)
 
-    def chunks(self, key: str) -> Iterator[bytes] | None:
-        """The bytes at `key` as a stream of chunks (a large object is never held whole);
-        None if absent."""
+    def chunks(self, key: str) -> tuple[int, Iterator[bytes]] | None:
+        """The size of the object `key` and its bytes as a stream of chunks (a large
+        object is never held whole), both of one GET; None if absent."""
         check_key(key)
         result = self._call(key, obstore.get, self._store, self.url.key(key))
         if result is None:
@@ -238,7 +238,8 @@ class S3Storage:
             except Exception as exc:
                 raise self._error(exc, key) from None
 
-        return stream()
+        start, end = result.range  # the whole object's: its size
+        return end - start, stream()
 
     def tail(self, key: str, length: int) -> tuple[int, bytes] | None:
         """The size of the object `key` and its last `length` bytes (at most); None if absent."""

@@ -119,10 +119,10 @@ def _remote_chunks(record: Record, rel: str) -> Iterator[bytes]:
 
     assert isinstance(record.path, S3Path)
     storage, key = storage_at(record.path, 3)
-    chunks = storage.chunks(f"{key}/{rel}")
-    if chunks is None:
+    found = storage.chunks(f"{key}/{rel}")
+    if found is None:
         raise InvalidInput(f"{record.path / rel}", "changed during export: is gone")
-    return chunks
+    return found[1]
 
 
 def _regular_files(record: Record, record_fd: int | None) -> tuple[list[str], list[dict[str, str]]]:

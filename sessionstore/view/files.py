@@ -138,7 +138,7 @@ class _Ranged(Protocol):
 
     def tail(self, key: str, length: int) -> tuple[int, bytes] | None: ...
 
-    def chunks(self, key: str) -> Iterator[bytes] | None: ...
+    def chunks(self, key: str) -> tuple[int, Iterator[bytes]] | None: ...
 
 
 def _open_local(storage: LocalStorage, key: str) -> tuple[int, int] | None:
@@ -187,20 +187,35 @@ def file_size(storage: Storage, key: str) -> int | None:
 
 @dataclass
 class Stream:
-    """A file read in chunks: its size (None: an object store does not say until the end),
-    its first chunk (to sniff), the rest, and `close` (call it whether or not read)."""
+    """A file read in chunks: its size (what is sent as `Content-Length`), its first chunk
+    (to sniff), the rest, and `close` (call it whether or not read)."""
 
-    size: int | None
+    size: int
     first: bytes
     rest: Iterator[bytes]
     close: Callable[[], None]
+
+
+def _exactly(key: str, size: int, sent: int, rest: Iterator[bytes]) -> Iterator[bytes]:
+    """`rest` (after `sent` bytes), raising `StorageError` rather than end short of `size`
+    or go past it: the file changed size while it was sent, and the server then cuts the
+    connection, so a client told `size` bytes never takes a torn body for the whole."""
+    for chunk in rest:
+        sent += len(chunk)
+        if sent > size:
+            break
+        yield chunk
+    if sent != size:
+        raise StorageError(key, f"changed size while it was sent ({size} bytes at the start)")
 
 
 def stream(storage: Storage, key: str) -> Stream | None:
     """The file `key` as chunks of at most 1 MiB, never held whole; None if unreadable.
 
     Locally the size is the one at opening: what is appended meanwhile is not
-    sent, so the length announced is the length sent.
+    sent, so the length announced is the length sent. An object store's is
+    the one its GET answered. A file that ends short of it (truncated, or a
+    connection to the object store lost) raises while it is sent.
     """
     if isinstance(storage, LocalStorage):
         opened = _open_local(storage, key)
@@ -218,13 +233,16 @@ def stream(storage: Storage, key: str) -> Stream | None:
         except OSError:
             os.close(fd)
             return None
-        return Stream(size, first, chunks(len(first)), lambda: os.close(fd))
+        rest = _exactly(key, size, len(first), chunks(len(first)))
+        return Stream(size, first, rest, lambda: os.close(fd))
     if isinstance(storage, _Ranged):
         try:
             found = storage.chunks(key)
-            first = b"" if found is None else next(found, b"")
+            if found is None:
+                return None
+            size, body = found
+            first = next(body, b"")
         except OSError:  # `StorageError` too: refused, or failed before the first byte
             return None
-        if found is not None:
-            return Stream(None, first, found, lambda: None)
+        return Stream(size, first, _exactly(key, size, len(first), body), lambda: None)
     return None

@@ -328,7 +328,7 @@ class Handler(BaseHTTPRequestHandler):
                 "X-Frame-Options": "DENY",
                 "Referrer-Policy": "no-referrer",
                 "Cache-Control": "no-store",
-                **({} if size is None else {"Content-Length": str(size)}),
+                "Content-Length": str(size),
                 **extra,
             }
             for name, value in headers.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from sessionstore.store.session import Store
 from sessionstore.view.files import READ_LIMIT
 from sessionstore.view.record_page import MAX_RENDERED
 
+BIG = 64 << 20
 PAST = 6  # files past the shown ones, each READ_LIMIT bytes: read whole, were they read
 
 
@@ -69,3 +71,30 @@ def test_files_past_the_shown_ones_are_listed_by_size_never_read(crowded: Viewer
     # The raw link still serves the file whole.
     status, headers, raw = crowded.get("/s/crowd001/trials/1/files/z0.bin")
     assert (status, headers["Content-Length"], len(raw)) == (200, str(READ_LIMIT), READ_LIMIT)
+
+
+def test_a_file_cut_short_while_sent_is_a_short_body_and_one_log_line(tmp_path: Path) -> None:
+    # The length announced is the size at opening: a file truncated while it is sent ends
+    # the body short of it, so the client knows it is torn, and the server says why.
+    store = Store(tmp_path / "store")
+    trial(store.create(id="trunc001", pid=None), {"failed": False}, {"a.txt": "a\n"})
+    big = store.open("trunc001").trials.get(1).path / "big.bin"
+    with open(big, "wb") as f:
+        f.truncate(BIG)  # sparse: more than loopback's socket buffers hold
+    with viewer(store.root) as view, socket.create_connection(("127.0.0.1", view.port)) as sock:
+        sock.settimeout(30)
+        sock.sendall(b"GET /s/trunc001/trials/1/files/big.bin HTTP/1.0\r\n\r\n")
+        answer = sock.recv(4096)
+        for _ in range(100):  # the status line and headers; the body waits in the buffers
+            if b"\r\n\r\n" in answer:
+                break
+            answer += sock.recv(4096)
+        os.truncate(big, READ_LIMIT)
+        got = len(answer.partition(b"\r\n\r\n")[2])
+        while chunk := sock.recv(1 << 20):
+            got += len(chunk)
+        log = (tmp_path / "view.log").read_text()
+    assert f"\r\nContent-Length: {BIG}\r\n".encode() in answer
+    assert got < BIG
+    assert "trunc001/trials/1/big.bin: changed size while it was sent" in log, log
+    assert "Traceback" not in log

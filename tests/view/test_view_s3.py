@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from cli_runner import run
 from inspect_helpers import metrics, trial
+from s3_proxy import counting_proxy
 from s3_servers import S3Server
 from view_helpers import Viewer, sibling, soup, viewer
 
@@ -108,3 +109,35 @@ def test_files_past_the_shown_ones_are_sized_by_a_head(
         r for r in soup(page).select("table.files tr") if r.td and r.td.get_text() == "zz.bin"
     )
     assert [td.get_text() for td in row.find_all("td")] == ["zz.bin", "5", "not shown", "raw"]
+
+
+def _headers(answer: bytes) -> dict[str, str]:
+    lines = answer.partition(b"\r\n\r\n")[0].decode("latin-1").split("\r\n")[1:]
+    return dict(line.split(": ", 1) for line in lines)
+
+
+def test_a_download_cut_short_by_the_bucket_is_never_claimed_whole(
+    moto_s3: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A raw file streamed from S3 was sent without Content-Length: when the bucket's
+    # connection broke mid-body, the viewer closed its own and the client took the
+    # first megabytes for the whole file.
+    url = f"s3://{moto_s3.new_bucket()}/runs"
+    for name, value in moto_s3.env().items():
+        if name.startswith("AWS_"):
+            monkeypatch.setenv(name, value)
+    trial(Store(url).create(id="cut00001", pid=None), metrics(1.0), {"huge.log": HUGE_LOG})
+    with counting_proxy(moto_s3.endpoint) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        with viewer(url, log_dir=tmp_path) as site:
+            whole = site.raw("HEAD /s/cut00001/trials/1/files/huge.log HTTP/1.0")
+            assert _headers(whole)["Content-Length"] == str(len(HUGE_LOG))
+            proxy.cut = ("huge.log", 3 << 20)
+            answer = site.raw("GET /s/cut00001/trials/1/files/huge.log HTTP/1.0")
+    assert answer.startswith(b"HTTP/1.0 200 ")
+    assert _headers(answer)["Content-Length"] == str(len(HUGE_LOG))
+    body = answer.partition(b"\r\n\r\n")[2]
+    assert len(body) < len(HUGE_LOG) and HUGE_LOG.startswith(body)  # short: the client knows
+    log = (tmp_path / "view.log").read_text()
+    assert "error: Unavailable: cut00001/trials/1/huge.log: " in log, log
+    assert "Traceback" not in log
