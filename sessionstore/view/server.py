@@ -37,7 +37,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, unquote_to_bytes, urlsplit
+from urllib.parse import parse_qs, unquote_to_bytes, urlsplit
 
 from sessionstore._display import escape
 from sessionstore._json import dumps_exact
@@ -85,9 +85,11 @@ def is_loopback_host(header: str, own: str = "localhost") -> bool:
     """Whether a `Host` header names loopback: `localhost`, a name below `.localhost`
     (RFC 6761), a loopback address, or `own` (how `--host` spelled the loopback address
     bound: `127.1`, a host name), with or without a port."""
-    name = urlsplit(f"//{header}").hostname or ""
-    own = own.lower()
-    return name in ("localhost", own) or name.endswith(".localhost") or is_loopback(name)
+    try:
+        name = urlsplit(f"//{header}").hostname or ""
+    except ValueError:  # `[`, `[::1`: no name at all (it was an error outside any answer)
+        return False
+    return name in ("localhost", own.lower()) or name.endswith(".localhost") or is_loopback(name)
 
 
 def segments(target: str) -> tuple[list[str], dict[str, list[str]]]:
@@ -211,8 +213,7 @@ class Site:
         # Past `READ_LIMIT` the first chunk decides: the whole file is never read at once.
         if not (is_binary(body) if isinstance(body, bytes) else is_binary(body.first, head=True)):
             return 200, "text/plain; charset=utf-8", FILE_CSP, body, {}
-        name = parts[-1].encode("utf-8", "surrogateescape")
-        disposition = f"attachment; filename*=UTF-8''{quote(name, safe='')}"
+        disposition = f"attachment; filename*=UTF-8''{url_name(parts[-1])}"
         return 200, "application/octet-stream", FILE_CSP, body, {"Content-Disposition": disposition}
 
 

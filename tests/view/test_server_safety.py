@@ -207,7 +207,8 @@ def _answer(view: Viewer, request: bytes) -> tuple[bytes, dict[str, str], bytes]
 
 
 @pytest.mark.parametrize(
-    "host", ["evil.example.com", "evil.example.com:80", "127.0.0.1.evil.example", "[::2]:1"]
+    "host",
+    ["evil.example.com", "evil.example.com:80", "127.0.0.1.evil.example", "[::2]:1", "[", "[::1"],
 )
 def test_a_foreign_host_header_is_refused(site: tuple[Viewer, Path], host: str) -> None:
     # DNS rebinding: a page of evil.example.com whose name now resolves to 127.0.0.1
