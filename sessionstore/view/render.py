@@ -225,6 +225,11 @@ def too_large_to_diff() -> str:
     )
 
 
+def binary_diff() -> str:
+    """What a configuration diff shows for a file that is binary on either side."""
+    return '<p class="dim">binary; not diffed here: compare the raw files</p>'
+
+
 def binary_note(size: int) -> str:
     """What a binary file shows instead of its contents."""
     return f'<p class="dim">binary file, {text(size)} bytes: download only</p>'

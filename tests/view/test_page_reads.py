@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from bs4 import Tag
 from inspect_helpers import trial
-from view_helpers import Viewer, soup, viewer
+from view_helpers import Viewer, sibling, soup, viewer
 
 from sessionstore.store.session import Store
 from sessionstore.view.files import READ_LIMIT
 from sessionstore.view.record_page import MAX_RENDERED
+from sessionstore.view.render import DIFF_LIMIT
 
 BIG = 64 << 20
 PAST = 6  # files past the shown ones, each READ_LIMIT bytes: read whole, were they read
@@ -98,3 +99,36 @@ def test_a_file_cut_short_while_sent_is_a_short_body_and_one_log_line(tmp_path: 
     assert got < BIG
     assert "trunc001/trials/1/big.bin: changed size while it was sent" in log, log
     assert "Traceback" not in log
+
+
+def test_a_config_diff_compares_at_most_the_shown_count_one_pair_at_a_time(
+    tmp_path: Path,
+) -> None:
+    # Every config file of both records was read and held, then diffed, however many:
+    # two records of 4,000 sparse 64 KiB configs took 2 GiB and over five minutes.
+    store = Store(tmp_path / "store")
+    session = store.create(id="diffs001", pid=None)
+    for n in (1, 2):
+        files: dict[str, str | bytes] = {f"a{i:03d}.yml": f"k: {i}\n" for i in range(MAX_RENDERED)}
+        files["a000.yml"] = f"k: {n}\n"  # differs: diffed
+        files["a001.yml"] = b"\0bin %d" % n  # differs, binary: not diffed, never shown
+        trial(session, {"failed": False}, files)
+        record = session.trials.get(n).path
+        for i in range(PAST * 100):  # past the compared ones: never read
+            with open(record / f"z{i:04d}.json", "wb") as f:
+                f.truncate(DIFF_LIMIT)
+    with viewer(store.root) as view:
+        assert view.get("/s/diffs001/trials/2")[0] == 200  # warm, and sizes the z files
+        before = _read_bytes(view.proc.pid)
+        status, _, body = view.get("/s/diffs001/trials/2?against=1")
+        read = _read_bytes(view.proc.pid) - before
+    assert status == 200
+    assert read < READ_LIMIT, f"the page read {read} bytes"
+    doc = soup(body)
+    heads = [h.get_text() for h in doc.select("h3")]
+    assert heads[:2] == ["a000.yml", "a001.yml"]  # the diffs, then the files' sections
+    diff = doc.select_one("h3 + pre.diff")
+    assert diff is not None and [s.get_text() for s in diff.select(".d-add")] == ["+k: 2"]
+    assert "binary; not diffed" in sibling(doc.select("h3")[1], "p").get_text()
+    notes = [p.get_text() for p in doc.select("p.dim")]
+    assert f"{PAST * 100} more configuration files not compared" in " ".join(notes)
