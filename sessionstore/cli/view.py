@@ -50,12 +50,17 @@ def view(store_dir: Path | None, host: str, port: int, objective: str | None, hi
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
     from sessionstore.errors import InvalidInput
     from sessionstore.storage.s3_path import S3Path
+    from sessionstore.store.session import Store
     from sessionstore.store.target import store_root
     from sessionstore.view.server import is_loopback, serve
 
     root = store_root(store_dir)
     if not isinstance(root, S3Path) and not root.is_dir():
         raise InvalidInput(str(root), "is not a directory; no store to view")
+    if isinstance(root, S3Path):
+        # One listing: a missing bucket or refused credentials is this one line, as
+        # `inspect` says it, not a 500 on every page with the reason in the log.
+        Store(root).storage.list("")
     if not is_loopback(host):
         click.echo(
             escape(

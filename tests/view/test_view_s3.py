@@ -141,3 +141,17 @@ def test_a_download_cut_short_by_the_bucket_is_never_claimed_whole(
     log = (tmp_path / "view.log").read_text()
     assert "error: Unavailable: cut00001/trials/1/huge.log: " in log, log
     assert "Traceback" not in log
+
+
+@pytest.mark.parametrize("endpoint", ["moto", "http://127.0.0.1:9"])
+def test_a_missing_bucket_or_an_unreachable_endpoint_is_one_line_not_a_server_of_500s(
+    moto_s3: S3Server, endpoint: str
+) -> None:
+    # `view` listened and answered every page 500, the reason only in its log.
+    env = moto_s3.env(**({} if endpoint == "moto" else {"AWS_ENDPOINT_URL": endpoint}))
+    done = run("view", "--store", "s3://no-such-bucket-x/p", "--port", "0", env=env, timeout=60)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.count("\n") == 1
+    problem = "bucket 'no-such-bucket-x' does not exist" if endpoint == "moto" else "cannot reach"
+    assert done.stderr.startswith("Error: ") and problem in done.stderr
+    assert moto_s3.secret_key not in done.stderr
