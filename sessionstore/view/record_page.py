@@ -69,10 +69,15 @@ def _size(content: Content) -> str:
     return f'<span data-v="{content.size}">{content.size}</span>'
 
 
-def _row(ref: RecordRef, i: int, path: str, content: Content, label: str, link: str) -> str:
-    """One file's row of the files table: name, size, kind, raw link."""
+def _row(ref: RecordRef, i: int | None, path: str, content: Content, label: str, link: str) -> str:
+    """One file's row of the files table: name (a link to its section `f{i}`, if it has
+    one), size, kind, raw link."""
+    if i is None:
+        name = f'<span class="mono">{text(path)}</span>'
+    else:
+        name = f'<a class="mono" href="#f{i}">{text(path)}</a>'
     return (
-        f'<tr><td><a class="mono" href="#f{i}">{text(path)}</a></td>'
+        f"<tr><td>{name}</td>"
         f'<td class="num">{_size(content)}</td><td>{label}</td>'
         f'<td><a href="{text(ref.file_url(path))}">{link}</a></td></tr>'
     )
@@ -108,7 +113,7 @@ def _files(ref: RecordRef) -> str:
     for i, path in enumerate(listing.files):
         key = f"{ref.key}/{path}"
         if len(sections) >= MAX_RENDERED:
-            rows.append(_row(ref, i, path, _unread(storage, key), "not shown", "raw"))
+            rows.append(_row(ref, None, path, _unread(storage, key), "not shown", "raw"))
             continue
         content = read_file(storage, key)
         data, shown = content.data, ""
@@ -117,9 +122,11 @@ def _files(ref: RecordRef) -> str:
         binary = data is not None and is_binary(data)
         label = "binary" if binary else ("text" if data is not None else "")
         label = "large" if content.large and content.size is not None else label
-        rows.append(_row(ref, i, path, content, label, "download" if binary else "raw"))
-        if data is None and not shown:
+        link = "download" if binary else "raw"
+        if data is None and not shown:  # unreadable: no section to link to
+            rows.append(_row(ref, None, path, content, label, link))
             continue
+        rows.append(_row(ref, i, path, content, label, link))
         if data is not None:
             shown = binary_note(len(data)) if binary else render(path, data)
         sections.append(f'<h3 id="f{i}" class="mono">{text(path)}</h3>{shown}')

@@ -69,6 +69,9 @@ def test_files_past_the_shown_ones_are_listed_by_size_never_read(crowded: Viewer
         assert rows[name] == (str(READ_LIMIT), "not shown", f"/s/crowd001/trials/1/files/{name}")
     size, kind, _ = rows["zz.pipe"]
     assert (size, kind) == ("unreadable or removed; not read", "not shown")
+    # A name links to its section only where the page has one.
+    anchors = {a["href"] for a in doc.select("table.files a.mono")}
+    assert anchors == {f"#{h3['id']}" for h3 in doc.select("h3")}
     # The raw link still serves the file whole.
     status, headers, raw = crowded.get("/s/crowd001/trials/1/files/z0.bin")
     assert (status, headers["Content-Length"], len(raw)) == (200, str(READ_LIMIT), READ_LIMIT)
