@@ -12,6 +12,8 @@ after one warm-up round:
             every marker is read and every index written
   table:    sessionstore inspect --store S > /dev/null (the list as people read it,
             80 columns: the same summaries laid out)
+  one:      inspect --json read by one process (`store.halves` never forks), to show
+            what the second reader gains
   floor:    find S -name '*.json' ! -name .sessionstore-index.json -exec cat {} + > /dev/null
 
 and prints each and the ratios to the floor. Goal (issue 16): inspect <= 1.0x
@@ -55,6 +57,13 @@ MARKER = orjson.dumps(
         "learned": "batch 32 beats 16 on this GPU",
     },
     option=orjson.OPT_INDENT_2,
+)
+
+
+# `sessionstore ARGS` with the listing read by one process, as before `store.halves`.
+ONE_PROCESS = (
+    "import sys; import sessionstore.store.halves as h; h.MIN_ITEMS = 10**9; "
+    "from sessionstore.cli import main; sys.exit(main(sys.argv[1:]))"
 )
 
 
@@ -115,8 +124,15 @@ def main() -> None:
         inspect = [exe, "inspect", "--json", "--store", str(root)]
         floor = f"find '{root}' -name '*.json' ! -name '{INDEX}' -exec cat {{}} + > /dev/null"
         table = [exe, "inspect", "--store", str(root)]
+        one = [sys.executable, "-c", ONE_PROCESS, "inspect", "--json", "--store", str(root)]
         samples = rounds(
-            {"inspect": inspect, "cold": inspect, "table": table, "floor": ["sh", "-c", floor]},
+            {
+                "inspect": inspect,
+                "cold": inspect,
+                "table": table,
+                "one": one,
+                "floor": ["sh", "-c", floor],
+            },
             root,
             args.repeats,
         )
@@ -125,6 +141,7 @@ def main() -> None:
             "inspect": "inspect --json",
             "cold": "inspect --json, no index",
             "table": "inspect (the table)",
+            "one": "inspect --json, 1 process",
             "floor": "find -exec cat",
         }
         for name, values in samples.items():
@@ -135,7 +152,8 @@ def main() -> None:
         print(
             f"ratio {medians['inspect'] / medians['floor']:.2f}x (goal <= 1.0x), "
             f"without the index {medians['cold'] / medians['floor']:.2f}x; "
-            f"the table {medians['table'] / medians['inspect']:.2f}x inspect --json"
+            f"the table {medians['table'] / medians['inspect']:.2f}x inspect --json; "
+            f"one process {medians['one'] / medians['floor']:.2f}x"
         )
     finally:
         shutil.rmtree(base, ignore_errors=True)
