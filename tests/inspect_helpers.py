@@ -1,7 +1,8 @@
 """Builders of deterministic sessions for the inspect, summary, lineage and export tests.
 
 Records are written through the public writer API (real files, real fsyncs);
-only the states the API refuses to produce (torn markers) are written raw.
+only what the API refuses to write (torn markers, markers the published schema
+rejects) is written raw, as a harness in another language could.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from rich.console import Console
 
 from sessionstore._fs.atomic import write_atomic
 from sessionstore.format.names import MANIFEST
-from sessionstore.store.session import Session, Store
+from sessionstore.store.session import Collection, Session, Store
 
 SNAPSHOTS = Path(__file__).parent / "inspect" / "snapshots"
 WIDTHS = (60, 80, 120)
@@ -58,6 +59,14 @@ def attempt(session: Session, marker: dict[str, Any] | None, config: str = "") -
     writer.write_text("service.yml", config or f"attempt: {writer.n}\n")
     if marker is not None:
         writer.complete(marker)
+    return writer.n
+
+
+def planted(collection: Collection, marker: dict[str, Any]) -> int:
+    """A record of `collection` completed with `marker` written raw: one the API refuses
+    (the published schema rejects it), which readers must take as any other object."""
+    writer = collection.begin()
+    write_atomic(writer.path / writer.marker, orjson.dumps(marker))
     return writer.n
 
 

@@ -44,7 +44,9 @@ def complete(
     The record's files are fsynced first, then the marker is published exactly
     once: a record that has its marker (completed, or torn) is refused, and so
     is one that does not exist (`sessionstore begin` makes it). Exit 1 for
-    either, and for a marker that is not a JSON object.
+    either, and for a marker that is not a JSON object, that readers would
+    read as torn, or whose well-known fields `sessionstore schema trial` (or
+    `verification`) rejects: nothing is written.
 
     \b
     Examples:

@@ -42,7 +42,9 @@ def finish(
     (exit 1), and so is finishing one whose report.json is torn (it did not
     end the session, and is not replaced). Without --failed the status is
     the report's own "status" field if it has one, else done. The manifest's
-    status follows the report.
+    status follows the report. A report that `sessionstore schema report`
+    rejects, or whose best_trial is not a completed trial of the session, is
+    refused (exit 1) and nothing is written.
 
     \b
     Examples:
@@ -54,10 +56,7 @@ def finish(
     session = resolve_target(target, store_dir)
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
     from sessionstore.format.names import MANIFEST, REPORT
-    from sessionstore.store.lifecycle import refuse_torn
 
-    # Written once: a report readers would read as torn could never be mended.
-    refuse_torn(obj, str(session.path / REPORT))
     session.finish(obj, "failed" if failed else None)
     final = "failed" if failed else obj.get("status") or "done"
     if verbose:

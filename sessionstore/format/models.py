@@ -93,7 +93,7 @@ class TrialRecord(_Open):
 class VerificationRecord(_Open):
     """`service/<k>/verification.json`: the outcome of one verification attempt."""
 
-    trial: int | None = Field(None, ge=1, description="The trial being verified.")
+    trial: int | None = Field(None, ge=1, le=MAX_RECORD, description="The trial being verified.")
     run_name: str | None = None
     status: Literal["verified", "failed"] | None = None
     reason: str | None = None
@@ -106,7 +106,9 @@ class Report(_Open):
     """`report.json`: the final report; its presence ends the session."""
 
     status: Literal["done", "failed"] = Field("done", description="How the session ended.")
-    best_trial: int | None = Field(None, ge=1)
+    best_trial: int | None = Field(
+        None, ge=1, le=MAX_RECORD, description="The best trial: a completed one of the session."
+    )
     constraints: dict[str, Any] | None = Field(None, description="The requested constraints.")
     verified: dict[str, Any] | None = Field(None, description="The values actually verified.")
 

@@ -8,6 +8,7 @@ from typing import Any
 from sessionstore import _json as jsonio
 from sessionstore.errors import InvalidInput
 from sessionstore.format.names import FORMAT_VERSION
+from sessionstore.store.sealed import refuse_torn, schema_problem
 
 
 def new_manifest(**fields: Any) -> dict[str, Any]:
@@ -29,10 +30,7 @@ def new_manifest(**fields: Any) -> dict[str, Any]:
     try:
         return Manifest(format=FORMAT_VERSION, **fields).model_dump(mode="json")
     except ValidationError as exc:
-        # The first problem, as `field: message`; pydantic's own text ends in a URL.
-        first = exc.errors()[0]
-        where = ".".join(map(str, first["loc"]))
-        raise InvalidInput("session manifest", f"{where}: {first['msg']}") from None
+        raise InvalidInput("session manifest", schema_problem(exc)) from None
 
 
 def _is_utf8(text: str) -> bool:
@@ -50,9 +48,6 @@ def new_constraints(constraints: Mapping[str, Any], manifest: dict[str, Any]) ->
     torn (nested too deeply, too large) are refused (`InvalidInput`), as
     `complete` refuses such a marker.
     """
-    # On use: fcntl and the pid probe, which a reader of sessions does not need.
-    from sessionstore.store.lifecycle import refuse_torn
-
     obj = jsonio.to_object(constraints, "constraints")
     refuse_torn(obj, "constraints")
     refuse_torn(manifest, "session manifest")

@@ -33,6 +33,7 @@ from sessionstore.errors import InvalidInput, RecordCompleted, StorageError
 from sessionstore.storage.base import Storage
 from sessionstore.storage.s3_path import S3Path
 from sessionstore.store.files import exists, locate, object_of, read_object
+from sessionstore.store.sealed import sealed_object
 
 __all__ = [
     "MAX_RECORD_DEPTH",
@@ -346,11 +347,12 @@ class RecordWriter:
         """Write the marker last, atomically and exactly once; the record is immutable afterwards.
 
         Raises `InvalidInput` if `record` is not a JSON object (a Mapping or
-        a pydantic model) and `RecordCompleted` if the record was already
-        completed, by this writer or another one racing it (`Storage.create`:
-        exactly one wins).
+        a pydantic model), or one readers would read as torn or that the
+        published schema rejects (`store.sealed`), and `RecordCompleted` if
+        the record was already completed, by this writer or another one
+        racing it (`Storage.create`: exactly one wins).
         """
-        obj = jsonio.to_object(record, f"{self.path / self.marker}")
+        obj = sealed_object(record, f"{self.path / self.marker}", self.marker)
         self._check_open()
         if not self.storage.create(f"{self.key}/{self.marker}", jsonio.dumps(obj)):
             raise RecordCompleted(self.path)

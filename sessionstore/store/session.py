@@ -63,6 +63,7 @@ from sessionstore.store.records import (
     record_relpath,
 )
 from sessionstore.store.remote import create_session, each
+from sessionstore.store.sealed import check_best_trial, sealed_object
 
 __all__ = [
     "DIR_MODE",
@@ -190,14 +191,19 @@ class Session:
         already has a report (written exactly once: of two racing writers one
         wins, `Storage.create`), and `InvalidInput` if a torn one is in its
         place: that does not end the session, and cannot be replaced either.
+        `InvalidInput` too, before anything is written, for a report readers
+        would read as torn, one the published schema rejects, or a
+        `best_trial` that names no completed trial (`store.sealed`).
         """
-        obj = jsonio.to_object(report, str(self.path / REPORT))
-        final = status or obj.get("status") or "done"
+        source = str(self.path / REPORT)
+        obj = jsonio.to_object(report, source)
+        own = obj.get("status")
+        final = status or ("done" if own is None else own)
         if final not in ("done", "failed"):
-            raise InvalidInput(
-                str(self.path / REPORT), f"status must be done or failed, not {final!r}"
-            )
+            raise InvalidInput(source, f"status must be done or failed, not {final!r}")
         obj["status"] = final
+        obj = sealed_object(obj, source, REPORT)
+        check_best_trial(obj, self.trials, source)
         if not self.storage.create(f"{self.key}/{REPORT}", jsonio.dumps(obj)):
             there = self.report()
             if there.state is RecordState.TORN:

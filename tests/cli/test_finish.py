@@ -10,7 +10,7 @@ import cli_runner
 import orjson
 import pytest
 
-from sessionstore.store.session import Store
+from sessionstore.store.session import Session, Store
 
 
 def ss(store: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -21,8 +21,15 @@ def _read(path: Path) -> object:
     return orjson.loads(path.read_bytes())
 
 
+def _trials(session: Session, n: int) -> Session:
+    """`session` with trials 1 to `n` completed, for a report's best_trial to name."""
+    for _ in range(n):
+        session.trials.begin().complete({})
+    return session
+
+
 def test_finish_writes_the_report_and_the_status(tmp_path: Path) -> None:
-    session = Store(tmp_path).create(id="abc", pid=None)
+    session = _trials(Store(tmp_path).create(id="abc", pid=None), 2)
     result = ss(tmp_path, "finish", "abc", "--report", '{"best_trial": 2}')
     assert (result.returncode, result.stdout, result.stderr) == (0, "finished abc: done\n", "")
     assert _read(session.path / "report.json") == {"best_trial": 2, "status": "done"}
@@ -52,7 +59,7 @@ def test_the_report_s_own_status_counts_and_failed_overrides_it(tmp_path: Path) 
 
 def test_the_report_from_a_file_and_from_standard_input(tmp_path: Path) -> None:
     store = Store(tmp_path / "s")
-    one, two = store.create(id="one", pid=None), store.create(id="two", pid=None)
+    one, two = store.create(id="one", pid=None), _trials(store.create(id="two", pid=None), 1)
     report = tmp_path / "report.json"
     report.write_text('{"verified": {"ttft_ms": 180}}')
     assert ss(tmp_path / "s", "finish", "one", "--report", f"@{report}").returncode == 0
@@ -63,7 +70,7 @@ def test_the_report_from_a_file_and_from_standard_input(tmp_path: Path) -> None:
 
 
 def test_a_second_finish_is_refused_and_changes_nothing(tmp_path: Path) -> None:
-    session = Store(tmp_path).create(id="abc", pid=None)
+    session = _trials(Store(tmp_path).create(id="abc", pid=None), 1)
     assert ss(tmp_path, "finish", "abc", "--report", '{"best_trial": 1}').returncode == 0
     before = (session.path / "report.json").read_bytes()
     result = ss(tmp_path, "finish", "abc", "--failed")

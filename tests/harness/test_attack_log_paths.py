@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from inspect_helpers import metrics, run_cli, trial
+from inspect_helpers import metrics, planted, run_cli, trial
 
 from sessionstore.store.session import Store
 
@@ -39,7 +39,8 @@ def test_a_marker_declaring_the_record_directory_as_its_log_is_indeterminate(
 ) -> None:
     store = tmp_path / "store"
     session = Store(store).create(id="s", pid=None)
-    trial(session, metrics(1.0, output_contract={"log": log}))
+    # The agent's marker, written raw: the API refuses a log no verdict can read.
+    planted(session.trials, metrics(1.0, output_contract={"log": log}))
     Store(store).create(id="other", pid=None)
     for args in (("inspect",), ("inspect", "--json"), ("inspect", "s"), ("inspect", "s", "--json")):
         result = run_cli(*args, "--store", str(store))

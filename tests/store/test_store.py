@@ -397,6 +397,7 @@ def test_torn_manifest_is_reported_not_raised(tmp_path: Path) -> None:
 
 def test_finish_writes_report_and_status(store: Store) -> None:
     session = store.create()
+    session.trials.begin().complete({})
     session.finish({"best_trial": 1}, status="failed")
     reread = store.open(session.id or "")
     assert reread.manifest is not None and reread.manifest["status"] == "failed"

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from cli_runner import invoke
-from inspect_helpers import attempt, metrics, set_manifest, torn_trial, trial
+from inspect_helpers import attempt, metrics, planted, set_manifest, torn_trial, trial
 
 from sessionstore._proc import process_start_time
 from sessionstore.inspect.summary import SessionView
@@ -242,7 +242,7 @@ def test_progress_torn_result_reads_verifying(tmp_path: Path) -> None:
 def test_progress_unknown_result_reads_verifying(tmp_path: Path) -> None:
     session = Store(tmp_path).create(id="s", trials=1)
     trial(session, metrics(1.0))
-    attempt(session, {"trial": 1, "status": "pending"})
+    planted(session.service, {"trial": 1, "status": "pending"})
     assert progress(session) == "verifying (1/1)"
 
 

@@ -109,6 +109,7 @@ def test_collection_and_record_directories_created_late(tmp_path: Path, later: A
 
 
 def test_waits_for_the_report_in_the_session_directory(session: Session, later: Any) -> None:
+    session.trials.begin().complete({})
     later(0.3, lambda: session.finish({"best_trial": 1}))
     record, elapsed = timed(lambda: wait_report(session, 20, poll_interval=NO_POLL))
     assert record.n == 0 and record.data == {"best_trial": 1, "status": "done"}
