@@ -298,11 +298,12 @@ def _publish(
     session: Session, source: Record, dest: Path, build: Callable[[int, str], None]
 ) -> None:
     """`build` the export beside `dest` and rename it there, unless `dest` is inside the
-    session (into a sealed record, or a new `trials/<n>` that reads as a completed trial)."""
+    session (into a sealed record, or a new `trials/<n>` that reads as a completed trial)
+    or inside the store holding it (`_refuse_inside`)."""
     parent_fd = fsread.open_dir(dest.parent, follow=True)
     try:
-        if not isinstance(source.path, S3Path) and _below(parent_fd, session.path):
-            raise InvalidInput(str(dest), "is inside the session it exports from; export elsewhere")
+        if not isinstance(source.path, S3Path):
+            _refuse_inside(session, parent_fd, dest)
         build_dir(
             parent_fd,
             build,
@@ -312,6 +313,24 @@ def _publish(
         raise _named(exc, dest) from None
     finally:
         os.close(parent_fd)
+
+
+def _refuse_inside(session: Session, parent_fd: int, dest: Path) -> None:
+    """`InvalidInput` when `dest` (made in the directory open at `parent_fd`) is inside the
+    session, or inside the store that holds it: at the store's top a directory named
+    as an id lists as a session that is none, and inside another session it is a record
+    of it (`trials/<n>` with a marker reads as a completed trial) or a foreign entry.
+    A session directory with a `session.json`, read or not, is in a store (its parent);
+    a raw workspace named by its path is not."""
+    if _below(parent_fd, session.path):
+        raise InvalidInput(str(dest), "is inside the session it exports from; export elsewhere")
+    in_store = session.manifest is not None or session.manifest_error is not None
+    if in_store and _below(parent_fd, session.path.parent):
+        raise InvalidInput(
+            str(dest),
+            f"is inside the store {session.path.parent}, which holds only sessions; "
+            "export elsewhere",
+        )
 
 
 def _below(dir_fd: int, top: Path) -> bool:

@@ -14,7 +14,7 @@ from inspect_helpers import metrics, torn_trial, trial
 from sessionstore.errors import InvalidInput, RecordNotFound
 from sessionstore.inspect.summary import SessionView
 from sessionstore.store.export import EXPORT_MANIFEST, rewrite_references
-from sessionstore.store.session import Store
+from sessionstore.store.session import Session, Store
 
 
 def test_export_best_trial_reproduces_after_session_and_workspace_are_deleted(
@@ -107,6 +107,40 @@ def test_export_refuses_a_destination_inside_the_session(tmp_path: Path) -> None
     assert [r.n for r in session.trials.records()] == [n]
     # Anywhere outside the session is allowed.
     assert session.export(n, tmp_path / "store-side").is_dir()
+
+
+def test_export_refuses_a_destination_inside_the_store(tmp_path: Path) -> None:
+    """At the store's top it listed in `inspect` as a raw session; inside another session
+    it made a completed trial of it; by a link to the store, inside all the same."""
+    store = Store(tmp_path / "store")
+    session, other = store.create(id="s", pid=None), store.create(id="other", pid=None)
+    n = trial(session, metrics(1.0))
+    os.symlink(store.root, tmp_path / "link")
+    (store.root / "Not-An-Id").mkdir()
+    for dest in (
+        store.root / "copy",
+        other.path / "trials" / "7",
+        other.path / "copy",
+        store.root / "Not-An-Id" / "copy",
+        tmp_path / "link" / "copy",
+    ):
+        with pytest.raises(InvalidInput, match=f"inside the store {store.root}, which holds"):
+            session.export(n, dest)
+        result = invoke("export", "s", str(dest), "--best", "--store", str(store.root))
+        assert (result.exit_code, result.stdout) == (1, ""), result.output
+        assert result.stderr == (
+            f"Error: {os.path.abspath(dest)}: is inside the store {store.root}, which holds "
+            "only sessions; export elsewhere\n"
+        )
+    assert sorted(os.listdir(store.root)) == ["Not-An-Id", "other", "s"]
+    assert os.listdir(store.root / "Not-An-Id") == []
+    assert [r.n for r in other.trials.records()] == []
+    listed = orjson.loads(invoke("inspect", "--json", "--store", str(store.root)).stdout)
+    assert sorted(row["id"] for row in listed) == ["other", "s"]
+    # A raw workspace named by its path is in no store: beside it is elsewhere.
+    workspace = tmp_path / "ws"
+    shutil.copytree(session.path / "trials", workspace / "trials")
+    assert Session.open(workspace).export(n, tmp_path / "ws-copy").is_dir()
 
 
 def test_export_refuses_records_that_are_not_completed(tmp_path: Path) -> None:
