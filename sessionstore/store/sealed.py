@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from sessionstore.store.collection import Collection
 
-__all__ = ["check_best_trial", "refuse_torn", "schema_problem", "sealed_object"]
+__all__ = ["check_best_trial", "check_sealed", "refuse_torn", "schema_problem", "sealed_object"]
 
 # The published schema (`sessionstore.format.models.SCHEMAS`) of each file written once.
 _SCHEMA_OF = {MARKERS[TRIALS]: "trial", MARKERS[SERVICE]: "verification", REPORT: "report"}
@@ -37,11 +37,16 @@ def sealed_object(value: Mapping[str, Any] | Any, source: str, file: str) -> dic
     published schema rejects (`best_trial: 0`, `"failed": "no"`).
     """
     obj = jsonio.to_object(value, source)
+    check_sealed(obj, source, file)
+    return obj
+
+
+def check_sealed(obj: dict[str, Any], source: str, file: str) -> None:
+    """`sealed_object`'s checks of `obj`, already a JSON object (`_json.to_object`'s)."""
     refuse_torn(obj, source)
     refuse_unschema(_SCHEMA_OF[file], obj, source)
     if file != REPORT:
         _refuse_unjudgeable(obj, source)
-    return obj
 
 
 def _refuse_unjudgeable(obj: dict[str, Any], source: str) -> None:

@@ -63,7 +63,7 @@ from sessionstore.store.records import (
     record_relpath,
 )
 from sessionstore.store.remote import create_session, each
-from sessionstore.store.sealed import check_best_trial, sealed_object
+from sessionstore.store.sealed import check_best_trial, check_sealed
 
 __all__ = [
     "DIR_MODE",
@@ -202,7 +202,7 @@ class Session:
         if final not in ("done", "failed"):
             raise InvalidInput(source, f"status must be done or failed, not {final!r}")
         obj["status"] = final
-        obj = sealed_object(obj, source, REPORT)
+        check_sealed(obj, source, REPORT)
         check_best_trial(obj, self.trials, source)
         if not self.storage.create(f"{self.key}/{REPORT}", jsonio.dumps(obj)):
             there = self.report()
