@@ -25,6 +25,7 @@ the size it had when it was opened (never held whole in memory).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -38,6 +39,7 @@ from sessionstore._fs.atomic import (
     AtomicFile,
     build_dir,
     is_temp_name,
+    sweep_temps_at,
 )
 from sessionstore._fs.staging import StagingTree
 from sessionstore.errors import InvalidInput, SessionStoreError
@@ -304,6 +306,11 @@ def _publish(
     try:
         if not isinstance(source.path, S3Path):
             _refuse_inside(session, parent_fd, dest)
+        # An export killed before its rename left its staging tree (a temp of a dead
+        # writer, the size of the record) beside DEST: debris anyone may remove
+        # (docs/format.md, "Temp entries"). Best effort: the export is what was asked.
+        with contextlib.suppress(OSError):
+            sweep_temps_at(parent_fd)
         build_dir(
             parent_fd,
             build,

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 from cli_runner import invoke
-from inspect_helpers import metrics, torn_trial, trial
+from inspect_helpers import dead_pid, metrics, torn_trial, trial
 
 from sessionstore.errors import InvalidInput, RecordNotFound
 from sessionstore.inspect.summary import SessionView
@@ -213,3 +213,19 @@ def test_cli_exports_the_best_trial_or_a_named_one(tmp_path: Path) -> None:
     trial(empty, None)
     result = invoke("export", "empty", tmp_path / "y", "--best", *base)
     assert result.exit_code == 1 and "no completed trial has a benchmark" in result.output
+
+
+def test_an_export_sweeps_what_a_killed_export_left_beside_dest(tmp_path: Path) -> None:
+    """A SIGKILL before the rename left the staging tree (the record's size) beside DEST,
+    and no later command removed it: the next export there does, as the format allows
+    anyone to remove a dead writer's temp. A live writer's temp is left alone."""
+    session = Store(tmp_path / "store").create(id="s", pid=None)
+    n = trial(session, metrics(1.0), {"big.bin": b"x" * 4096})
+    out = tmp_path / "out"
+    dead = out / f".sstmp-{dead_pid()[0]}-0123456789abcdef"
+    (dead / "patches").mkdir(parents=True)
+    (dead / "patches" / "big.bin").write_bytes(b"x" * 4096)
+    live = out / f".sstmp-{os.getpid()}-fedcba9876543210"
+    live.write_bytes(b"being written")
+    session.export(n, out / "copy")
+    assert sorted(os.listdir(out)) == sorted(["copy", live.name])
