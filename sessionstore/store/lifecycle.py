@@ -145,7 +145,20 @@ def begin_record(session: Session, collection: str) -> RecordWriter:
         _refused_report(session)
     if report.state is RecordState.COMPLETED:
         raise SessionFinished(session.path / REPORT)
-    coll = collection_of(session, collection)
+    writer = _claim(session, collection_of(session, collection))
+    # A `finish` between the check above and the claim ended the session first: the
+    # record would be begun after the report. Asked again now that the number is
+    # claimed, so every record a begin hands out was claimed before the report was
+    # written; the refused one (empty: nobody else knows its number) is taken back.
+    if session.report().state is RecordState.COMPLETED:
+        with contextlib.suppress(StorageError):
+            session.storage.remove_tree(writer.key)
+        raise SessionFinished(session.path / REPORT)
+    return writer
+
+
+def _claim(session: Session, coll: Collection) -> RecordWriter:
+    """`coll.begin()`, its storage errors as the one-line errors `begin_record` raises."""
     try:
         return coll.begin()
     except StorageError as exc:

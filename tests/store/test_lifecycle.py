@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -152,3 +155,44 @@ def test_a_mirror_daemon_is_its_held_lock(tmp_path: Path) -> None:
     os.unlink(lock)
     lock.symlink_to(tmp_path / "elsewhere")
     assert mirror_daemon(session) is None
+
+
+# Begins trials of session s of the store argv[1] until the session is finished (bounded).
+BEGINNER = """
+import sys
+from sessionstore.errors import SessionFinished
+from sessionstore.store.lifecycle import begin_record
+from sessionstore.store.session import Store
+session = Store(sys.argv[1]).open("s")
+for _ in range(200_000):
+    try:
+        begin_record(session, "trials")
+    except SessionFinished:
+        sys.exit(0)
+sys.exit(3)
+"""
+
+
+def test_no_record_is_begun_after_the_report_by_a_racing_begin(tmp_path: Path) -> None:
+    """A begin that asked for the report just before a `finish` wrote it claimed its number
+    after: a record begun in an ended session. Every record a begin hands out is now
+    claimed before the report is linked (its directory's ctime is not later)."""
+    store = Store(tmp_path / "store")
+    session = store.create(id="s", pid=None)
+    procs = [subprocess.Popen([sys.executable, "-c", BEGINNER, str(store.root)]) for _ in range(3)]
+    try:
+        for _ in range(6000):  # until the beginners are at it (a bound, not a timing)
+            if len(os.listdir(session.trials.path)) >= 300:
+                break
+            time.sleep(0.005)
+        session.finish({})
+    finally:
+        codes = [proc.wait(timeout=120) for proc in procs]
+    assert codes == [0, 0, 0]
+    reported = os.stat(session.path / "report.json").st_ctime_ns
+    late = [
+        n
+        for n in session.trials.numbers()
+        if os.stat(session.trials.path / str(n)).st_ctime_ns > reported
+    ]
+    assert late == []
