@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import threading
     from typing import Any
 
+    from sessionstore.mirror.exclude import Exclude
     from sessionstore.mirror.mirror import Mirror, PassReport
     from sessionstore.redact.redactor import Redactor
     from sessionstore.storage.s3_tree_io import S3Dest
@@ -119,19 +120,23 @@ def _level(quiet: bool, verbose: bool) -> int:
     return QUIET if quiet else VERBOSE if verbose else NORMAL
 
 
-def _patterns(exclude: tuple[str, ...], exclude_from: tuple[str, ...]) -> list[str]:
-    """The --exclude-from files' patterns, then the --exclude ones (so those win)."""
-    if not (exclude or exclude_from):
-        return []
-    from sessionstore.mirror.exclude import check_pattern, read_exclude_file  # with patterns
+def _patterns(exclude: tuple[str, ...], exclude_from: tuple[str, ...]) -> Exclude | tuple[()]:
+    """The --exclude-from files' patterns, then the --exclude ones (so those win), compiled.
 
-    patterns = [line for path in exclude_from for line in read_exclude_file(path)]
-    for pattern in exclude:
-        try:
-            check_pattern(pattern, "--exclude")
-        except InvalidInput as exc:
-            raise Usage(escape(exc.problem), "'--exclude'") from None
-    return patterns + list(exclude)
+    Compiled here, not by `Mirror`, so that an error names the file and line (or the option).
+    """
+    if not (exclude or exclude_from):
+        return ()
+    from sessionstore.mirror.exclude import Exclude, read_named_patterns  # with patterns
+
+    named = [pair for path in exclude_from for pair in read_named_patterns(path)]
+    named += [("--exclude", pattern) for pattern in exclude]
+    try:
+        return Exclude([pattern for _, pattern in named], [origin for origin, _ in named])
+    except InvalidInput as exc:
+        if exc.source != "--exclude":
+            raise
+        raise Usage(escape(exc.problem), "'--exclude'") from None
 
 
 def _run_once(the_mirror: Mirror, level: int, as_json: bool, dry_run: bool) -> PassReport:

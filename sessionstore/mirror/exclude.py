@@ -21,15 +21,23 @@ would remove. Two corrections make pathspec answer as git does:
   matched with every newline written as NUL, which no name can contain (a
   pattern holding NUL is refused).
 
+A set is bounded (`MAX_PATTERNS`, `MAX_PATTERN_LEN`, `MAX_PATTERNS_LEN`):
+Hyperscan, pathspec's backend where it is installed, compiles in time that
+grows faster than the set, so a large pattern file would hold the mirror for
+minutes before its first pass. Each line is checked with Python's `re`
+(cheap); what Hyperscan alone refuses is found when the set is compiled,
+where a failure is traced back to the pattern that causes it.
+
 pathspec is imported only when there are patterns (`mirror` without them
 never pays for it).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from sessionstore._fs import read as fsread
@@ -38,17 +46,31 @@ from sessionstore.errors import InvalidInput
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
 
-__all__ = ["Exclude", "read_exclude_file"]
+__all__ = [
+    "MAX_PATTERNS",
+    "MAX_PATTERNS_LEN",
+    "MAX_PATTERN_LEN",
+    "Exclude",
+    "read_exclude_file",
+    "read_named_patterns",
+]
 
 # A pattern file is read whole; anything larger is not a list of patterns.
 MAX_PATTERN_FILE = 1 << 20
+# What one set may hold, blank lines and comments aside. Measured with Hyperscan on 2
+# shared x86-64 CPUs (docs/mirror.md): 1,000 ordinary patterns (~16 characters) compile
+# in 1.4 s, 2,000 in 4.4 s, 8,000 in 54 s; one pattern of 1,024 characters in up to
+# 1.7 s, of 8,192 in 2.7 s to minutes (by its wildcards). The same bounds hold without it.
+MAX_PATTERNS = 1000
+MAX_PATTERN_LEN = 1024
+MAX_PATTERNS_LEN = 1 << 15
 _DIR_SUFFIX, _DIR_SUFFIX_FOR_DIRS = "/**", "/*/**"
 
 
-def _compile(lines: list[str]) -> GitIgnoreSpec:
+def _compile(lines: list[str], backend: str | None = None) -> GitIgnoreSpec:
     from pathspec import GitIgnoreSpec  # only when there are patterns: see the module docstring
 
-    return GitIgnoreSpec.from_lines(lines)
+    return GitIgnoreSpec.from_lines(lines, backend=backend)
 
 
 def _matchable(text: str) -> str:
@@ -63,36 +85,88 @@ def _for_dirs(line: str) -> str:
     return line
 
 
-def check_pattern(pattern: str, origin: str) -> None:
-    """Raise `InvalidInput` naming `origin` if `pattern` is not a valid gitignore pattern."""
+def check_pattern(pattern: str, origin: str) -> bool:
+    """Whether `pattern` is a pattern (not a blank line or a comment); raise `InvalidInput`
+    naming `origin` if it is not a valid gitignore pattern.
+
+    Checked with Python's `re`: what Hyperscan alone refuses is found by `Exclude`.
+    """
     if "\0" in pattern:
         raise InvalidInput(origin, "invalid pattern: it contains a NUL byte")
+    if not pattern.rstrip(" ") or pattern.startswith("#"):
+        return False  # git's blank line or comment: a file of them is not compiled line by line
+    if len(pattern) > MAX_PATTERN_LEN:
+        # Said without the pattern, which may fill a screen.
+        problem = f"a pattern of {len(pattern)} characters; at most {MAX_PATTERN_LEN} are allowed"
+        raise InvalidInput(origin, problem)
     try:
-        _compile([_matchable(pattern)])
+        return _is_pattern(pattern)
     except ValueError:  # pathspec's GitIgnorePatternError (it only repeats the pattern)
         raise InvalidInput(origin, f"{pattern!r} is not a valid gitignore pattern") from None
+
+
+# The CLI checks a file's lines as it reads them, then `Exclude` checks them again.
+@functools.lru_cache(maxsize=MAX_PATTERNS)
+def _is_pattern(pattern: str) -> bool:
+    return _compile([_matchable(pattern)], backend="simple").patterns[0].include is not None
+
+
+def _check_all(lines: Sequence[str], origin: Callable[[int], str]) -> None:
+    """Check each line, and that the set is within the bounds (naming the line past them)."""
+    count = size = 0
+    for i, line in enumerate(lines):
+        if not check_pattern(line, origin(i)):
+            continue
+        count, size = count + 1, size + len(line)
+        if count > MAX_PATTERNS:
+            raise InvalidInput(origin(i), f"more than {MAX_PATTERNS} patterns; not compiled")
+        if size > MAX_PATTERNS_LEN:
+            problem = f"patterns of more than {MAX_PATTERNS_LEN} characters in all; not compiled"
+            raise InvalidInput(origin(i), problem)
+
+
+def _compile_checked(lines: list[str], origin: Callable[[int], str]) -> GitIgnoreSpec:
+    """The set compiled; `InvalidInput` naming the pattern its backend refuses.
+
+    Hyperscan refuses a pattern too large for it, which Python's `re` takes
+    (about 16,000 characters of regex, or 64 `[!x]` of a 4-byte character).
+    """
+    try:
+        return _compile(lines)
     except Exception as exc:
         hyperscan = sys.modules.get("hyperscan")  # pathspec's backend, where installed
         if hyperscan is None or not isinstance(exc, hyperscan.error):
             raise
-        # One too long for it (~16,000 characters of regex): said without the pattern.
-        problem = f"a pattern of {len(pattern)} characters cannot be compiled: {exc}"
-        raise InvalidInput(origin, problem) from None
+        failed = exc
+    for i, line in enumerate(lines):  # a refusal only: which one, at one compile each
+        try:
+            _compile([line])
+        except hyperscan.error as exc:
+            problem = f"a pattern of {len(line)} characters cannot be compiled: {exc}"
+            raise InvalidInput(origin(i), problem) from None  # said without the pattern
+    raise InvalidInput(origin(0), f"the patterns cannot be compiled together: {failed}")
 
 
 class Exclude:
     """Compiled exclusion patterns: `kept` filters a directory's entries, `covers` a path.
 
-    Raises `InvalidInput` for an invalid pattern (named by its position).
+    Raises `InvalidInput` for an invalid pattern or a set past the bounds,
+    named by `origins[i]` (as `read_named_patterns` gives them), by default
+    by its position (`exclude pattern 3`).
     """
 
-    def __init__(self, patterns: Iterable[str]) -> None:
+    def __init__(self, patterns: Iterable[str], origins: Sequence[str] | None = None) -> None:
         lines = list(patterns)
-        for i, pattern in enumerate(lines, 1):
-            check_pattern(pattern, f"exclude pattern {i}")
+
+        def origin(i: int) -> str:
+            return origins[i] if origins is not None else f"exclude pattern {i + 1}"
+
+        _check_all(lines, origin)
         matchable = [_matchable(line) for line in lines]
-        self._files = _compile(matchable)
-        self._dirs = _compile([_for_dirs(line) for line in matchable])
+        self._files = _compile_checked(matchable, origin)
+        dirs = [_for_dirs(line) for line in matchable]
+        # Most sets hold no `dir/**`: their two are one, compiled once.
+        self._dirs = self._files if dirs == matchable else _compile_checked(dirs, origin)
 
     def excluded(self, path: str, is_dir: bool) -> bool:
         """Whether the source path `path` (relative to the root, no trailing slash) is excluded."""
@@ -121,14 +195,20 @@ class Exclude:
 
 
 def read_exclude_file(path: str | os.PathLike[str]) -> list[str]:
-    """The patterns of a gitignore-style file (`-` reads standard input), validated.
+    """The patterns of a gitignore-style file (`-` reads standard input), checked.
 
     The user's own file, so a symlink is followed; but it must be a regular
     file (a FIFO or device is refused at once, never waited on), at most
     1 MiB, UTF-8 (a leading BOM is dropped). Lines end at `\\n` (a `\\r`
     before it is dropped, as git does). Raises `InvalidInput` naming the file,
-    and the line for an invalid pattern.
+    and the line for an invalid pattern or the first past the bounds. What
+    Hyperscan alone refuses is found by `Exclude`.
     """
+    return [line for _, line in read_named_patterns(path)]
+
+
+def read_named_patterns(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
+    """`read_exclude_file`'s lines, each with its name in errors (`FILE:LINE`)."""
     where = os.fspath(path)
     if where == "-":
         where = "- (standard input)"
@@ -143,6 +223,6 @@ def read_exclude_file(path: str | os.PathLike[str]) -> list[str]:
         at = data.count(b"\n", 0, exc.start) + 1
         raise InvalidInput(where, f"is not UTF-8 text (line {at})") from None
     lines = [line.removesuffix("\r") for line in text.removeprefix("\ufeff").split("\n")]
-    for n, line in enumerate(lines, 1):
-        check_pattern(line, f"{where}:{n}")
-    return lines
+    named = [(f"{where}:{n}", line) for n, line in enumerate(lines, 1)]
+    _check_all(lines, lambda i: named[i][0])
+    return named

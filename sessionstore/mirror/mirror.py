@@ -84,8 +84,9 @@ class Mirror:
     (default: the larger of one coarse clock tick and 10 ms; raise it for
     NFS, whose server clock and attribute caching need a second or more).
     `exclude`: gitignore patterns over source paths from the source root
-    (`sessionstore.mirror.exclude`; `read_exclude_file` reads a file of them):
-    an excluded path is never read, copied or deleted. `InvalidInput` for an
+    (`sessionstore.mirror.exclude`; `read_exclude_file` reads a file of them),
+    or an `Exclude` compiled from them: an excluded path is never read, copied
+    or deleted. `InvalidInput` for an
     invalid pattern, and for a destination whose missing directories would be
     created with a secret in a name.
     `_on_chunk` is a test hook called with the destination path after every
@@ -102,7 +103,7 @@ class Mirror:
         *,
         durable: bool = True,
         delete: bool = False,
-        exclude: Iterable[str] = (),
+        exclude: Iterable[str] | Exclude = (),
         racy_window_ns: int | None = None,
         chunk_size: int = DEFAULT_CHUNK,
         _on_chunk: Callable[[str], None] | None = None,
@@ -127,12 +128,7 @@ class Mirror:
         self.redactor = redactor
         self.durable = durable
         self.delete = delete
-        patterns = list(exclude)
-        self.exclude: Exclude | None = None
-        if patterns:
-            from sessionstore.mirror.exclude import Exclude  # only with patterns: start-up
-
-            self.exclude = Exclude(patterns)
+        self.exclude = _exclude(exclude)
         self.window_ns = (
             racy_window_ns
             if racy_window_ns is not None
@@ -251,6 +247,18 @@ def _remote(dest: str | os.PathLike[str] | S3Dest) -> S3Dest | None:
     from sessionstore.storage.s3_tree_io import S3Dest
 
     return dest if isinstance(dest, S3Dest) else S3Dest(parse_s3_url(str(dest)))
+
+
+def _exclude(exclude: Iterable[str] | Exclude) -> Exclude | None:
+    """`exclude` compiled; None for no patterns (imports nothing: start-up)."""
+    if isinstance(exclude, (tuple, list)) and not exclude:
+        return None
+    from sessionstore.mirror.exclude import Exclude
+
+    if isinstance(exclude, Exclude):
+        return exclude
+    patterns = list(exclude)
+    return Exclude(patterns) if patterns else None
 
 
 def _subtrees(dirs: Iterable[str]) -> list[tuple[str, ...]]:

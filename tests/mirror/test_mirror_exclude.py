@@ -13,7 +13,13 @@ from cli_runner import run as cli_run
 from mirror_helpers import make_deep, mirror_cli, paths, run, settle, tree, write
 
 from sessionstore.errors import InvalidInput
-from sessionstore.mirror.exclude import Exclude, read_exclude_file
+from sessionstore.mirror.exclude import (
+    MAX_PATTERN_LEN,
+    MAX_PATTERNS,
+    MAX_PATTERNS_LEN,
+    Exclude,
+    read_exclude_file,
+)
 from sessionstore.mirror.mirror import Mirror
 
 pytestmark = pytest.mark.timeout(120)
@@ -315,20 +321,69 @@ def test_invalid_exclude_option_is_usage_error(tmp_path: Path) -> None:
     )
 
 
-def test_a_pattern_too_long_for_hyperscan_is_one_line_not_a_traceback(tmp_path: Path) -> None:
-    pytest.importorskip("hyperscan")  # pathspec's backend where installed; `re` takes any length
-    long = "a" * 20_000
+def test_a_pattern_longer_than_the_bound_is_one_line_without_it(tmp_path: Path) -> None:
+    long = "a" * (MAX_PATTERN_LEN + 1)
     write(tmp_path / "src" / "f", b"f")
-    rules = write(tmp_path / "rules", long.encode() + b"\n")
-    problem = "a pattern of 20000 characters cannot be compiled: Pattern length exceeds limit."
+    rules = write(tmp_path / "rules", b"ok\n" + long.encode() + b"\n")
+    problem = (
+        f"a pattern of {MAX_PATTERN_LEN + 1} characters; at most {MAX_PATTERN_LEN} are allowed"
+    )
     option = mirror_cli(tmp_path / "src", tmp_path / "dst", "--once", "--exclude", long)
     assert option.returncode == 2
     assert option.stderr.splitlines()[-1] == f"Error: Invalid value for '--exclude': {problem}"
     listed = mirror_cli(tmp_path / "src", tmp_path / "dst", "--once", "--exclude-from", rules)
-    assert (listed.returncode, listed.stderr) == (1, f"Error: {rules}:1: {problem}\n")
-    with pytest.raises(InvalidInput, match="exclude pattern 2: a pattern of 20000"):
+    assert (listed.returncode, listed.stderr) == (1, f"Error: {rules}:2: {problem}\n")
+    with pytest.raises(
+        InvalidInput, match=f"exclude pattern 2: a pattern of {MAX_PATTERN_LEN + 1}"
+    ):
         Exclude(["ok", long])
+    Exclude(["#" + long, " " * (MAX_PATTERN_LEN + 1)])  # a comment, a blank line: no patterns
     assert not (tmp_path / "dst").exists()
+
+
+def test_a_pattern_hyperscan_refuses_is_named_by_its_file_and_line(tmp_path: Path) -> None:
+    pytest.importorskip("hyperscan")  # pathspec's backend where installed; `re` takes it
+    big = "[!\U0001f600]" * 64  # 256 characters, each class many UTF-8 states
+    write(tmp_path / "src" / "f", b"f")
+    rules = write(tmp_path / "rules", f"ok\n# a comment\n{big}\n".encode())
+    problem = "a pattern of 256 characters cannot be compiled: Pattern is too large."
+    option = mirror_cli(tmp_path / "src", tmp_path / "dst", "--once", "--exclude", big)
+    assert option.returncode == 2
+    assert option.stderr.splitlines()[-1] == f"Error: Invalid value for '--exclude': {problem}"
+    listed = mirror_cli(tmp_path / "src", tmp_path / "dst", "--once", "--exclude-from", rules)
+    assert (listed.returncode, listed.stderr) == (1, f"Error: {rules}:3: {problem}\n")
+    with pytest.raises(InvalidInput, match="exclude pattern 2: a pattern of 256"):
+        Exclude(["ok", big])
+    assert not (tmp_path / "dst").exists()
+
+
+def test_a_pattern_set_past_the_bounds_is_refused_not_compiled(tmp_path: Path) -> None:
+    # Hyperscan compiles 1,000 ordinary patterns in ~1.4 s and 8,000 in ~54 s: a large
+    # file is refused at once, naming the first line past the bound (blank lines and
+    # comments are not patterns and do not count).
+    write(tmp_path / "src" / "f", b"f")
+    many = write(tmp_path / "many", b"# c\n\n" + b"".join(b"d%d/\n" % i for i in range(1005)))
+    long = write(tmp_path / "long", b"#\n" + (b"x" * 1000 + b"\n") * 40)
+    half = write(tmp_path / "half", b"".join(b"h%d\n" % i for i in range(600)))
+    half2 = write(tmp_path / "half2", b"".join(b"g%d\n" % i for i in range(600)))
+    cases = [
+        (["--exclude-from", many], 1, f"{many}:1003: more than {MAX_PATTERNS} patterns"),
+        (["--exclude-from", long], 1, f"{long}:34: patterns of more than {MAX_PATTERNS_LEN} "
+         "characters in all"),
+        (["--exclude-from", half, "--exclude-from", half2], 1,
+         f"{half2}:401: more than {MAX_PATTERNS} patterns"),
+        (["--exclude-from", half2, *["--exclude=x"] * 401], 2,
+         f"Invalid value for '--exclude': more than {MAX_PATTERNS} patterns"),
+    ]  # fmt: skip
+    for args, code, problem in cases:
+        proc = mirror_cli(tmp_path / "src", tmp_path / "dst", "--once", *args)
+        assert proc.returncode == code
+        assert proc.stderr.splitlines()[-1] == f"Error: {problem}; not compiled"
+    with pytest.raises(InvalidInput, match=f"exclude pattern 1001: more than {MAX_PATTERNS}"):
+        Mirror(tmp_path / "src", tmp_path / "dst", exclude=[f"p{i}" for i in range(1001)])
+    assert not (tmp_path / "dst").exists()
+    comments = write(tmp_path / "comments", b"# c\n\n   \n" * 20_000 + b"*.log\n")
+    assert read_exclude_file(comments)[-2:] == ["*.log", ""]
 
 
 def test_pattern_with_nul_is_refused(tmp_path: Path) -> None:
