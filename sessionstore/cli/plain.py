@@ -77,8 +77,9 @@ def emit_json(value: Any) -> None:
     sys.stdout.flush()
 
 
-# A secrets file on standard input is read whole before anything else runs.
-_STDIN_SECRETS_MAX = 16 * 1024 * 1024
+# A secrets file on standard input is read whole before anything else runs; the bound is
+# `redact.secrets_file.SECRETS_FILE_MAX`, which this module does not import (dotenv).
+_STDIN_SECRETS_MAX = 1 << 20
 
 
 def secrets_file_input(paths: tuple[Path, ...]) -> list[tuple[str, bytes | None]]:

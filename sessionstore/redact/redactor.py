@@ -40,10 +40,24 @@ from sessionstore.redact.secrets_file import file_secrets, read_secrets_file
 from sessionstore.redact.stream import StreamRedactor
 from sessionstore.redact.variants import MIN_NEEDLE_LEN, needles, significant_len
 
-__all__ = ["DEFAULT_MARKER", "MIN_SECRET_LEN", "SHORT_FILE_MAX", "Redactor", "StreamRedactor"]
+__all__ = [
+    "DEFAULT_MARKER",
+    "MAX_SECRETS",
+    "MAX_SECRETS_BYTES",
+    "MIN_SECRET_LEN",
+    "SHORT_FILE_MAX",
+    "Redactor",
+    "StreamRedactor",
+]
 
 DEFAULT_MARKER = "REDACTED"
 MIN_SECRET_LEN = MIN_NEEDLE_LEN
+# What one redactor holds. Its matcher is built from ~12 forms of each secret (about 14
+# bytes of forms a byte of secret) whenever secrets were added; measured on 2 shared x86-64
+# CPUs (docs/redaction.md): 5,000 secrets of 32 bytes build in 1.2 s (95 MiB at the peak),
+# one of 128 KiB in 0.1 s (55 MiB); 50,000 took 29 s and 0.9 GiB, one of 1 MB 433 MiB.
+MAX_SECRETS = 5_000
+MAX_SECRETS_BYTES = 1 << 17
 _MARKER_RE = re.compile(r"[A-Za-z0-9_]+")
 
 
@@ -64,6 +78,9 @@ class Redactor:
         self._patterns = patterns
         self._needles: set[bytes] = set()
         self._shorts: set[bytes] = set()
+        # The values registered, for the bounds (their needles are held anyway).
+        self._values: set[bytes] = set()
+        self._values_len = 0
         self._literals = 0
         self._compiled: Compiled | None = None
         self._lock = threading.Lock()
@@ -115,28 +132,40 @@ class Redactor:
         self._register(((value, f"{where}:{n}") for value, n in entries), allow_short)
 
     def _register(self, entries: Iterable[tuple[bytes, str]], allow_short: bool) -> None:
-        """Validate every entry first, then add them all: no half-registered file."""
+        """Validate every entry first, then add them all: no half-registered file.
+
+        Past `MAX_SECRETS` or `MAX_SECRETS_BYTES` in all, SecretRefused names the
+        first entry past the bound, before the forms of the rest are computed.
+        """
         new_needles: set[bytes] = set()
         new_shorts: set[bytes] = set()
-        for raw, origin in entries:
-            if not raw.strip():
-                continue  # an empty value (`KEY=""`) protects nothing
-            if significant_len(raw) >= MIN_SECRET_LEN:
-                forms = needles(raw)
-                for form in forms:
-                    self._check_marker(form, origin)
-                new_needles |= forms
-            elif allow_short:
-                self._check_marker(raw.strip(), origin)
-                new_shorts.add(raw.strip())
-            else:
-                raise SecretRefused(
-                    origin,
-                    f"value is shorter than {MIN_SECRET_LEN} bytes and would corrupt unrelated "
-                    "text; allow short secrets (allow_short=True, --allow-short-secrets) to "
-                    "redact it only where it is a whole file",
-                )
-        with self._lock:
+        with self._lock:  # throughout: the bounds hold against concurrent registrations
+            added: set[bytes] = set()
+            count, size = len(self._values), self._values_len
+            for raw, origin in entries:
+                if not raw.strip():
+                    continue  # an empty value (`KEY=""`) protects nothing
+                if raw not in self._values and raw not in added:
+                    added.add(raw)
+                    count, size = count + 1, size + len(raw)
+                    _check_bounds(count, size, origin)
+                if significant_len(raw) >= MIN_SECRET_LEN:
+                    forms = needles(raw)
+                    for form in forms:
+                        self._check_marker(form, origin)
+                    new_needles |= forms
+                elif allow_short:
+                    self._check_marker(raw.strip(), origin)
+                    new_shorts.add(raw.strip())
+                else:
+                    raise SecretRefused(
+                        origin,
+                        f"value is shorter than {MIN_SECRET_LEN} bytes and would corrupt "
+                        "unrelated text; allow short secrets (allow_short=True, "
+                        "--allow-short-secrets) to redact it only where it is a whole file",
+                    )
+            self._values |= added
+            self._values_len = size
             if not (new_needles <= self._needles and new_shorts <= self._shorts):
                 self._needles |= new_needles
                 self._shorts |= new_shorts
@@ -198,3 +227,13 @@ class Redactor:
             if self._compiled is None:
                 self._compiled = build(self._marker, self._needles, self._shorts, self._patterns)
             return self._compiled
+
+
+def _check_bounds(count: int, size: int, origin: str) -> None:
+    if count > MAX_SECRETS:
+        past = f"{MAX_SECRETS} secrets"
+    elif size > MAX_SECRETS_BYTES:
+        past = f"{MAX_SECRETS_BYTES} bytes of secrets"
+    else:
+        return
+    raise SecretRefused(origin, f"would make more than {past} (the most one redactor holds)")

@@ -41,8 +41,10 @@ from sessionstore._fs.read import read_named
 from sessionstore.errors import InvalidInput
 from sessionstore.redact.variants import MIN_NEEDLE_LEN, significant_len
 
-# A secrets file is a few lines; anything this large is almost certainly not one.
-SECRETS_FILE_MAX = 16 * 1024 * 1024
+# A secrets file is a few lines; anything this large is almost certainly not one (and
+# could not be registered: `redactor.MAX_SECRETS_BYTES`), but python-dotenv would take
+# ~0.6 s a MiB to parse it first.
+SECRETS_FILE_MAX = 1 << 20
 
 
 def read_secrets_file(path: str | os.PathLike[str]) -> bytes:
