@@ -21,6 +21,12 @@ would remove. Two corrections make pathspec answer as git does:
   matched with every newline written as NUL, which no name can contain (a
   pattern holding NUL is refused).
 
+A name that is not UTF-8 (each byte that is not, a surrogate escape in the
+str) is matched with each such byte written as U+FFFF, a noncharacter: the
+Hyperscan backend encodes names as strict UTF-8, and a wildcard (`*`, `?`,
+`[!x]`) then matches the byte as git's byte-wise matching does. A pattern
+must be UTF-8 (as a pattern file must be).
+
 A set is bounded (`MAX_PATTERNS`, `MAX_PATTERN_LEN`, `MAX_PATTERNS_LEN`):
 Hyperscan, pathspec's backend where it is installed, compiles in time that
 grows faster than the set, so a large pattern file would hold the mirror for
@@ -65,6 +71,8 @@ MAX_PATTERNS = 1000
 MAX_PATTERN_LEN = 1024
 MAX_PATTERNS_LEN = 1 << 15
 _DIR_SUFFIX, _DIR_SUFFIX_FOR_DIRS = "/**", "/*/**"
+# The surrogate escapes of the bytes that are not UTF-8 (see the module docstring).
+_NOT_UTF8 = dict.fromkeys(range(0xDC80, 0xDD00), "\uffff")
 
 
 def _compile(lines: list[str], backend: str | None = None) -> GitIgnoreSpec:
@@ -74,7 +82,8 @@ def _compile(lines: list[str], backend: str | None = None) -> GitIgnoreSpec:
 
 
 def _matchable(text: str) -> str:
-    return text.replace("\n", "\0")
+    text = text.replace("\n", "\0")
+    return text if text.isascii() else text.translate(_NOT_UTF8)
 
 
 def _for_dirs(line: str) -> str:
@@ -93,6 +102,11 @@ def check_pattern(pattern: str, origin: str) -> bool:
     """
     if "\0" in pattern:
         raise InvalidInput(origin, "invalid pattern: it contains a NUL byte")
+    if not pattern.isascii():
+        try:
+            pattern.encode("utf-8")
+        except UnicodeEncodeError:  # bytes that are not UTF-8, surrogate-escaped (argv)
+            raise InvalidInput(origin, "invalid pattern: it is not UTF-8 text") from None
     if not pattern.rstrip(" ") or pattern.startswith("#"):
         return False  # git's blank line or comment: a file of them is not compiled line by line
     if len(pattern) > MAX_PATTERN_LEN:

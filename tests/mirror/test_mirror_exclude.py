@@ -54,6 +54,8 @@ HOSTILE_FILES = [
     "sp ace ",
     "d/t.json",
     "t.json",
+    "\udcff.log",  # names that are not UTF-8 (bytes 0xff, 0xfe)
+    "raw\udcfe/x.o",
 ]
 
 PATTERN_SETS = [
@@ -71,12 +73,14 @@ PATTERN_SETS = [
     pytest.param(["sp ace\\ ", "# a comment", ""], id="escaped-trailing-space"),
     pytest.param(["x.log"], id="literal-not-before-newline"),
     pytest.param(["*.log"], id="star-vs-newline-names"),
+    pytest.param(["?.log", "raw?/"], id="question-mark-on-a-byte-not-utf8"),
+    pytest.param(["[!a].log", "!\\!bang"], id="negated-class-on-a-byte-not-utf8"),
 ]
 
 
 def hostile_tree(root: Path) -> Path:
     for name in HOSTILE_FILES:
-        write(root / name, b"{}" if name.endswith("trial.json") else name.encode())
+        write(root / name, b"{}" if name.endswith("trial.json") else os.fsencode(name))
     settle()
     return root
 
@@ -391,6 +395,20 @@ def test_pattern_with_nul_is_refused(tmp_path: Path) -> None:
         Exclude(["a\0b"])
     with pytest.raises(InvalidInput, match="exclude pattern 2"):
         Mirror(tmp_path / "src", tmp_path / "dst", exclude=["ok", "!"])
+    assert not (tmp_path / "dst").exists()
+
+
+def test_a_pattern_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
+    # A name that is not UTF-8 is matched by wildcards (the tree above); a pattern must be
+    # UTF-8, as a pattern file must be: Hyperscan's backend encodes it strictly.
+    write(tmp_path / "src" / "f", b"f")
+    option = mirror_cli(tmp_path / "src", tmp_path / "dst", "--once", "--exclude", "\udcff*")
+    assert option.returncode == 2
+    assert option.stderr.splitlines()[-1] == (
+        "Error: Invalid value for '--exclude': invalid pattern: it is not UTF-8 text"
+    )
+    with pytest.raises(InvalidInput, match="exclude pattern 1: invalid pattern: it is not UTF-8"):
+        Exclude(["\ud800"])
     assert not (tmp_path / "dst").exists()
 
 
