@@ -291,6 +291,11 @@ def _redactor(
 
     redactor = Redactor()
     for value in values:
+        if not value.strip():
+            # `--secret "$TOKEN"` with TOKEN unset: the library ignores an empty value,
+            # which here would mirror unredacted what the user asked to protect.
+            problem = "empty or only whitespace: it protects nothing (is its variable unset?)"
+            raise Usage(problem, "'--secret'")
         redactor.add(value, allow_short=allow_short)
     for name in envs:
         redactor.add_env(name, allow_short=allow_short)

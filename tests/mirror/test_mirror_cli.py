@@ -129,6 +129,20 @@ def test_an_unset_secret_env_is_exit_1(src: Path, tmp_path: Path) -> None:
     assert code == 1 and "NOPE_UNSET" in err
 
 
+@pytest.mark.parametrize("value", ["", " \t"])
+def test_an_empty_secret_is_a_usage_error_not_a_mirror_without_it(
+    src: Path, tmp_path: Path, value: str
+) -> None:
+    # `--secret "$TOKEN"` with TOKEN unset must not mirror what it was to protect.
+    code, _, err = invoke("mirror", src, tmp_path / "dst", "--once", "--secret", value).outcome
+    assert code == 2
+    assert err.splitlines()[-1] == (
+        "Error: Invalid value for '--secret': empty or only whitespace: it protects nothing "
+        "(is its variable unset?)"
+    )
+    assert not (tmp_path / "dst").exists()
+
+
 def test_delete_flag_reaches_the_library(src: Path, tmp_path: Path) -> None:
     dst = tmp_path / "dst"
     write(src / "notes.txt", b"scratch")
