@@ -34,6 +34,7 @@ import io
 import os
 import re
 from bisect import bisect_right
+from collections.abc import Iterator
 
 from dotenv.parser import Binding, parse_stream
 
@@ -76,12 +77,14 @@ MAX_BLANK_RUN = 256
 _LONG_BLANKS = re.compile(rf"(?<![^\S\r\n])[^\S\r\n]{{{MAX_BLANK_RUN + 1},}}")
 
 
-def file_secrets(data: bytes, where: str = "secrets file") -> list[tuple[bytes, int]]:
+def file_secrets(data: bytes, where: str = "secrets file") -> Iterator[tuple[bytes, int]]:
     """Every (value, 1-based line) the secrets file `data` stands for, in file order.
 
-    Raises `InvalidInput` naming `where:LINE` (never a value) for a run of
-    more than `MAX_BLANK_RUN` blanks, which python-dotenv's parser cannot read
-    in reasonable time.
+    Yielded as parsed, so a caller that stops (the redactor at a short value
+    or past its bounds) parses no further: python-dotenv takes ~16 µs a line,
+    8 s for a megabyte of `A=x` lines. Raises `InvalidInput` naming
+    `where:LINE` (never a value) for a run of more than `MAX_BLANK_RUN`
+    blanks, which python-dotenv's parser cannot read in reasonable time.
     """
     text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8", "surrogateescape")
     if long_run := _LONG_BLANKS.search(text):
@@ -93,7 +96,6 @@ def file_secrets(data: bytes, where: str = "secrets file") -> list[tuple[bytes, 
         )
     lines = _NEWLINE.split(text)
     starts = [0, *(m.end() for m in _NEWLINE.finditer(text))]
-    found: list[tuple[str, int]] = []
     offset = 0
     # Bindings cover the text back to back; offsets (not dotenv's own line
     # counter, which counts a CRLF after a malformed line twice) give the lines.
@@ -106,16 +108,15 @@ def file_secrets(data: bytes, where: str = "secrets file") -> list[tuple[bytes, 
         first = bisect_right(starts, begin + len(raw) - len(raw.lstrip()))
         last = first + len(_NEWLINE.findall(content))
         if first == last:
-            found.extend((v, first) for v in _line_readings(lines[first - 1], binding))
+            yield from ((_encode(v), first) for v in _line_readings(lines[first - 1], binding))
             continue
         if binding.value is not None:
-            found.append((binding.value, first))
+            yield _encode(binding.value), first
         for n in range(first, last + 1):
             for value in _line_readings(lines[n - 1], _parse_line(lines[n - 1])):
                 # dotenv rejected the whole span: each line is all there is, short or not.
                 if binding.error or significant_len(_encode(value)) >= MIN_NEEDLE_LEN:
-                    found.append((value, n))
-    return [(_encode(value), n) for value, n in found]
+                    yield _encode(value), n
 
 
 def _encode(value: str) -> bytes:
