@@ -226,7 +226,10 @@ def read_named_patterns(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
     where = os.fspath(path)
     if where == "-":
         where = "- (standard input)"
-        data = fsread.read_capped(sys.stdin.fileno(), MAX_PATTERN_FILE)
+        # As a secrets file on it is read: a stdin closed at start-up is the CLI's stand-in,
+        # which has no descriptor and fails as the closed one would (`stdin: Bad file ...`).
+        data = sys.stdin.buffer.read(MAX_PATTERN_FILE + 1)
+        data = data if len(data) <= MAX_PATTERN_FILE else None
     else:
         data = fsread.read_named(where, MAX_PATTERN_FILE)
     if data is None:

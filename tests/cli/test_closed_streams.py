@@ -92,11 +92,12 @@ def test_output_to_a_closed_stdout_is_one_error_line_and_exit_1(
     assert "Traceback" not in done.stderr
 
 
-def test_a_secrets_file_on_a_closed_stdin_is_one_error_line_and_nothing_copied(
-    src: Path, tmp_path: Path
+@pytest.mark.parametrize("option", ["--secrets-file", "--exclude-from"])
+def test_a_file_on_a_closed_stdin_is_one_error_line_and_nothing_copied(
+    src: Path, tmp_path: Path, option: str
 ) -> None:
     dst = tmp_path / "dst"
-    done = run("mirror", src, dst, "--once", "--secrets-file", "-", preexec_fn=closing(0))
+    done = run("mirror", src, dst, "--once", option, "-", preexec_fn=closing(0))
     assert (done.returncode, done.stdout, done.stderr) == (1, "", BAD_FD.format("stdin"))
     assert not dst.exists()
 
