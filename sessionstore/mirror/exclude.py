@@ -42,7 +42,9 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -78,7 +80,11 @@ _NOT_UTF8 = dict.fromkeys(range(0xDC80, 0xDD00), "\uffff")
 def _compile(lines: list[str], backend: str | None = None) -> GitIgnoreSpec:
     from pathspec import GitIgnoreSpec  # only when there are patterns: see the module docstring
 
-    return GitIgnoreSpec.from_lines(lines, backend=backend)
+    with warnings.catch_warnings():
+        # `re`'s "Possible nested set" for `[[a]`, naming pathspec's file: not the user's
+        # concern, and a second stderr line for a pattern git takes.
+        warnings.simplefilter("ignore", FutureWarning)
+        return GitIgnoreSpec.from_lines(lines, backend=backend)
 
 
 def _matchable(text: str) -> str:
@@ -117,6 +123,9 @@ def check_pattern(pattern: str, origin: str) -> bool:
         return _is_pattern(pattern)
     except ValueError:  # pathspec's GitIgnorePatternError (it only repeats the pattern)
         raise InvalidInput(origin, f"{pattern!r} is not a valid gitignore pattern") from None
+    except re.error as exc:  # a class pathspec copies into its regex as it is: `[z-a]`
+        problem = f"{pattern!r} is not a valid gitignore pattern ({exc.msg})"
+        raise InvalidInput(origin, problem) from None
 
 
 # The CLI checks a file's lines as it reads them, then `Exclude` checks them again.

@@ -398,6 +398,26 @@ def test_pattern_with_nul_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "dst").exists()
 
 
+def test_a_reversed_range_is_one_line_and_a_nested_looking_class_no_warning(
+    tmp_path: Path,
+) -> None:
+    # pathspec copies a class into its regex as it is: `re` refused `[z-a]` with a
+    # traceback, and warned of a "possible nested set" in `[[f]`, naming pathspec's file.
+    write(tmp_path / "src" / "f", b"f")
+    write(tmp_path / "src" / "g", b"g")
+    problem = "'[z-a]' is not a valid gitignore pattern (bad character range z-a)"
+    option = mirror_cli(tmp_path / "src", tmp_path / "dst", "--once", "--exclude", "[z-a]")
+    assert option.returncode == 2
+    assert option.stderr.splitlines()[-1] == f"Error: Invalid value for '--exclude': {problem}"
+    rules = write(tmp_path / "rules", b"ok\n[z-a]\n")
+    listed = mirror_cli(tmp_path / "src", tmp_path / "dst", "--once", "--exclude-from", rules)
+    assert (listed.returncode, listed.stderr) == (1, f"Error: {rules}:2: {problem}\n")
+    assert not (tmp_path / "dst").exists()
+    quiet = mirror_cli(tmp_path / "src", tmp_path / "dst", "--once", "-q", "--exclude", "[[f]")
+    assert (quiet.returncode, quiet.stderr) == (0, "")
+    assert tree(tmp_path / "dst") == {"g": b"g"}  # `[[f]`: `[` or `f`, as git reads it
+
+
 def test_a_pattern_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
     # A name that is not UTF-8 is matched by wildcards (the tree above); a pattern must be
     # UTF-8, as a pattern file must be: Hyperscan's backend encodes it strictly.
