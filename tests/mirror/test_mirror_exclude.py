@@ -370,7 +370,7 @@ def test_a_pattern_set_past_the_bounds_is_refused_not_compiled(tmp_path: Path) -
     long = write(tmp_path / "long", b"#\n" + (b"x" * 1000 + b"\n") * 40)
     half = write(tmp_path / "half", b"".join(b"h%d\n" % i for i in range(600)))
     half2 = write(tmp_path / "half2", b"".join(b"g%d\n" % i for i in range(600)))
-    cases = [
+    cases: list[tuple[list[str | Path], int, str]] = [
         (["--exclude-from", many], 1, f"{many}:1003: more than {MAX_PATTERNS} patterns"),
         (["--exclude-from", long], 1, f"{long}:34: patterns of more than {MAX_PATTERNS_LEN} "
          "characters in all"),
