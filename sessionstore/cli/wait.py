@@ -184,6 +184,7 @@ def _wait(
     a writer that completed it and exited is no dead writer); `SessionNotFound` once the
     session is gone or replaced."""
     from sessionstore.store.lifecycle import mirror_daemon, recorded_writer
+    from sessionstore.store.records import RecordState
     from sessionstore.store.wait import wait_report
 
     def once(seconds: float) -> Record:
@@ -196,8 +197,10 @@ def _wait(
         writer = recorded_writer(session)
         dead = writer is not None and writer.alive is False and mirror_daemon(session) is None
         left = WRITER_CHECK if deadline is None else max(deadline - time.monotonic(), 0.0)
+        seconds = 0.0 if dead else min(left, WRITER_CHECK)
+        end = time.monotonic() + seconds
         try:
-            return once(0.0 if dead else min(left, WRITER_CHECK))
+            record = once(seconds)
         except WaitTimedOut as exc:
             if dead:
                 assert writer is not None
@@ -205,3 +208,11 @@ def _wait(
             if deadline is not None and time.monotonic() >= deadline:
                 assert timeout is not None
                 raise WaitTimedOut(exc.path, timeout) from None
+            continue
+        # A slice returns a torn marker at its own deadline, settled or not; a marker
+        # written in place may still become whole, so only the wait's deadline is final
+        # for it. The next slice (longer than SETTLE) returns it once it has settled.
+        last = dead or (deadline is not None and seconds >= left)
+        if record.state is RecordState.TORN and not last and time.monotonic() >= end:
+            continue
+        return record

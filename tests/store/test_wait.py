@@ -20,9 +20,10 @@ from typing import Any
 
 import orjson
 import pytest
-from cli_runner import environ, finish, popen, reap
+from cli_runner import environ, finish, invoke, popen, reap
 
 from sessionstore._watch import Watcher
+from sessionstore.cli import wait as wait_command
 from sessionstore.errors import InvalidInput, WaitTimedOut
 from sessionstore.store import wait as wait_module
 from sessionstore.store.session import Record, RecordState, Session, Store, read_record
@@ -324,6 +325,30 @@ def test_cli_torn_exits_1(session: Session) -> None:
     assert code == 1
     assert orjson.loads(out)["state"] == "torn"
     assert err == f"Error: trial 1 is torn: {marker}: empty file\n"
+
+
+def test_cli_a_marker_written_in_place_across_a_writer_check_reads_completed(
+    session: Session, later: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The CLI waits in slices (to look at the writer between them); a slice ending on a
+    # torn marker that had not settled returned it as torn, exit 1, though its writer
+    # completed it a moment later. Short slices and a marker dated ahead (a writer whose
+    # clock runs ahead: it settles only by staying the same) make every slice end so.
+    monkeypatch.setattr(wait_command, "WRITER_CHECK", 0.05)
+    writer = session.trials.begin()
+    marker = writer.path / "trial.json"
+    marker.write_text("{")  # written in place, against the format's rule
+    ahead = time.time() + 3600
+    os.utime(marker, (ahead, ahead))
+
+    def rest() -> None:
+        with open(marker, "a") as f:
+            f.write(' "slow": true}')
+
+    later(0.5, rest)
+    waited = invoke("wait", session.path, "--trial", "1", "--timeout", "30", "--json")
+    assert waited.exit_code == 0, waited.output
+    assert orjson.loads(waited.stdout)["record"] == {"slow": True}
 
 
 @pytest.mark.parametrize(
