@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from sessionstore import _json as jsonio
 from sessionstore._display import escape
 from sessionstore._fs.atomic import TEMP_PREFIX
+from sessionstore._fs.read import read_named
 from sessionstore.errors import InvalidInput, TemplateError
 from sessionstore.format.names import CONSTRAINTS, MANIFEST, MARKERS, REPORT, SERVICE, TRIALS
 from sessionstore.format.template import render, used_variables
@@ -43,6 +44,8 @@ __all__ = ["DEFAULT_TEMPLATE", "contract_variables", "default_template", "render
 DEFAULT_TEMPLATE = "contract_template.md"
 # The file name the contract asks for; `output_contract` in the markers points at it.
 LOG_NAME = "run.log"
+# A prompt template is a page or two; anything this large is almost certainly not one.
+TEMPLATE_MAX = 16 * 1024 * 1024
 
 
 def default_template() -> str:
@@ -147,12 +150,15 @@ def render_contract(
     if template is None:
         return render(default_template(), **variables)
     source = os.fspath(template)
+    # As every file a user names is read: a FIFO is never waited on, a device
+    # (/dev/zero) never read without end.
+    data = read_named(source, TEMPLATE_MAX)
+    if data is None:
+        raise InvalidInput(source, f"is larger than {TEMPLATE_MAX} bytes; not a template")
     try:
-        text = Path(source).read_text(encoding="utf-8-sig")  # an editor's BOM is no text
+        text = data.decode("utf-8-sig")  # an editor's BOM is no text
     except UnicodeDecodeError as exc:
         raise InvalidInput(source, f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
-    except OSError as exc:
-        raise InvalidInput(source, f"cannot read the template: {exc.strerror}") from None
     try:
         used = used_variables(text)
         for name, line, column in used:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -125,10 +126,26 @@ def test_user_template_errors_name_the_file(session: Session, tmp_path: Path) ->
         session.contract(template)
     with pytest.raises(InvalidInput) as missing:
         session.contract(tmp_path / "absent.md")
-    assert (
-        str(missing.value)
-        == f"{tmp_path / 'absent.md'}: cannot read the template: No such file or directory"
-    )
+    assert str(missing.value) == f"{tmp_path / 'absent.md'}: cannot read: No such file or directory"
+
+
+def test_a_template_that_is_no_regular_file_is_refused_at_once(
+    session: Session, tmp_path: Path
+) -> None:
+    """A FIFO was waited on forever, /dev/zero read until memory ran out, a GiB read whole."""
+    fifo = tmp_path / "fifo.md"
+    os.mkfifo(fifo)
+    for template in (fifo, Path("/dev/zero")):
+        done = run("contract", session.path, "--template", template, timeout=30)
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr == f"Error: {template}: is not a regular file; not read\n"
+    with pytest.raises(InvalidInput, match="is a directory; not read"):
+        session.contract(tmp_path)
+    huge = tmp_path / "huge.md"
+    with open(huge, "wb") as f:
+        f.truncate(1 << 30)  # sparse: no disk used
+    with pytest.raises(InvalidInput, match="is larger than 16777216 bytes; not a template"):
+        session.contract(huge)
 
 
 def test_cli_prints_the_contract(session: Session, tmp_path: Path) -> None:
