@@ -66,7 +66,7 @@ def contract_variables(
     per-record paths. Optional values (`workspace`, `session_name`,
     `planned_trials`, `constraints`) are "" when absent, so `<!--?if NAME-->`
     blocks drop them. Raises `InvalidInput` for a workspace that is not a
-    directory or is the session directory itself.
+    directory, is the session directory itself or is inside it.
     """
     session_dir = absolute(session.path)
     root = session_dir if workspace is None else _workspace(workspace, session_dir)
@@ -122,13 +122,23 @@ def _workspace(workspace: str | os.PathLike[str], session_dir: Path) -> Path:
     path = Path(os.path.abspath(workspace))
     if path.exists() and not path.is_dir():
         raise InvalidInput(os.fspath(workspace), "the workspace is not a directory")
-    if not isinstance(session_dir, S3Path) and os.path.realpath(path) == os.path.realpath(
-        session_dir
-    ):
+    if isinstance(session_dir, S3Path):
+        return path
+    # The mirror's own rule for its source (`Mirror`): a contract for a workspace the
+    # mirror refuses would send the agent's records where nothing copies them.
+    # realpath, not Path.resolve: a symlink loop is a path like any other, no RuntimeError.
+    real, session_real = Path(os.path.realpath(path)), Path(os.path.realpath(session_dir))
+    if real == session_real:
         raise InvalidInput(
             os.fspath(workspace),
             "the workspace is the session directory itself; for an agent that writes "
             "in place, render the contract without a workspace",
+        )
+    if session_real in real.parents:
+        raise InvalidInput(
+            os.fspath(workspace),
+            "the workspace is inside the session directory, which the mirror never copies "
+            "into itself; give a workspace outside it",
         )
     return path
 

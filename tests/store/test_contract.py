@@ -246,6 +246,29 @@ def test_an_unusable_workspace_is_one_line_and_exit_1_or_2(
     assert result.stderr.splitlines()[-1].endswith(f"'--workspace': Directory '{afile}' is a file.")
 
 
+def test_a_workspace_inside_the_session_directory_is_refused_as_the_mirror_does(
+    session: Session, tmp_path: Path
+) -> None:
+    """The mirror refuses a source inside its destination: a contract for one sent the
+    agent's records where nothing would copy them."""
+    inside = session.path / "ws"
+    done = run("contract", session.path, "--workspace", inside)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        f"Error: {inside}: the workspace is inside the session directory, which the mirror "
+        "never copies into itself; give a workspace outside it\n"
+    )
+    inside.mkdir()
+    mirrored = run("mirror", inside, session.path, "--once")
+    assert mirrored.stderr.endswith("the source must not be the destination or inside it\n")
+    # Through a symlink, and a symlink loop is a workspace path like any other.
+    (tmp_path / "link").symlink_to(session.path)
+    with pytest.raises(InvalidInput, match="the workspace is inside the session directory"):
+        session.contract(workspace=tmp_path / "link" / "trials")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    assert str(tmp_path / "loop") in session.contract(workspace=tmp_path / "loop")
+
+
 def test_a_user_template_can_tell_the_two_modes_apart(session: Session, tmp_path: Path) -> None:
     template = tmp_path / "mine.md"
     template.write_text(
