@@ -66,10 +66,12 @@ def contract_variables(
     per-record paths. Optional values (`workspace`, `session_name`,
     `planned_trials`, `constraints`) are "" when absent, so `<!--?if NAME-->`
     blocks drop them. Raises `InvalidInput` for a workspace that is not a
-    directory, is the session directory itself or is inside it.
+    directory, is the session directory itself or is inside it, and for a
+    root (the workspace, else the session directory) that `escape` would
+    change: printed escaped, it would name another path.
     """
     session_dir = absolute(session.path)
-    root = session_dir if workspace is None else _workspace(workspace, session_dir)
+    root = _root(session_dir, workspace)
     trials, service = root / TRIALS, root / SERVICE
     trial, attempt = trials / "<n>", service / "<k>"
     manifest = session.manifest or {}
@@ -115,6 +117,20 @@ def contract_variables(
 def _next(numbers: Iterable[Iterable[int]]) -> int:
     """One past the highest record number in any of the collections."""
     return max((n for each in numbers for n in each), default=0) + 1
+
+
+def _root(session_dir: Path, workspace: str | os.PathLike[str] | None) -> Path:
+    """The directory the agent writes in: the workspace, else the session directory."""
+    root = session_dir if workspace is None else _workspace(workspace, session_dir)
+    if escape(str(root)) != str(root):
+        # Every path is printed escaped (`_printable`), and escaped it names another
+        # directory: the agent would write where no mirror or reader ever looks.
+        raise InvalidInput(
+            str(root),
+            "holds a control or invisible character, which the contract could print only "
+            "escaped, naming another path",
+        )
+    return root
 
 
 def _workspace(workspace: str | os.PathLike[str], session_dir: Path) -> Path:
