@@ -115,7 +115,9 @@ class Mirror:
             self.dest_real = Path(str(self.remote.url))  # a name for messages only
         else:
             self.dest = Path(dest)  # type: ignore[arg-type]  # not an S3Dest: _remote said
-            src, dst = self.source.resolve(), self.dest.resolve()
+            # realpath: a symlink loop resolves to itself (Path.resolve raises RuntimeError),
+            # and the pass's own open of it says what it is.
+            src, dst = Path(os.path.realpath(self.source)), Path(os.path.realpath(self.dest))
             if src == dst or dst in src.parents:
                 raise InvalidInput("mirror", "the source must not be the destination or inside it")
             if redactor and creates_secret(redactor, str(dst)):

@@ -269,3 +269,16 @@ def test_a_short_secret_that_is_a_name_in_an_error_is_redacted(tmp_path: Path) -
     result = run("mirror", "./ab", "./out", "--once", "--secret", "ab", "--allow-short-secrets",
                  cwd=tmp_path)  # fmt: skip
     assert (result.returncode, result.stderr) == (1, "Error: source REDACTED: does not exist\n")
+
+
+@pytest.mark.parametrize("under", ["", "/sub"])
+def test_a_destination_through_a_symlink_loop_is_one_error_not_a_traceback(
+    src: Path, tmp_path: Path, under: str
+) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    proc = run("mirror", src, f"{loop}{under}", "--once")
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert f"destination: {loop}: a symlink is where a directory belongs" in proc.stderr
+    assert loop.is_symlink() and os.readlink(loop) == str(loop)  # nothing written through it
