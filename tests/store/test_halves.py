@@ -1,7 +1,8 @@
 """`store.halves`: a big local listing read by two processes, its values exactly one's.
 
-Real forks, real pipes and real signals: a function that reports the pid it
-ran in shows which process derived each value. A child that crashes, stops,
+Real forks, real pipes and real signals, each case in a fresh interpreter: a
+function that reports whether it ran in the child shows which process derived
+each value. A child that crashes, stops,
 raises or derives a value JSON cannot carry costs only time: the parent
 derives what it did not send. Nothing is left running or unreaped.
 """
@@ -9,12 +10,9 @@ derives what it did not send. Nothing is left running or unreaped.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator, Set
-from itertools import islice
+from collections.abc import Set
 from pathlib import Path
 from typing import Any
 
@@ -24,110 +22,134 @@ from cli_runner import TIMEOUT, run
 from inspect_helpers import metrics, trial
 
 from sessionstore import _fork
-from sessionstore.store import halves as halves_module
-from sessionstore.store.halves import MIN_ITEMS, halves
+from sessionstore.store.halves import MIN_ITEMS
 from sessionstore.store.session import Store
 
 N = MIN_ITEMS + 51
-PARENT = os.getpid()
 FORKS = _fork.may_fork()  # one CPU, or SIGCHLD taken: one process reads all
 
+# Each case runs in a fresh interpreter: `halves` never forks beside another thread, and
+# the test process has had threads (servers, watchers) since other tests ran. It prints
+# the values as `[i, derived in the child]`, and whether any child is left unreaped.
+CASE = """
+import itertools, json, os, signal, sys, threading
+from sessionstore.store import halves as h
 
-def _where(i: int) -> list[int]:
-    return [i, os.getpid()]
+case, n = sys.argv[1], int(sys.argv[2])
+parent, calls, error = os.getpid(), [], None
 
+def where(i):
+    return [i, os.getpid() != parent]
 
-def _no_children() -> bool:
+def func(i):
+    child = os.getpid() != parent
+    if case == "json" and i == 7:
+        return [i, child, 2**70]
+    if case == "raises" and i == 11:
+        calls.append(child)
+        raise ValueError(f"item {i} is bad")
+    if case == "dies" and i == 101 and child:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if case == "stops" and i == 51 and child:
+        os.kill(os.getpid(), signal.SIGSTOP)
+    return where(i)
+
+h.STALL = 0.3
+stop = threading.Event()
+if case == "thread":
+    threading.Thread(target=stop.wait).start()
+values = h.halves(func, range(n))
+if case == "early":
+    got = list(itertools.islice(values, 5))
+    getattr(values, "close", lambda: None)()  # a generator where it forked
+elif case == "raises":
+    got = list(itertools.islice(values, 11))
     try:
-        os.waitpid(-1, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
-
-
-def _check(values: Iterator[Any], derived_by_parent: Set[int] = frozenset()) -> None:
+        next(values)
+    except ValueError as exc:
+        error = str(exc)
+else:
     got = list(values)
-    assert [v[0] for v in got] == list(range(N))
-    for i, (_, pid) in enumerate(got):
-        by_child = FORKS and i % 2 == 1 and i not in derived_by_parent
-        assert (pid != PARENT) == by_child, (i, pid)
-    assert _no_children()
+stop.set()
+try:
+    os.waitpid(-1, os.WNOHANG)
+    reaped = False
+except ChildProcessError:
+    reaped = True
+print(json.dumps({"values": got, "calls": calls, "error": error, "reaped": reaped}))
+"""
+
+
+def _case(case: str, n: int = N) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, "-c", CASE, case, str(n)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    value: dict[str, Any] = orjson.loads(result.stdout)
+    return value
+
+
+def _check(found: dict[str, Any], derived_by_parent: Set[int] = frozenset()) -> None:
+    """Every value, in order; the odd ones from the child unless it was gone by then."""
+    values = [v[:2] for v in found["values"]]
+    assert [i for i, _ in values] == list(range(len(values)))
+    for i, by_child in values:
+        assert by_child == (FORKS and i % 2 == 1 and i not in derived_by_parent), i
+    assert found["reaped"]
+
+
+def test_a_fork_is_allowed_exactly_where_there_is_a_second_cpu() -> None:
+    # The cases below expect a child where `may_fork` says so: it must not just say no.
+    assert (len(os.sched_getaffinity(0)) > 1) == FORKS
 
 
 def test_every_other_value_comes_from_the_child_in_order() -> None:
-    _check(halves(_where, range(N)))
+    found = _case("every")
+    assert len(found["values"]) == N
+    _check(found)
 
 
 def test_few_items_are_read_in_one_process() -> None:
-    values = list(halves(_where, range(MIN_ITEMS - 1)))
-    assert values == [[i, PARENT] for i in range(MIN_ITEMS - 1)]
+    found = _case("every", MIN_ITEMS - 1)
+    assert found["values"] == [[i, False] for i in range(MIN_ITEMS - 1)]
 
 
 def test_a_value_json_cannot_carry_is_derived_by_the_parent() -> None:
-    def func(i: int) -> list[int]:
-        return [i, os.getpid(), 2**70] if i == 7 else _where(i)
-
-    got = list(halves(func, range(N)))
-    assert got[7] == [7, PARENT, 2**70]
-    assert all(v[1] != PARENT for v in got[9::2]) == FORKS
+    found = _case("json")
+    assert found["values"][7] == [7, False, 2**70]
+    _check(found, derived_by_parent={7})
 
 
 def test_what_raises_in_the_child_raises_in_the_parent_when_it_is_reached() -> None:
-    calls: list[int] = []
-
-    def func(i: int) -> list[int]:
-        if i == 11:
-            calls.append(os.getpid())
-            raise ValueError(f"item {i} is bad")
-        return _where(i)
-
-    values = halves(func, range(N))
-    assert [v[0] for v in islice(values, 11)] == list(range(11))
-    with pytest.raises(ValueError, match="item 11 is bad"):
-        next(values)
-    assert calls == [PARENT]  # the child's own call raised in the child, unseen
-    assert _no_children()
+    found = _case("raises")
+    assert [v[0] for v in found["values"]] == list(range(11))
+    assert found["error"] == "item 11 is bad"
+    # The child's own call raised there, unseen; the parent's raised where it was read.
+    assert found["calls"] == [False]
+    assert found["reaped"]  # the generator ended with the error, and reaped its child
 
 
 def test_a_child_that_dies_costs_only_time() -> None:
-    def func(i: int) -> list[int]:
-        if i == 101 and os.getpid() != PARENT:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return _where(i)
-
-    _check(halves(func, range(N)), derived_by_parent=set(range(101, N)))
+    _check(_case("dies"), derived_by_parent=set(range(101, N)))
 
 
-def test_a_stopped_child_is_killed_after_the_stall_and_the_parent_reads_the_rest(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(halves_module, "STALL", 0.3)
-
-    def func(i: int) -> list[int]:
-        if i == 51 and os.getpid() != PARENT:
-            os.kill(os.getpid(), signal.SIGSTOP)
-        return _where(i)
-
-    _check(halves(func, range(N)), derived_by_parent=set(range(51, N)))
+def test_a_stopped_child_is_killed_after_the_stall_and_the_parent_reads_the_rest() -> None:
+    _check(_case("stops"), derived_by_parent=set(range(51, N)))
 
 
 def test_a_reader_that_stops_early_leaves_no_child() -> None:
-    values = halves(_where, range(N))
-    assert [v[0] for v in islice(values, 5)] == list(range(5))
-    values.close()  # type: ignore[attr-defined]  # a generator where it forked
-    assert _no_children()
+    found = _case("early")
+    assert [v[0] for v in found["values"]] == list(range(5))
+    assert found["reaped"]
 
 
 def test_no_fork_beside_another_thread() -> None:
-    stop = threading.Event()
-    thread = threading.Thread(target=stop.wait)
-    thread.start()
-    try:
-        values = list(halves(_where, range(N)))
-    finally:
-        stop.set()
-        thread.join()
-    assert values == [[i, PARENT] for i in range(N)]
+    found = _case("thread")
+    assert found["values"] == [[i, False] for i in range(N)]
 
 
 def _one_process(*args: str) -> bytes:
