@@ -34,6 +34,49 @@ def source_is_dest(run: Pass, root_fd: int) -> bool:
     return True
 
 
+def mount_root(run: Pass, frame: Frame, fd: int, drel: str) -> bool:
+    """Whether `fd`, a subdirectory of `frame` opened by a name its listing gave another
+    inode, is the root of a filesystem mounted there: then it is walked.
+
+    A listing's inode of a mount point is the covered directory's (`d_ino`), never the
+    mounted root's that the open gives, so only a different mount tells a mount point
+    from a directory swapped in since the listing (unstable, pending in `frame`). The
+    destination mounted inside the source is skipped, as when its inode is listed.
+    """
+    own = os.fstat(fd)
+    if not _other_mount(frame.src_fd, fd, own):
+        frame.pending += 1
+        run.unstable(drel, "replaced during the pass")
+        return False
+    if (own.st_dev, own.st_ino) == run.dest_id:
+        run.skip(drel, "the destination itself")
+        return False
+    return True
+
+
+def _other_mount(parent_fd: int, fd: int, own: os.stat_result) -> bool:
+    """Whether the directory open at `fd` is on another mount than the one at `parent_fd`.
+
+    Another device says so; a bind mount of the parent's filesystem has its device,
+    and only the mount id tells (Linux: /proc/self/fdinfo; elsewhere not known).
+    """
+    if own.st_dev != os.fstat(parent_fd).st_dev:
+        return True
+    ids = [_mount_id(parent_fd), _mount_id(fd)]
+    return None not in ids and ids[0] != ids[1]
+
+
+def _mount_id(fd: int) -> int | None:
+    try:
+        with open(f"/proc/self/fdinfo/{fd}", "rb") as info:
+            for line in info:
+                if line.startswith(b"mnt_id:"):
+                    return int(line[7:])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def visit_subtree(run: Pass, root_fd: int, parts: tuple[str, ...]) -> None:
     """Walk down to one source subtree (without visiting what is above it) and visit it."""
     fd, dest, rel = root_fd, run.tree.root, ""

@@ -55,7 +55,7 @@ from sessionstore.mirror.layout import (
     special_kind,
 )
 from sessionstore.mirror.report import PassReport
-from sessionstore.mirror.subtree import source_is_dest, visit_subtree
+from sessionstore.mirror.subtree import mount_root, source_is_dest, visit_subtree
 from sessionstore.mirror.sync import FileOps
 from sessionstore.storage.local_tree import OPEN_DIR, describe
 from sessionstore.storage.trees import make_tree
@@ -363,10 +363,8 @@ class Pass(FileOps):
                 self.listing_failed = True
                 self.error(drel, f"cannot open directory: {describe(exc)}")
             return None
-        if os.fstat(fd).st_ino != ino:
-            os.close(fd)
-            frame.pending += 1
-            self.unstable(drel, "replaced during the pass")
+        if os.fstat(fd).st_ino != ino and not mount_root(self, frame, fd, drel):
+            os.close(fd)  # swapped since the listing, or the destination mounted here
             return None
         entered = Frame(frame, dname, drel, fd, e.name, frame.src_name, frame)
         self.tree.open_below(frame, entered)  # parents first, before any of its files
