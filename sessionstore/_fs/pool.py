@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import signal
 import threading
 from typing import Generic, Protocol, TypeVar
 
@@ -30,6 +31,8 @@ class Task(Protocol):
 
 
 T = TypeVar("T", bound=Task)
+
+_BLOCKED = {signal.SIGINT}
 
 
 class Pool(Generic[T]):
@@ -60,12 +63,20 @@ class Pool(Generic[T]):
             # runs, and a running thread `close` did not know of took another's stop and
             # left it waiting forever (the pass hung in `close`).
             threads.append(thread)
+            # Started with SIGINT blocked, which it inherits: a Ctrl-C is then always the
+            # caller's thread's. Taken by a pool thread (the kernel hands it to one when
+            # the caller blocks it, as `_orjson` does around orjson's import), it trips
+            # Python's flag all the same, and the caller raises KeyboardInterrupt inside
+            # that import, which crashes the interpreter (SIGSEGV).
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED)
             try:
                 thread.start()
             except RuntimeError:  # "can't start new thread"
                 threads.pop()
                 if not threads:
                     raise
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         self._todo.put(task)
         self.pending += 1
 
