@@ -15,6 +15,7 @@ the pool may use it.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import queue
 import signal
@@ -42,7 +43,9 @@ class Pool(Generic[T]):
         self._max = threads
         self._name = name
         self._todo: queue.SimpleQueue[T | None] = queue.SimpleQueue()
-        self._done: queue.SimpleQueue[T] = queue.SimpleQueue()
+        # Finished tasks, and one wake-up per task put there (see `next`).
+        self._done: collections.deque[T] = collections.deque()
+        self._woken: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self.pending = 0  # submitted and not handed back yet
 
@@ -81,18 +84,30 @@ class Pool(Generic[T]):
         self.pending += 1
 
     def _run(self) -> None:
-        get, put = self._todo.get, self._done.put
+        get, done, wake = self._todo.get, self._done.append, self._woken.put
         while (task := get()) is not None:
             try:
                 task.work()
             except Exception as exc:  # handed to the caller with the task
                 task.error = exc
-            put(task)
+            done(task)
+            wake(None)
 
     def next(self) -> T:
-        """The next task to finish (waiting for it); there must be one pending."""
+        """The next task to finish (waiting for it); there must be one pending.
+
+        A Ctrl-C is raised as a call returns, also the wait's. So the wait hands
+        back only a wake-up (one lost costs nothing: the finished tasks are looked
+        at first), and a task is taken off `_done` and counted out with no call
+        in between. Taken off a queue by the wait itself, a task was lost to a
+        Ctrl-C and still counted `pending`: the pass hung here on its way out.
+        """
         assert self.pending, "nothing was submitted"
-        task = self._done.get()
+        done = self._done
+        while not done:
+            self._woken.get()
+        task = done[0]
+        del done[0]
         self.pending -= 1
         return task
 

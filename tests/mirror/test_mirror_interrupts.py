@@ -10,8 +10,15 @@ Each test makes one such moment happen on purpose.
 
 from __future__ import annotations
 
+import queue
 import subprocess
 import sys
+import threading
+from typing import Any
+
+import pytest
+
+from sessionstore._fs.pool import Pool
 
 # In a child process: a pool whose thread waits, SIGINT blocked in the main thread
 # (as `_orjson` blocks it around orjson's import), then a SIGINT sent to the process.
@@ -49,3 +56,46 @@ def test_a_pool_thread_never_takes_a_ctrl_c() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["pending", "raised here"]
+
+
+class _Task:
+    error: Exception | None = None
+
+    def work(self) -> None:
+        pass
+
+
+class _CutQueue(queue.SimpleQueue):  # type: ignore[type-arg]  # any item: as the pool's
+    """A SimpleQueue whose first get() in the main thread raises KeyboardInterrupt as
+    it returns: what a Ctrl-C does when it arrives while the call hands an item back."""
+
+    cut = False
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        item = super().get(block, timeout)
+        if threading.current_thread() is threading.main_thread() and not _CutQueue.cut:
+            _CutQueue.cut = True
+            raise KeyboardInterrupt
+        return item
+
+
+def test_a_ctrl_c_as_a_finished_task_is_handed_back_loses_no_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Interrupted as its wait returns, `next` loses nothing: the next call hands the
+    task back. (The task was taken off the queue and lost, still counted pending, and
+    the pass that called `next` again on its way out waited forever.)"""
+    monkeypatch.setattr(queue, "SimpleQueue", _CutQueue)
+    pool: Pool[_Task] = Pool(2, "sessionstore-fsync")
+    task = _Task()
+    pool.submit(task)
+    with pytest.raises(KeyboardInterrupt):
+        pool.next()
+    assert pool.pending == 1
+    found: list[_Task] = []
+    waiter = threading.Thread(target=lambda: found.append(pool.next()), daemon=True)
+    waiter.start()
+    waiter.join(timeout=30)  # a hang guard: it returns at once, or never
+    assert found == [task]
+    assert pool.pending == 0
+    pool.close()
