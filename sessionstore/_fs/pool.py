@@ -52,10 +52,11 @@ class Pool(Generic[T]):
     def submit(self, task: T) -> None:
         """Queue `task`; a thread is started first while fewer run than tasks wait.
 
-        Raises with nothing queued, so the caller still owns `task`: a thread
-        that cannot start (a process at its limit) is an error only when no
-        thread runs (the ones that do will run the queue); nothing that can
-        raise (no call into Python code) comes after the queueing.
+        Raises with nothing queued (`pending` unchanged), so the caller still
+        owns `task`: a thread that cannot start (a process at its limit) is an
+        error only when no thread runs (the ones that do will run the queue).
+        A task queued is counted in `pending`, also when a Ctrl-C lands as the
+        call returns: a caller tells from `pending` what it handed over.
         """
         threads = self._threads
         if len(threads) < self._max and len(threads) <= self.pending:
@@ -80,8 +81,10 @@ class Pool(Generic[T]):
                     raise
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        self._todo.put(task)
+        # Counted first: a Ctrl-C may land as `put` returns, and nothing in between can
+        # raise, so `pending` tells whether the task was queued.
         self.pending += 1
+        self._todo.put(task)
 
     def _run(self) -> None:
         get, done, wake = self._todo.get, self._done.append, self._woken.put

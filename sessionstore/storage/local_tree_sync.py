@@ -120,13 +120,14 @@ class LocalSync(LocalDirs):
 
                         pool = self._pool = Pool(POOL_THREADS, "sessionstore-fsync")
                     jobs, self._round = self._round, []
-                    queued = 0
+                    before = pool.pending
                     try:
                         for job in jobs:
                             pool.submit(job)  # queues it, or raises with nothing queued
-                            queued += 1
                     finally:  # what did not reach the pool is the round's again, never lost
-                        self._round[:0] = jobs[queued:]
+                        # Counted by the pool, not here: a Ctrl-C as `submit` returns
+                        # made a job both queued and the round's, and it ran twice.
+                        self._round[:0] = jobs[pool.pending - before :]
                 elif pool is None or not pool.pending:  # (pending: a round cut short)
                     return
                 while pool.pending:

@@ -14,11 +14,14 @@ import queue
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
+from mirror_helpers import converge, settle, temps, tree, write
 
 from sessionstore._fs.pool import Pool
+from sessionstore.mirror.mirror import Mirror
 
 # In a child process: a pool whose thread waits, SIGINT blocked in the main thread
 # (as `_orjson` blocks it around orjson's import), then a SIGINT sent to the process.
@@ -99,3 +102,42 @@ def test_a_ctrl_c_as_a_finished_task_is_handed_back_loses_no_task(
     assert found == [task]
     assert pool.pending == 0
     pool.close()
+
+
+def _records(src: Path, count: int) -> None:
+    for n in range(1, count + 1):
+        rec = src / "trials" / str(n)
+        for i in range(8):
+            write(rec / f"f{i}.txt", b"file %d of %d\n" % (i, n))
+        write(rec / "trial.json", b'{"trial": %d}' % n)
+
+
+def _fsync_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("sessionstore-fsync")]
+
+
+def test_a_ctrl_c_as_a_job_reaches_the_pool_runs_it_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KeyboardInterrupt just after `Pool.submit` queued a job: the job is the pool's,
+    not the round's again. (It was both, ran twice, and its second rename failed an
+    assertion in a pool thread: the pass raised AssertionError, not the interrupt.)"""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _records(src, 12)
+    settle()
+    calls = {"n": 0}
+    submit = Pool.submit
+
+    def submit_(self: Pool[Any], task: Any) -> None:
+        submit(self, task)
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Pool, "submit", submit_)
+    with pytest.raises(KeyboardInterrupt):
+        Mirror(src, dst).run_once()
+    monkeypatch.undo()
+    assert temps(dst) == []
+    assert not _fsync_threads()
+    assert converge(src, dst, durable=True).ok and tree(dst) == tree(src)
