@@ -110,6 +110,12 @@ class AtomicFile:
         except OSError as exc:
             # The target is what the caller named: the temp's name would mislead.
             raise OSError(exc.errno, exc.strerror, self.path) from None
+        except BaseException:
+            # A Ctrl-C is raised as a system call returns: here the temp is made and its
+            # fd lost. The name is this call's alone (random, O_EXCL): removed by name.
+            with contextlib.suppress(OSError):
+                os.unlink(self.temp, dir_fd=dir_fd)
+            raise
         self._done = False
         self._synced = False
         try:
