@@ -15,23 +15,58 @@ from sessionstore.mirror.frame import Frame
 from sessionstore.mirror.layout import SPANS
 from sessionstore.storage.local_tree import OPEN_DIR, LocalDir
 
+# Only climbed through and fstat'ed: O_PATH needs no read permission on a directory above.
+_OPEN_UP = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
+
 TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
     from sessionstore.mirror.walk import Pass
 
 
 def source_is_dest(run: Pass, root_fd: int) -> bool:
-    """Whether the source root `root_fd` is the destination's (an error of the pass if so).
+    """Whether the source root `root_fd` is the destination or inside it (an error of
+    the pass if so).
 
-    `Mirror` refuses that pair of paths, but a source is looked up by name at
+    `Mirror` refuses such a pair of paths, but a source is looked up by name at
     every pass: swapped for a symlink to the destination under a daemon, the
-    tree was copied onto itself, each pass's commits the next one's events.
+    tree was copied onto itself, each pass's commits the next one's events; to a
+    directory in it, that directory was copied to the destination's top. So the
+    directories above the source root are climbed (`..`, by fd) to the top.
     """
     own = os.fstat(root_fd)
-    if (own.st_dev, own.st_ino) != run.dest_id:
-        return False
-    run.error(".", "source: is the destination now; nothing mirrored")
-    return True
+    if (own.st_dev, own.st_ino) == run.dest_id:
+        run.error(".", "source: is the destination now; nothing mirrored")
+        return True
+    if _below(root_fd, (own.st_dev, own.st_ino), run.dest_id):
+        run.error(".", "source: is inside the destination now; nothing mirrored")
+        return True
+    return False
+
+
+def _below(fd: int, here: tuple[int, int], top: tuple[int, int]) -> bool:
+    """Whether the directory open at `fd` (identity `here`) has `top` above it.
+
+    Climbs `..` to the file system's root (its own parent); a directory that
+    cannot be climbed (no search permission) ends the climb: not below.
+    """
+    fd = os.dup(fd)
+    try:
+        while True:
+            try:
+                up = os.open("..", _OPEN_UP, dir_fd=fd)
+            except OSError:
+                return False
+            os.close(fd)
+            fd = up
+            st = os.fstat(fd)
+            above = (st.st_dev, st.st_ino)
+            if above == top:
+                return True
+            if above == here:  # `/` is its own parent
+                return False
+            here = above
+    finally:
+        os.close(fd)
 
 
 def mount_root(run: Pass, frame: Frame, fd: int, drel: str) -> bool:

@@ -119,3 +119,35 @@ def test_a_source_swapped_for_a_symlink_to_the_destination_is_not_copied_onto_it
     ]
     assert (dst / "a.txt").stat().st_ino == before  # not rewritten by a copy of itself
     assert code == 1, err  # the final pass found it too
+
+
+def test_a_source_retargeted_inside_the_destination_is_not_copied_into_it(
+    dst: Path, tmp_path: Path
+) -> None:
+    """A symlinked source retargeted to a directory of the destination: each pass is
+    an error and copies nothing. (The directory was copied to the destination's top,
+    `dst/work/notes.txt` to `dst/notes.txt`: a source inside the destination, which
+    `Mirror` refuses when it is made.)"""
+    real = tmp_path / "real"
+    write(real / "work" / "notes.txt", b"notes")
+    link = tmp_path / "current"
+    link.symlink_to(real)
+    daemon = DaemonProcess(link, dst, "--json", "--full-every", "3600")
+    try:
+        assert daemon.next()["copied"] == ["work/notes.txt"]
+        (tmp_path / "next").symlink_to(dst / "work")
+        os.replace(tmp_path / "next", link)  # the swap is seen within a second: a full pass
+        for _ in range(20):
+            report = daemon.next(timeout=GUARD)
+            if report["pass"] == "full":  # the swap's
+                break
+        else:
+            raise AssertionError("the swap was never noticed")
+    finally:
+        code, err = daemon.stop()
+    assert report["copied"] == [], report
+    assert report["errors"] == [
+        {"path": ".", "error": "source: is inside the destination now; nothing mirrored"}
+    ]
+    assert sorted(p.name for p in dst.iterdir() if not p.name.startswith(".")) == ["work"]
+    assert code == 1, err  # the final pass found it too
