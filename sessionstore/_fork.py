@@ -3,9 +3,11 @@
 Two callers fork a child that reads while the parent reads too, on the second
 CPU: the mirror's verifier (`mirror.split`) and the store listing's second
 reader (`store.halves`). Both fork only where `may_fork` and, at the fork
-itself, `single_threaded` hold; the child sends its results up a pipe
-(`write_all`), which the parent reads without blocking (`drain`), and dies
-with its parent (`detach`).
+itself, `single_threaded` hold, by `fork_lines`: the child sends its results
+up a pipe as lines, which the parent reads without blocking (`drain`), and
+ends it (`reap`). The child writes nothing else to its streams (they are
+/dev/null: a program reading the parent's output sees its end when the
+parent ends), and on Linux it dies with its parent.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterable
 
-__all__ = ["detach", "drain", "may_fork", "reap", "single_threaded", "write_all"]
+__all__ = ["drain", "fork_lines", "may_fork", "reap", "single_threaded"]
 
 _PR_SET_PDEATHSIG = 1  # prctl(2)
 
@@ -49,12 +52,49 @@ def single_threaded() -> bool:
         return threading.active_count() == 1
 
 
-def detach(parent: int) -> None:
-    """In the child, on Linux: die with the parent.
+def fork_lines(produce: Callable[[], Iterable[bytes]]) -> tuple[int, int]:
+    """Fork a child that writes each line `produce()` yields up a pipe, then exits (1 if
+    it raised); in the parent: the child's pid and the pipe's read end, non-blocking.
 
-    A caller that kills the parent and then waits for the end of its output (the
-    child holds the same streams, unless it closed them) must not wait for the child.
+    Raises `OSError` when there is no pipe (EMFILE) or no fork (EAGAIN, ENOMEM). The
+    child ends with `os._exit`: no atexit handler, flushed buffer or finalizer of the
+    parent's runs twice.
     """
+    read, write = os.pipe()
+    parent = os.getpid()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read)
+        os.close(write)
+        raise
+    if pid == 0:  # the child: never returns
+        status = 1
+        try:
+            os.close(read)
+            _quiet()
+            _detach(parent)
+            for line in produce():
+                _write_all(write, line)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write)
+    os.set_blocking(read, False)
+    return pid, read
+
+
+def _quiet() -> None:
+    """In the child: stdout and stderr to /dev/null."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
+
+
+def _detach(parent: int) -> None:
+    """In the child, on Linux: die with the parent (nobody waits for a child whose
+    parent is gone; elsewhere it ends when its next line finds the pipe closed)."""
     if sys.platform == "linux":
         import ctypes  # only the child pays for it
 
@@ -63,7 +103,7 @@ def detach(parent: int) -> None:
             os._exit(1)
 
 
-def write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]

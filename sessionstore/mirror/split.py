@@ -44,7 +44,7 @@ import select
 import time
 from collections.abc import Collection, Iterable, Iterator
 
-from sessionstore._fork import detach, drain, may_fork, reap, single_threaded, write_all
+from sessionstore._fork import drain, fork_lines, may_fork, reap, single_threaded
 from sessionstore.mirror import vouch
 from sessionstore.mirror.claims import Claims
 from sessionstore.mirror.vouch import WHOLE, ancestors
@@ -140,27 +140,13 @@ class Verifier:
     def __init__(self, run: Pass, frame: Frame, items: list[Child], rels: list[list[str]]):
         self.run, self.items, self.rels = run, items, rels
         self.claims = Claims(len(items))
-        read, write = os.pipe()
-        parent = os.getpid()
         try:
-            pid = os.fork()
+            pid, read = fork_lines(
+                lambda: map(_line, vouch.vouch_for(run, frame, items, rels, self.claims))
+            )
         except OSError:
-            os.close(read)
-            os.close(write)
             self.claims.close()
             raise
-        if pid == 0:  # the child: never returns
-            status = 1
-            try:
-                os.close(read)
-                detach(parent)
-                for verdict in vouch.vouch_for(run, frame, items, rels, self.claims):
-                    write_all(write, _line(verdict))
-                status = 0
-            finally:
-                os._exit(status)
-        os.close(write)
-        os.set_blocking(read, False)
         self.pid: int | None = pid
         self.read: int | None = read
         self.buffer = b""

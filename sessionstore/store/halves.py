@@ -15,8 +15,8 @@ not sent is derived by the parent, which waits `STALL` seconds at most for a
 line (a false alarm, one session slower than that, costs its reading twice,
 never a result), then kills it. The child writes nothing but its pipe and
 what the function writes (the summary indexes of its own sessions); its
-stdout and stderr are /dev/null, so a program reading the listing sees its
-end when the parent ends, and on Linux it dies with the parent.
+stdout and stderr are /dev/null, and on Linux it dies with the parent
+(`_fork.fork_lines`).
 
 The fork is made only where it is safe and pays: `_fork.may_fork` and, at
 the fork, `_fork.single_threaded`, and at least `MIN_ITEMS` items (a fork and
@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from sessionstore._fork import detach, drain, may_fork, reap, single_threaded, write_all
+from sessionstore._fork import drain, fork_lines, may_fork, reap, single_threaded
 from sessionstore._orjson import orjson
 
 __all__ = ["MIN_ITEMS", "STALL", "halves"]
@@ -62,27 +62,8 @@ class _Child:
 
     def __init__(self, func: Callable[[T], Any], items: Sequence[T]) -> None:
         self.func, self.items = func, items
-        read, write = os.pipe()
-        parent = os.getpid()
-        try:
-            pid = os.fork()
-        except OSError:
-            os.close(read)
-            os.close(write)
-            raise
-        if pid == 0:  # the child: never returns
-            status = 1
-            try:
-                os.close(read)
-                _quiet()
-                detach(parent)
-                for i in range(1, len(items), 2):
-                    write_all(write, _line(func, items[i]))
-                status = 0
-            finally:
-                os._exit(status)  # no atexit handler or buffer of the parent's runs twice
-        os.close(write)
-        os.set_blocking(read, False)
+        odd = range(1, len(items), 2)
+        pid, read = fork_lines(lambda: (_line(func, items[i]) for i in odd))
         self.pid: int | None = pid
         self.read: int | None = read
         self.lines: list[bytes] = []
@@ -140,15 +121,6 @@ class _Child:
         if self.read is not None:
             os.close(self.read)
             self.read = None
-
-
-def _quiet() -> None:
-    """In the child: stdout and stderr to /dev/null. The parent's readers must see the
-    end of its output when it ends, and a child has nothing to say to them."""
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)
-    os.dup2(null, 2)
-    os.close(null)
 
 
 def _line(func: Callable[[Any], Any], item: Any) -> bytes:
