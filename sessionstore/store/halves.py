@@ -13,7 +13,9 @@ line: the parent derives it itself, and raises what it raises.
 A child that fails, is killed or stops costs only time. Every value it has
 not sent is derived by the parent, which waits `STALL` seconds at most for a
 line (a false alarm, one session slower than that, costs its reading twice,
-never a result), then kills it. The child writes nothing but its pipe and
+never a result), then kills it. A reader that stops early (`--limit`) closes
+the pipe and lets the child end at its next line, so that no index it was
+writing is left half done as a temp. The child writes nothing but its pipe and
 what the function writes (the summary indexes of its own sessions); its
 stdout and stderr are /dev/null, and on Linux it dies with the parent
 (`_fork.fork_lines`).
@@ -42,6 +44,7 @@ MIN_ITEMS = 200
 # Seconds the parent waits for the child's next line before it kills the child.
 STALL = 2.0
 _POLL_MS = 100
+_WAIT_S = 0.005
 _NOT_SENT = object()
 
 
@@ -75,7 +78,7 @@ class _Child:
                 value = self._next() if i % 2 else _NOT_SENT
                 yield self.func(item) if value is _NOT_SENT else value
         finally:  # done, or the reader stopped (--limit, an error, Ctrl-C)
-            self._close()
+            self._stop()
 
     def _next(self) -> Any:
         """The child's next value, or `_NOT_SENT` (not derived there, or no child now)."""
@@ -111,6 +114,26 @@ class _Child:
             elif time.monotonic() - since >= STALL:
                 self._close()
                 return
+
+    def _stop(self) -> None:
+        """Close the pipe, so that a child still running ends at its next line (a write
+        that fails), the session it is reading read whole: a summary index it writes is
+        never left as a temp. One that has not ended within `STALL` seconds is killed."""
+        if self.read is not None:
+            os.close(self.read)
+            self.read = None
+        pid, self.pid = self.pid, None
+        if pid is None:
+            return
+        deadline = time.monotonic() + STALL
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    return
+            except ChildProcessError:  # SIGCHLD ignored since: reaped
+                return
+            time.sleep(_WAIT_S)
+        reap(pid, kill=True)
 
     def _close(self, *, kill: bool = True) -> None:
         """Stop (with `kill`) and reap the child, close the pipe; safe twice. Lines

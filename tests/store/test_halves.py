@@ -32,7 +32,7 @@ FORKS = _fork.may_fork()  # one CPU, or SIGCHLD taken: one process reads all
 # the test process has had threads (servers, watchers) since other tests ran. It prints
 # the values as `[i, derived in the child]`, and whether any child is left unreaped.
 CASE = """
-import itertools, json, os, signal, sys, threading
+import itertools, json, os, signal, sys, threading, time
 from sessionstore.store import halves as h
 
 case, n = sys.argv[1], int(sys.argv[2])
@@ -52,6 +52,13 @@ def func(i):
         os.kill(os.getpid(), signal.SIGKILL)
     if case == "stops" and i == 51 and child:
         os.kill(os.getpid(), signal.SIGSTOP)
+    if case == "writes" and child:  # a write by the atomic recipe, as an index's
+        temp = os.path.join(sys.argv[3], f"{i}.tmp")
+        with open(temp, "w"):
+            time.sleep(0.02)
+        os.rename(temp, os.path.join(sys.argv[3], str(i)))
+    elif case == "writes":  # the parent stops halfway through the child's next write
+        time.sleep(0.01)
     return where(i)
 
 h.STALL = 0.3
@@ -59,7 +66,7 @@ stop = threading.Event()
 if case == "thread":
     threading.Thread(target=stop.wait).start()
 values = h.halves(func, range(n))
-if case == "early":
+if case in ("early", "writes"):
     got = list(itertools.islice(values, 5))
     getattr(values, "close", lambda: None)()  # a generator where it forked
 elif case == "raises":
@@ -80,9 +87,9 @@ print(json.dumps({"values": got, "calls": calls, "error": error, "reaped": reape
 """
 
 
-def _case(case: str, n: int = N) -> dict[str, Any]:
+def _case(case: str, n: int = N, where: Path | None = None) -> dict[str, Any]:
     result = subprocess.run(
-        [sys.executable, "-c", CASE, case, str(n)],
+        [sys.executable, "-c", CASE, case, str(n), str(where)],
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
@@ -145,6 +152,17 @@ def test_a_reader_that_stops_early_leaves_no_child() -> None:
     found = _case("early")
     assert [v[0] for v in found["values"]] == list(range(5))
     assert found["reaped"]
+
+
+def test_a_reader_that_stops_early_lets_the_child_end_its_write(tmp_path: Path) -> None:
+    # The child is killed only if it does not end at its next line: what it writes for the
+    # item it is on (a summary index) is never left half done.
+    found = _case("writes", where=tmp_path)
+    assert found["reaped"]
+    written = {p.name for p in tmp_path.iterdir()}
+    assert not [name for name in written if name.endswith(".tmp")], written
+    assert written <= {str(i) for i in range(1, N, 2)}
+    assert bool(written) == FORKS
 
 
 def test_no_fork_beside_another_thread() -> None:
