@@ -51,7 +51,7 @@ def _collection(title: str, plan: CollectionPlan) -> list[str]:
         files = ", ".join(redo.files) if redo.files else "no files"
         lines.append(f"  redo {redo.n}: {state}{why}; holds {files}; {redo.path}")
     for name in plan.foreign:
-        lines.append(f"  foreign entry {name!r} (not a record; ignored)")
+        lines.append(f"  foreign entry {name} (not a record; ignored)")
     return lines
 
 

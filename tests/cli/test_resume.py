@@ -87,6 +87,14 @@ def test_control_characters_are_escaped_for_a_person(tmp_path: Path) -> None:
     assert plan["trials"]["redo"][0]["files"] == ["evil\x1b[31m.log"]
 
 
+def test_a_foreign_name_is_escaped_as_every_name_is(tmp_path: Path) -> None:
+    # Not by repr: a byte that is not UTF-8 shows as \xff, as in every other output.
+    session = Store(tmp_path).create(id="abc", pid=None)
+    os.mkdir(os.path.join(os.fsencode(session.trials.path), b"odd\xff\x1b"))
+    lines = ss(tmp_path, "resume", "abc").stdout.splitlines()
+    assert "  foreign entry odd\\xff\\x1b (not a record; ignored)" in lines
+
+
 def test_resume_of_no_session(tmp_path: Path) -> None:
     result = ss(tmp_path, "resume", "nope")
     assert result.returncode == 1 and "no session 'nope'" in result.stderr
