@@ -210,6 +210,10 @@ class S3Settings:
         return cls(endpoint, region, key_id, secret, token)
 
 
+# Where an endpoint may come from, in the order `_endpoint` takes the first one set.
+_SET_BY = "AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's endpoint_url or AWS_ENDPOINT"
+
+
 def _endpoint(env: Mapping[str, str], profile: Mapping[str, str]) -> str | None:
     """The endpoint of the variables or the profile, checked (`check_endpoint`), naming
     where it was set; None: AWS's own."""
@@ -342,7 +346,7 @@ def client_error(exc: Exception, key: str, url: S3Url, settings: S3Settings) -> 
             "'.' or '..' component); nothing was sent"
         )
     elif status is None and ("error sending request" in text or "connect" in text.lower()):
-        problem = f"cannot reach {settings.where} (for {where}); check AWS_ENDPOINT_URL"
+        problem = f"cannot reach {settings.where} (for {where}); check the endpoint ({_SET_BY})"
         return Unavailable(key, settings.scrub(problem))
     else:
         detail = code or (f"HTTP {status.group(1)}" if status else type(exc).__name__)

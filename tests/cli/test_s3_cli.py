@@ -216,6 +216,9 @@ def test_a_missing_bucket_and_an_unreachable_endpoint_are_one_line(
     assert down.returncode == 1
     assert down.stderr.count("\n") == 1
     assert "cannot reach http://127.0.0.1:9" in down.stderr
+    assert "AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's endpoint_url or AWS_ENDPOINT" in (
+        down.stderr
+    )
     assert moto_s3.secret_key not in missing.stderr + down.stderr
 
 
