@@ -75,7 +75,7 @@ PRUNE_COLUMNS = ("id", "path", "status", "created_at", "age_s")
 @click.option("--dry-run", "-n", is_flag=True, help="List what would be removed; remove nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Remove without asking.")
 @verbosity_options(
-    verbose="Name each session removed, and each leftover of an earlier removal swept."
+    verbose="Name each session removed, and each temp entry of a dead process swept.",
 )
 @library_errors
 def prune(
@@ -153,7 +153,7 @@ def _remove(store: Store, candidates: list[Prunable], quiet: bool, verbose: bool
     # What a removal killed half-way left (a temp entry of a dead process) goes too.
     swept, problems = sweep_removed(store.root)
     for name in swept if verbose else ():
-        click.echo(escape(f"swept {store.root / name} (left by an earlier removal)"))
+        click.echo(escape(f"swept {store.root / name} (a temp entry of a process that is gone)"))
     for problem in problems:
         click.echo(escape(f"warning: not swept: {problem}"), err=True)
     ids = [c.id for c in removed]

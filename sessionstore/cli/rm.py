@@ -23,7 +23,7 @@ from sessionstore.store.target import resolve_target, store_root
 @target_options(many=True)
 @click.option("--force", is_flag=True, help="Remove even a session whose writer is alive.")
 @verbosity_options(
-    verbose="Name each session removed, and each leftover of an earlier removal swept."
+    verbose="Name each session removed, and each temp entry of a dead process swept.",
 )
 @library_errors
 def rm(
@@ -70,7 +70,7 @@ def rm(
             click.echo(escape(f"removed {path}"))
     swept, problems = sweep_removed(root)
     for name in swept if verbose else ():
-        click.echo(escape(f"swept {root / name} (left by an earlier removal)"))
+        click.echo(escape(f"swept {root / name} (a temp entry of a process that is gone)"))
     for problem in problems:
         click.echo(escape(f"warning: not swept: {problem}"), err=True)
     if not quiet and (removed or not failed):  # nothing removed and an error: it says all

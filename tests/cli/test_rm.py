@@ -45,7 +45,7 @@ def test_verbose_names_each_session_removed_and_each_leftover_swept(tmp_path: Pa
     assert result.stdout.splitlines() == [
         f"removed {tmp_path / 'abc'}",
         f"removed {tmp_path / 'def'}",
-        f"swept {leftover} (left by an earlier removal)",
+        f"swept {leftover} (a temp entry of a process that is gone)",
         "removed 2 sessions",
     ]
     assert os.listdir(tmp_path) == []
