@@ -17,11 +17,13 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 
 __all__ = ["drain", "fork_lines", "may_fork", "reap", "single_threaded"]
 
 _PR_SET_PDEATHSIG = 1  # prctl(2)
+_GRACE_POLL_S = 0.005
 
 
 def may_fork() -> bool:
@@ -119,9 +121,19 @@ def drain(fd: int, chunks: list[bytes]) -> bool:
     return True
 
 
-def reap(pid: int, *, kill: bool) -> None:
+def reap(pid: int, *, kill: bool, grace: float = 0.0) -> None:
     """Wait for child `pid`'s end, killing it first with `kill` (its status decides
-    nothing: each result it sent was whole)."""
+    nothing: each result it sent was whole); with `grace`, only once it has not ended
+    by itself within that many seconds (a child whose pipe was closed ends at its next
+    line, what it was doing done)."""
+    deadline = time.monotonic() + grace
+    while kill and time.monotonic() < deadline:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return
+        except ChildProcessError:  # SIGCHLD ignored since: reaped
+            return
+        time.sleep(_GRACE_POLL_S)
     if kill:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

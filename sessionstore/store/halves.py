@@ -44,7 +44,6 @@ MIN_ITEMS = 200
 # Seconds the parent waits for the child's next line before it kills the child.
 STALL = 2.0
 _POLL_MS = 100
-_WAIT_S = 0.005
 _NOT_SENT = object()
 
 
@@ -78,7 +77,9 @@ class _Child:
                 value = self._next() if i % 2 else _NOT_SENT
                 yield self.func(item) if value is _NOT_SENT else value
         finally:  # done, or the reader stopped (--limit, an error, Ctrl-C)
-            self._stop()
+            # A child still running ends at its next line, the session it is reading read
+            # whole: a summary index it writes is never left as a temp.
+            self._close(grace=STALL)
 
     def _next(self) -> Any:
         """The child's next value, or `_NOT_SENT` (not derived there, or no child now)."""
@@ -115,35 +116,15 @@ class _Child:
                 self._close()
                 return
 
-    def _stop(self) -> None:
-        """Close the pipe, so that a child still running ends at its next line (a write
-        that fails), the session it is reading read whole: a summary index it writes is
-        never left as a temp. One that has not ended within `STALL` seconds is killed."""
+    def _close(self, *, kill: bool = True, grace: float = 0.0) -> None:
+        """Close the pipe, then stop (with `kill`, after `grace` seconds: `_fork.reap`) and
+        reap the child; safe twice. Lines already read are still taken."""
         if self.read is not None:
             os.close(self.read)
             self.read = None
-        pid, self.pid = self.pid, None
-        if pid is None:
-            return
-        deadline = time.monotonic() + STALL
-        while time.monotonic() < deadline:
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    return
-            except ChildProcessError:  # SIGCHLD ignored since: reaped
-                return
-            time.sleep(_WAIT_S)
-        reap(pid, kill=True)
-
-    def _close(self, *, kill: bool = True) -> None:
-        """Stop (with `kill`) and reap the child, close the pipe; safe twice. Lines
-        already read are still taken."""
         pid, self.pid = self.pid, None
         if pid is not None:
-            reap(pid, kill=kill)
-        if self.read is not None:
-            os.close(self.read)
-            self.read = None
+            reap(pid, kill=kill, grace=grace)
 
 
 def _line(func: Callable[[Any], Any], item: Any) -> bytes:
