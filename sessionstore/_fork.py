@@ -5,7 +5,7 @@ CPU: the mirror's verifier (`mirror.split`) and the store listing's second
 reader (`store.halves`). Both fork only where `may_fork` and, at the fork
 itself, `single_threaded` hold, by `fork_lines`: the child sends its results
 up a pipe as lines, which the parent reads without blocking (`drain`), and
-ends it (`reap`). The child writes nothing else to its streams (they are
+ends it (`Child.close`, `reap`). The child writes nothing else to its streams (they are
 /dev/null: a program reading the parent's output sees its end when the
 parent ends), and on Linux it dies with its parent.
 """
@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-__all__ = ["drain", "fork_lines", "may_fork", "reap", "single_threaded"]
+__all__ = ["Child", "drain", "fork_lines", "may_fork", "reap", "single_threaded"]
 
 _PR_SET_PDEATHSIG = 1  # prctl(2)
 _GRACE_POLL_S = 0.005
@@ -54,9 +54,27 @@ def single_threaded() -> bool:
         return threading.active_count() == 1
 
 
-def fork_lines(produce: Callable[[], Iterable[bytes]]) -> tuple[int, int]:
+class Child:
+    """In the parent: a child of `fork_lines`, and its pipe's read end (non-blocking)."""
+
+    def __init__(self, pid: int, read: int) -> None:
+        self.pid: int | None = pid
+        self.read: int | None = read
+
+    def close(self, *, kill: bool = True, grace: float = 0.0) -> None:
+        """Close the pipe, then stop (with `kill`, after `grace` seconds: `reap`) and reap
+        the child; safe twice. Closed first, a child still writing ends at its next line."""
+        if self.read is not None:
+            os.close(self.read)
+            self.read = None
+        pid, self.pid = self.pid, None
+        if pid is not None:
+            reap(pid, kill=kill, grace=grace)
+
+
+def fork_lines(produce: Callable[[], Iterable[bytes]]) -> Child:
     """Fork a child that writes each line `produce()` yields up a pipe, then exits (1 if
-    it raised); in the parent: the child's pid and the pipe's read end, non-blocking.
+    it raised); in the parent, the child.
 
     Raises `OSError` when there is no pipe (EMFILE) or no fork (EAGAIN, ENOMEM). The
     child ends with `os._exit`: no atexit handler, flushed buffer or finalizer of the
@@ -83,7 +101,7 @@ def fork_lines(produce: Callable[[], Iterable[bytes]]) -> tuple[int, int]:
             os._exit(status)
     os.close(write)
     os.set_blocking(read, False)
-    return pid, read
+    return Child(pid, read)
 
 
 def _quiet() -> None:

@@ -39,12 +39,11 @@ runs twice.
 
 from __future__ import annotations
 
-import os
 import select
 import time
 from collections.abc import Collection, Iterable, Iterator
 
-from sessionstore._fork import drain, fork_lines, may_fork, reap, single_threaded
+from sessionstore._fork import drain, fork_lines, may_fork, single_threaded
 from sessionstore.mirror import vouch
 from sessionstore.mirror.claims import Claims
 from sessionstore.mirror.vouch import WHOLE, ancestors
@@ -141,14 +140,12 @@ class Verifier:
         self.run, self.items, self.rels = run, items, rels
         self.claims = Claims(len(items))
         try:
-            pid, read = fork_lines(
+            self.child = fork_lines(
                 lambda: map(_line, vouch.vouch_for(run, frame, items, rels, self.claims))
             )
         except OSError:
             self.claims.close()
             raise
-        self.pid: int | None = pid
-        self.read: int | None = read
         self.buffer = b""
         self.handled: set[int] = set()  # the child's subdirectories adopted or yielded
         # The lowest subdirectory the child sent a verdict on: it took all from there on,
@@ -177,7 +174,7 @@ class Verifier:
         it vouched for whole is adopted, every other one yielded for the parent to walk
         (what it vouched for inside it adopted there, `adopt`). A verdict on one the
         parent took meanwhile is dropped: both walked it, and the parent's walk counts."""
-        if self.read is None:
+        if self.child.read is None:
             return
         for verdict in self._read(block):
             if verdict is None:  # not what the child writes: trust it no further
@@ -205,29 +202,27 @@ class Verifier:
         """The complete verdict lines in the pipe (until its end with `block`), parsed;
         None for one that is not a valid verdict. At the end, the child is reaped; with
         `block`, a child that stalls (`STALL`) is killed after what it sent is read."""
-        assert self.read is not None
+        read = self.child.read
+        assert read is not None
         chunks = [self.buffer]
-        ended = drain(self.read, chunks)
-        stalled = block and not ended and not self._wait(chunks)
+        ended = drain(read, chunks)
+        stalled = block and not ended and not self._wait(read, chunks)
         *lines, self.buffer = b"".join(chunks).split(b"\n")
-        if ended:
-            os.close(self.read)
-            self.read = None
-            self.reap()
+        if ended:  # its end waited for: its status decides nothing, each verdict is whole
+            self.child.close(kill=False)
         elif stalled:
             self.close()
         return [self._verdict(line) for line in lines]
 
-    def _wait(self, chunks: list[bytes]) -> bool:
-        """Read the pipe into `chunks` until its end (True), or until the child has sent
-        nothing and walked no directory for `STALL` seconds (False)."""
-        assert self.read is not None
+    def _wait(self, read: int, chunks: list[bytes]) -> bool:
+        """Read the pipe `read` into `chunks` until its end (True), or until the child has
+        sent nothing and walked no directory for `STALL` seconds (False)."""
         poller = select.poll()
-        poller.register(self.read, select.POLLIN)
+        poller.register(read, select.POLLIN)
         walked, since = self.claims.walked(), time.monotonic()
         while True:
             if poller.poll(_POLL_MS):
-                if drain(self.read, chunks):
+                if drain(read, chunks):
                     return True
                 since = time.monotonic()
             elif (now := self.claims.walked()) != walked:
@@ -251,21 +246,10 @@ class Verifier:
             return None
         return i, pairs
 
-    def reap(self) -> None:
-        """Wait for the child's end (its status decides nothing: each verdict is whole)."""
-        pid, self.pid = self.pid, None
-        if pid is not None:
-            reap(pid, kill=False)
-
     def close(self) -> None:
         """Stop and reap the child if it still runs (it has nothing left the parent needs,
         or the parent stopped after an exception); safe twice."""
-        pid, self.pid = self.pid, None
-        if pid is not None:
-            reap(pid, kill=True)
-        if self.read is not None:
-            os.close(self.read)
-            self.read = None
+        self.child.close()
         self.claims.close()
 
 

@@ -27,13 +27,12 @@ its end cost a few milliseconds, a session's reading about 0.3 ms).
 
 from __future__ import annotations
 
-import os
 import select
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from sessionstore._fork import drain, fork_lines, may_fork, reap, single_threaded
+from sessionstore._fork import drain, fork_lines, may_fork, single_threaded
 from sessionstore._orjson import orjson
 
 __all__ = ["MIN_ITEMS", "STALL", "halves"]
@@ -53,21 +52,19 @@ def halves(func: Callable[[T], Any], items: Sequence[T]) -> Iterator[Any]:
     if len(items) < MIN_ITEMS or not may_fork() or not single_threaded():
         return map(func, items)
     try:
-        child = _Child(func, items)
+        reader = _Reader(func, items)
     except OSError:  # no fork (EAGAIN, ENOMEM) or no pipe (EMFILE): one process reads all
         return map(func, items)
-    return child.values()
+    return reader.values()
 
 
-class _Child:
-    """The forked child and the parent's end of its pipe."""
+class _Reader:
+    """The parent's reading of the odd items' values from the forked child."""
 
     def __init__(self, func: Callable[[T], Any], items: Sequence[T]) -> None:
         self.func, self.items = func, items
         odd = range(1, len(items), 2)
-        pid, read = fork_lines(lambda: (_line(func, items[i]) for i in odd))
-        self.pid: int | None = pid
-        self.read: int | None = read
+        self.child = fork_lines(lambda: (_line(func, items[i]) for i in odd))
         self.lines: list[bytes] = []
         self.rest = b""
 
@@ -79,11 +76,11 @@ class _Child:
         finally:  # done, or the reader stopped (--limit, an error, Ctrl-C)
             # A child still running ends at its next line, the session it is reading read
             # whole: a summary index it writes is never left as a temp.
-            self._close(grace=STALL)
+            self.child.close(grace=STALL)
 
     def _next(self) -> Any:
         """The child's next value, or `_NOT_SENT` (not derived there, or no child now)."""
-        if not self.lines and self.read is not None:
+        if not self.lines and self.child.read is not None:
             self._wait()
         if not self.lines:
             return _NOT_SENT
@@ -91,40 +88,31 @@ class _Child:
         try:
             return orjson.loads(line) if line else _NOT_SENT
         except orjson.JSONDecodeError:  # not what the child writes: trust it no further
-            self._close()
+            self.child.close()
             self.lines.clear()
             return _NOT_SENT
 
     def _wait(self) -> None:
         """Read the pipe until a whole line has come, it ends, or the child has sent
         nothing for `STALL` seconds (then it is killed)."""
-        assert self.read is not None
+        read = self.child.read
+        assert read is not None
         poller = select.poll()
-        poller.register(self.read, select.POLLIN)
+        poller.register(read, select.POLLIN)
         since = time.monotonic()
         while not self.lines:
             if poller.poll(_POLL_MS):
                 chunks = [self.rest]
-                ended = drain(self.read, chunks)
+                ended = drain(read, chunks)
                 *lines, self.rest = b"".join(chunks).split(b"\n")
                 self.lines += lines
                 if ended:
-                    self._close(kill=False)
+                    self.child.close(kill=False)
                     return
                 since = time.monotonic()
             elif time.monotonic() - since >= STALL:
-                self._close()
+                self.child.close()  # lines already read are still taken
                 return
-
-    def _close(self, *, kill: bool = True, grace: float = 0.0) -> None:
-        """Close the pipe, then stop (with `kill`, after `grace` seconds: `_fork.reap`) and
-        reap the child; safe twice. Lines already read are still taken."""
-        if self.read is not None:
-            os.close(self.read)
-            self.read = None
-        pid, self.pid = self.pid, None
-        if pid is not None:
-            reap(pid, kill=kill, grace=grace)
 
 
 def _line(func: Callable[[Any], Any], item: Any) -> bytes:
