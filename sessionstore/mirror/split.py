@@ -76,8 +76,9 @@ def allowed(run: Pass) -> bool:
     return m.remote is None and not m.dry_run and cache is not None and cache.trusted and may_fork()
 
 
-def plan(stored: Collection[str], min_groups: int) -> str | None:
-    """The destination rel of the directory to split at, or None (too small to pay).
+def plan(stored: Collection[str], min_groups: int) -> tuple[str, dict[str, list[str]]] | None:
+    """The destination rel of the directory to split at, and the cached directories
+    below it by subdirectory (what `start` shares out); None if too small to pay.
 
     From the cache's directory names only: each level's subdirectories are
     weighed by how many cached directories are below them, and a level whose
@@ -92,7 +93,7 @@ def plan(stored: Collection[str], min_groups: int) -> str | None:
             return None
         top, most = max(below.items(), key=_weight)
         if len(most) <= total * _DOMINANT:
-            return prefix
+            return prefix, below
         prefix, rels = f"{prefix}/{top}" if prefix else top, most
     return None
 
@@ -112,8 +113,11 @@ def _below(rels: Iterable[str], rel: str) -> dict[str, list[str]]:
     return found
 
 
-def start(run: Pass, frame: Frame, subdirs: list[Child]) -> Iterator[Child]:
-    """Fork the verifier over `frame`'s subdirectories; the parent's iterator.
+def start(
+    run: Pass, frame: Frame, subdirs: list[Child], under: dict[str, list[str]]
+) -> Iterator[Child]:
+    """Fork the verifier over `frame`'s subdirectories (`under`: `plan`'s cached
+    directories below each, by name); the parent's iterator.
 
     The parent takes subdirectories from the front of the listing and the child
     from the back, each until it meets the other (`Claims`), so the process
@@ -123,7 +127,6 @@ def start(run: Pass, frame: Frame, subdirs: list[Child]) -> Iterator[Child]:
     """
     if len(subdirs) < 2 or not single_threaded():
         return iter(subdirs)
-    under = _below(run.stored, frame.rel)
     rels = [under.get(child[1], []) for child in subdirs]
     try:
         verifier = Verifier(run, frame, subdirs, rels)

@@ -99,7 +99,8 @@ class Pass(FileOps):
         self.is_session = False
         self.exclude = config.exclude
         self.src_rels: dict[str, str] = {}  # with exclude only: dest rel -> source rel
-        self.split_at: str | None = None  # the directory whose subdirs `split` shares out
+        # Where `split` shares out subdirectories, and the cached directories below each.
+        self.split_at: tuple[str, dict[str, list[str]]] | None = None
         self.verifier: split.Verifier | None = None
         # Dest rel -> (files, stored rels) of directories the verifier vouched for.
         self.adopted: dict[str, tuple[int, list[str]]] = {}
@@ -270,9 +271,9 @@ class Pass(FileOps):
         frame.files, frame.pending, frame.same = files, pending, same
         self.report.unchanged += same
         frame.subdirs = iter(subdirs)
-        if rel == self.split_at:
-            self.split_at = None
-            frame.subdirs = split.start(self, frame, subdirs)
+        if self.split_at is not None and rel == self.split_at[0]:
+            under, self.split_at = self.split_at[1], None
+            frame.subdirs = split.start(self, frame, subdirs, under)
         return True
 
     def leave(self, frame: Frame) -> None:

@@ -440,16 +440,23 @@ def test_plan_splits_where_the_cached_directories_divide() -> None:
         return dict.fromkeys(rels, "{}")
 
     flat = groups(*(f"s{i}/t{j}" for i in range(4) for j in range(5)))
-    assert split.plan(flat, 10) == ""
+    assert split.plan(flat, 10) == (
+        "",
+        {f"s{i}": [f"s{i}/t{j}" for j in range(5)] for i in range(4)},
+    )
     assert split.plan(flat, 21) is None  # too few to pay for a fork
     one_above = groups("", "runs", *(f"runs/s{i}/t{j}" for i in range(4) for j in range(5)))
-    assert split.plan(one_above, 10) == "runs"
+    found = split.plan(one_above, 10)
+    assert found is not None
+    # With the cached directories below each subdirectory: what `start` shares out.
+    assert found == ("runs", {f"s{i}": [f"runs/s{i}/t{j}" for j in range(5)] for i in range(4)})
     # A chain with nothing to share out at any level.
     chain = groups(*("/".join("d" * (k + 1)) for k in range(40)))
     assert split.plan(chain, 10) is None
     # A heavy subdirectory that is not dominant is split beside the others.
     lopsided = groups(*(f"a/{j}" for j in range(70)), *(f"b/{j}" for j in range(30)))
-    assert split.plan(lopsided, 10) == ""
+    found = split.plan(lopsided, 10)
+    assert found is not None and found[0] == "" and sorted(found[1]) == ["a", "b"]
 
 
 def test_no_fork_once_the_fsync_pool_runs(tmp_path: Path) -> None:
