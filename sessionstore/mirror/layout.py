@@ -23,7 +23,8 @@ DIRTY_NAME = RESERVED_PREFIX + "mirror-dirty"
 STORE_OWNED = frozenset([MANIFEST, CONSTRAINTS, REPORT, INDEX])
 
 Pair = tuple[os.DirEntry[str], str]  # (source entry, destination name)
-Spans = Callable[[str, str], bool]  # (rel, dname): does `rel/dname` spell a secret across `/`?
+# (rel, dname): does the destination's path to `rel/dname` spell a secret across a `/`?
+Spans = Callable[[str, str], bool]
 SPANS = "a secret is spelled by a name here and the names above it; not mirrored"
 
 
@@ -46,8 +47,8 @@ def redacted_names(
             problems.append((drel, f"name collision: {len(group)} source names map to this name"))
         elif not dname or "/" in dname or dname in (".", ".."):
             problems.append((drel, "the redacted name is not a valid file name"))
-        elif spans is not None and rel and spans(rel, dname):
-            problems.append((rel, SPANS))
+        elif spans is not None and spans(rel, dname):
+            problems.append((rel or ".", SPANS))
         else:
             pairs.append((group[0], dname))
     return pairs, problems, groups
@@ -124,25 +125,30 @@ def identity(name: str) -> str:
     return name
 
 
-def names_for(redactor: Redactor | None) -> tuple[Callable[[str], str], Spans | None]:
+def names_for(redactor: Redactor | None, root: str) -> tuple[Callable[[str], str], Spans | None]:
     """How a pass names destination entries: each component through `redact_name`, and
-    the check that a path spells no secret across a `/` (None where none can)."""
+    the check that a path below `root` (the destination's) spells no secret across a
+    `/` (None where none can)."""
     if redactor is None:
         return identity, None
-    return safe_name(redactor), spanning(redactor)
+    return safe_name(redactor), spanning(redactor, root)
 
 
-def spanning(redactor: Redactor) -> Spans | None:
-    """`spans(rel, dname)`: whether `rel/dname` holds a secret across its last `/`, given
-    that `rel` (checked when it was entered) and `dname` (redacted) hold none.
+def spanning(redactor: Redactor, root: str) -> Spans | None:
+    """`spans(rel, dname)`: whether `root/rel/dname` holds a secret across its last `/`,
+    given that `root/rel` (checked when it was entered; `root`, the destination's path, by
+    `creates_secret` when it was made) and `dname` (redacted) hold none.
 
     Names are redacted one component at a time, so a secret holding a `/`
     (`ab/cdefgh12`, or a base64 spelling with one) would otherwise be spelled by
     the path of the directories holding its halves: on disk, in the cache and in
     the report. An occurrence that no component holds crosses a `/`, and is found
     at the last one it crosses, as a head of it ending `rel` and the rest starting
-    `dname`. Compared as bytes: a needle may cut a UTF-8 character. None when no
-    needle holds a `/` and patterns are off (this runs for every entry).
+    `dname`. A name at the top completes one with the destination's own path
+    (`defgh12` below `/x/abc` spells `abc/defgh12`; a secret starting with `/`, any
+    top name that is the rest of it). Compared as bytes: a needle may cut a UTF-8
+    character. None when no needle holds a `/` and patterns are off (this runs for
+    every entry).
     """
     from sessionstore.redact.redactor import MIN_SECRET_LEN  # loaded: there is a redactor
 
@@ -162,11 +168,12 @@ def spanning(redactor: Redactor) -> Spans | None:
     pairs = [(head, tail) for head, tail in halves if head and tail]
     heads, tails = tuple({head for head, _ in pairs}), tuple({tail for _, tail in pairs})
 
-    last = [("", b"")]  # the last rel and its bytes: a directory's entries come together
+    top = os.fsencode(root.rstrip("/"))  # "/" itself: the `/` before the name is all
+    last = [("", top)]  # the last rel and the path to it: a directory's entries come together
 
     def spans(rel: str, dname: str) -> bool:
         if rel is not last[0][0]:
-            last[0] = (rel, os.fsencode(rel))
+            last[0] = (rel, b"%s/%s" % (top, os.fsencode(rel)) if rel else top)
         name, path = os.fsencode(dname), last[0][1]
         if name.startswith(lone_tails) or path.endswith(lone_heads):
             return True
@@ -177,7 +184,7 @@ def spanning(redactor: Redactor) -> Spans | None:
         ):
             return True
         # A token ends in `dname`; only a PEM block (its `-----`) can also hold a `/`.
-        joined = f"{rel}/{dname}"
+        joined = f"{os.fsdecode(path)}/{dname}"
         return patterns and "-----" in dname and redactor.redact_name(joined) != joined
 
     return spans

@@ -125,8 +125,8 @@ def visit_subtree(run: Pass, root_fd: int, parts: tuple[str, ...]) -> None:
             if run.redactor is not None and _collides(run, fd, part, dname):
                 run.error(join(rel, dname), "name collision: source names map to this name")
                 return
-            if run.spans is not None and rel and run.spans(rel, dname):
-                run.error(rel, SPANS)
+            if run.spans is not None and run.spans(rel, dname):
+                run.error(rel or ".", SPANS)
                 return
             try:
                 fd = os.open(part, OPEN_DIR, dir_fd=fd)

@@ -75,7 +75,8 @@ class Pass(FileOps):
         self.report = PassReport()
         # Checked per pass: secrets may be registered on the same Redactor later.
         self.redactor = config.redactor if config.redactor else None
-        self.name, self.spans = names_for(self.redactor)  # redact_name, and the `/` check
+        # redact_name, and the `/` check (from the destination's path: it is above every name)
+        self.name, self.spans = names_for(self.redactor, str(config.dest_real))
         self.tree: DestTree
         self.cache: Cache | None = None
         self.groups: dict[str, Stored] = {}

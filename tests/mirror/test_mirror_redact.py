@@ -198,6 +198,25 @@ def test_a_secret_beginning_or_ending_with_a_slash_is_spelled_by_no_path(
     assert paths(report.errors) == ["a" if secret[0] == "/" else "trailing-slash1"]
 
 
+@pytest.mark.parametrize(("secret", "dst_name"), [("dst/defgh12", "dst"), ("/defgh12xyz", "out")])
+@pytest.mark.parametrize("subset", [None, ["defgh12xyz"]])
+def test_a_top_name_never_completes_a_secret_with_the_destination_path(
+    tmp_path: Path, secret: str, dst_name: str, subset: list[str] | None
+) -> None:
+    # The destination exists (so it was not refused as created with a secret); its path
+    # is above every top name, and `dst/defgh12xyz` on disk spells both secrets.
+    src, dst = tmp_path / "src", tmp_path / dst_name
+    write(src / "defgh12xyz" / "f", b"one")
+    write(src / "fine", b"two")
+    dst.mkdir()
+    settle()
+    m = Mirror(src, dst, redactor(secret), durable=False)
+    report = m.run_once() if subset is None else m.run_dirs(subset)
+    assert not any(secret.encode() in os.fsencode(p) for p, _, _ in os.walk(dst))
+    assert paths(report.errors) == ["."]
+    assert tree(dst) == ({"fine": b"two"} if subset is None else {})
+
+
 @pytest.mark.parametrize(
     "name", [f"out-{SECRET}", f"out-{SECRET}/below", "sk-Another/Secret456", "fine/sk-Another"]
 )
