@@ -3,8 +3,8 @@
 Renders `sessionstore.redact.scan_tree.scan_path`: one line per finding on
 stdout (`path:offset kind source`), skipped entries, errors and the counts
 on stderr; `--json` streams the events as one JSON array instead. No value
-is ever printed: a finding names its source, and every name below the root
-is shown redacted.
+is ever printed: a finding names its source, and every path is shown
+redacted.
 """
 
 from __future__ import annotations
@@ -99,8 +99,8 @@ def scan(
     (`name` when the secret is in the entry's name, `link-target` in a
     symlink's target), the spelling found, and where the secret came from
     (the variable's name, FILE:LINE of the secrets file, or `patterns`),
-    never its value. Names shown below the root have their secrets
-    redacted. With --json, one JSON array of objects: findings (type
+    never its value. Every path shown has its secrets redacted, the part
+    given as PATH too. With --json, one JSON array of objects: findings (type
     "finding": path, offset, in, kind, source), skipped entries (type
     "skipped": path, reason) and errors (type "error": path, error); --nl
     prints them one a line, --csv as rows. --limit N stops after N

@@ -33,13 +33,13 @@ def scan_objects(
     seen: set[str] = set()
     for rel in keys:
         parts = rel.split("/")
-        path = f"{shown}/{_name(scanner, rel)}"
+        path = _name(scanner, f"{shown}/{rel}")  # whole: a secret may span `shown`
         for i in range(len(parts)):
             named = "/".join(parts[: i + 1])
             if named in seen:
                 continue
             seen.add(named)
-            where = f"{shown}/{_name(scanner, named)}"
+            where = _name(scanner, f"{shown}/{named}")
             for hit in scanner.scan_bytes(parts[i].encode("utf-8", "surrogateescape")):
                 totals.findings += 1
                 yield Finding(where, hit.offset, "name", hit.kind, hit.source)

@@ -8,9 +8,10 @@ followed). A symlink, FIFO, socket or device is never opened: it is
 reported `Skipped`. What cannot be read is a `ScanError`, and the scan goes on.
 
 Paths are given for people and tools to find the leak, never to repeat
-it: each name below the root is shown through the scanner's redactor
-(`Scanner.display_name`), so a secret in a file name is replaced by the
-marker in every path printed. The root is shown as it was given.
+it: each path is shown through the scanner's redactor (`Scanner.display_name`)
+whole, the root as it was given included, so a secret in a file name is
+replaced by the marker in every path printed, and so is one a name completes
+with the root (`abc/defgh12` found below the root `r/abc`).
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def scan_path(
     if stat.S_ISDIR(mode):
         return _Tree(where, scanner, counts).events(fd)
     if stat.S_ISREG(mode):
-        return _one_file(where, fd, scanner, counts)
+        return _one_file(_display(scanner, where), fd, scanner, counts)
     os.close(fd)
     raise InvalidInput(where, "is not a regular file or a directory; nothing scanned")
 
@@ -207,21 +208,24 @@ class _Tree:
         return Finding(self._path(entry), hit.offset, where, hit.kind, hit.source)
 
     def _path(self, entry: Entry) -> str:
-        """The root, then the path below it with its secrets redacted.
+        """The root, then the path below it, with its secrets redacted.
 
         Redacted whole, not name by name: a secret holding a `/` (base64 does)
-        spans names. Built only for an entry that is reported, and kept for
-        the directory last shown (its siblings usually come next).
+        spans names, and the root's names too. Built only for an entry that is
+        reported, and kept for the directory last shown (its siblings usually
+        come next).
         """
         node, below = self._shown
         if node is not entry.parent:
             below = os.path.join(*entry.parent.parts()) if entry.parent.parts() else ""
             self._shown = (entry.parent, below)
         rel = os.path.join(below, entry.name) if entry.name else below
-        return os.path.join(self.root, self._name(rel)) if rel else self.root
+        return _display(self.scanner, os.path.join(self.root, rel) if rel else self.root)
 
-    def _name(self, name: str) -> str:
-        try:
-            return self.scanner.display_name(name)
-        except RedactionUnsafe:
-            return "<a name that cannot be shown redacted>"
+
+def _display(scanner: Scanner, path: str) -> str:
+    """`path` as shown: redacted (a fixed text where the redactor refuses it)."""
+    try:
+        return scanner.display_name(path)
+    except RedactionUnsafe:
+        return "<a name that cannot be shown redacted>"

@@ -68,6 +68,25 @@ def test_a_secret_holding_a_slash_is_redacted_across_names(tmp_path: Path) -> No
     ]
 
 
+@pytest.mark.parametrize("below", ["slashed-secret", "slashed-secret/"])
+def test_a_secret_spanning_the_root_and_a_name_below_it_is_never_shown(
+    tmp_path: Path, below: str
+) -> None:
+    # The root as given holds the secret's head, a name below the root its tail; the
+    # root holding a whole secret (given as it is, or as one file) is shown redacted too.
+    slashed = b"slashed-secret/its-second-half"
+    (tmp_path / "slashed-secret" / "its-second-half").mkdir(parents=True)
+    (tmp_path / "slashed-secret" / "its-second-half" / "f").write_bytes(FAKE)
+    (tmp_path / FAKE.decode()).write_bytes(FAKE)
+    sought = Scanner([(FAKE, SOURCE), (slashed, "SLASHED")])
+    found = list(scan_path(f"{tmp_path}/{below}", sought))
+    found += scan_path(tmp_path / FAKE.decode(), sought)
+    assert [(f.path, f.where) for f in found if isinstance(f, Finding)] == [
+        (f"{tmp_path}/REDACTED/f", "content"),
+        (f"{tmp_path}/REDACTED", "content"),
+    ]
+
+
 def test_symlinks_and_fifos_are_skipped_never_followed_or_opened(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
