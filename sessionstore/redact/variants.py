@@ -111,7 +111,15 @@ def _json_forms(text: str) -> set[bytes]:
     return {s.encode("utf-8") for s in spellings}
 
 
+# Each quote as written and as encoders escape it (html.escape: `&quot;` `&#x27;`; XML:
+# `&apos;`; markupsafe, so Jinja2, and Go's html packages: `&#34;` `&#39;`). The two
+# vary apart: ElementTree and quoteattr escape `"` in an attribute and leave `'`.
+_QUOTES = (('"', ("&quot;", "&#34;")), ("'", ("&#x27;", "&apos;", "&#39;")))
+
+
 def _xml_forms(text: str) -> set[bytes]:
-    escaped = html.escape(text, quote=True)
-    spellings = {html.escape(text, quote=False), escaped, escaped.replace("&#x27;", "&apos;")}
+    spellings = {html.escape(text, quote=False)}  # `&`, `<` and `>`: escaped by all
+    for mark, entities in _QUOTES:
+        if mark in text:
+            spellings |= {s.replace(mark, e) for s in spellings for e in entities}
     return {s.encode("utf-8") for s in spellings}

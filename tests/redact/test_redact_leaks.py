@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import base64
+import html
 import json
 import os
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from urllib.parse import quote, quote_plus
+from xml.sax import saxutils
 
 import pytest
 from redact_engines import engine  # noqa: F401  (a fixture, used by name)
@@ -158,6 +162,24 @@ def test_leak_json_escapes(ensure_ascii: bool) -> None:
     doc = json.dumps({"k": secret, "n": 1}, ensure_ascii=ensure_ascii).encode()
     out = r.redact(doc)
     assert json.loads(out) == {"k": "REDACTED", "n": 1}
+
+
+@pytest.mark.parametrize(
+    "escape",
+    [
+        lambda s: html.escape(s),
+        lambda s: html.escape(s).replace("&#x27;", "&apos;"),
+        lambda s: ET.tostring(ET.Element("c", t=s)).decode(),  # `&quot;`, `'` as it is
+        lambda s: saxutils.quoteattr(s),  # the same
+        lambda s: html.escape(s).replace("&quot;", "&#34;").replace("&#x27;", "&#39;"),
+    ],
+    ids=["html", "apos", "elementtree", "quoteattr", "numeric"],
+)
+def test_leak_xml_escapes(escape: Callable[[str], str]) -> None:
+    # Both quote kinds: every encoder escapes `&`, `<` and `>`, the quotes each its own way.
+    secret = "pa\"ss'w0rd&<x>"
+    out = redactor(secret).redact(escape(secret).encode())
+    assert b"w0rd" not in out and M in out
 
 
 def test_leak_non_utf8_neighbours() -> None:
