@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from sessionstore.redact.redactor import Redactor
+    from sessionstore.storage.journal import Claim
     from sessionstore.storage.tree import RootFile, Tree
 
 CACHE_NAME = ".sessionstore-mirror.json"
@@ -155,13 +156,31 @@ class Cache:
                 salt = bytes.fromhex(stored["salt"])
             except ValueError:
                 salt, trusted = os.urandom(16), False
-        if trusted:
-            expected = fingerprint(redactor, salt, fingerprints)
-            trusted = (stored.get("scrypt") if isinstance(stored, dict) else None) == expected
         if not trusted:
             source.close()
             return cls({}, salt, trusted=False)
-        return cls(groups, salt, trusted=True, file=source, rewrite=rewrite)
+        expected = fingerprint(redactor, salt, fingerprints)
+        trusted = (stored.get("scrypt") if isinstance(stored, dict) else None) == expected
+        # Made with other secrets: kept for `owned` alone (nothing in it vouches for a file).
+        return cls(groups, salt, trusted=trusted, file=source, rewrite=rewrite)
+
+    def owned(self) -> dict[str, list[Claim]]:
+        """What a cache made with other secrets still proves: the files this mirror
+        committed, as claims (`storage/journal.py`), each settled at the end of the pass
+        like an interrupted pass's (still exactly that file: still ours); none when trusted.
+
+        Its signatures vouch for no file now (the redacted output changed), but which
+        files the mirror wrote does not depend on the secrets: without this, a file whose
+        name a new secret changed (`a-<secret>`, mirrored again as `a-REDACTED`) would be
+        no file's to `--delete`, and its old name, holding the secret, would stay for good.
+        """
+        if self.trusted:
+            return {}
+        return {
+            join(rel, name): [(entry[5], entry[6], entry[7])]  # entry[DEST]
+            for rel in self.groups
+            for name, entry in self.group(rel).items()
+        }
 
     def close(self) -> None:
         """Release the file (the pass is over)."""

@@ -34,7 +34,7 @@ from sessionstore.mirror.cache import CACHE_NAME, Cache, join
 from sessionstore.mirror.cache_file import Stored
 from sessionstore.mirror.cache_group import DEST, Entry, Group, dest_sig, is_entry
 from sessionstore.mirror.dest_walk import Level, Walker, is_gone
-from sessionstore.mirror.layout import DIRTY_NAME, RESERVED_PREFIX, STORE_OWNED
+from sessionstore.mirror.layout import DIRTY_NAME, RESERVED_PREFIX, STORE_OWNED, redact_message
 from sessionstore.storage import journal
 from sessionstore.storage.local_tree import describe
 
@@ -102,7 +102,7 @@ def settle_leftovers(run: Pass, leftovers: dict[str, Entry], delete: bool) -> se
                 walker.sealed_now()  # a record sealed since `to` opened it: kept whole
             if level.sealed is not None:
                 if level.sealed in listed:  # the record is still in the source
-                    run.diverged.setdefault(level.sealed, []).append(key)
+                    run.diverged.setdefault(_shown(run, level.sealed), []).append(_shown(run, key))
                 continue
             if not delete or (top and run.is_session and name in STORE_OWNED):
                 continue
@@ -116,6 +116,12 @@ def settle_leftovers(run: Pass, leftovers: dict[str, Entry], delete: bool) -> se
 def _reserved(name: str) -> bool:
     """A name of the mirror's own files (lock, cache, flag) or of a temp: never copied."""
     return name[0] == "." and name.startswith((RESERVED_PREFIX, TEMP_PREFIX))
+
+
+def _shown(run: Pass, key: str) -> str:
+    """`key` as reported: one of a cache or claims made with other secrets was named
+    before a secret registered since, and may hold it (`a-<secret>`, deleted now)."""
+    return key if run.redactor is None else redact_message(run.redactor, key)
 
 
 def _nothing(_key: str) -> bool:
@@ -137,15 +143,17 @@ def _remove_if_ours(run: Pass, level: Level, name: str, key: str, entry: Entry) 
     if st is None:
         return True
     if not (stat.S_ISREG(st.st_mode) and dest_sig(st) == entry[DEST]):
-        run.skip(key, "not deleted: changed in the destination since this mirror wrote it")
+        run.skip(
+            _shown(run, key), "not deleted: changed in the destination since this mirror wrote it"
+        )
         return True
     try:
         removed = tree.unlink(level.dir, name)
     except OSError as exc:
-        run.error(key, f"cannot delete: {describe(exc)}")
+        run.error(_shown(run, key), f"cannot delete: {describe(exc)}")
         return False
     if removed:
-        run.report.deleted.append(key)
+        run.report.deleted.append(_shown(run, key))
         level.emptied = True
     return removed
 

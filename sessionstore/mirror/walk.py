@@ -75,8 +75,7 @@ class Pass(FileOps):
         self.report = PassReport()
         # Checked per pass: secrets may be registered on the same Redactor later.
         self.redactor = config.redactor if config.redactor else None
-        # redact_name, and the `/` check (from the destination's path: it is above every name)
-        self.name, self.spans = names_for(self.redactor, str(config.dest_real))
+        self.name, self.spans = names_for(self.redactor, str(config.dest_real))  # see layout
         self.tree: DestTree
         self.cache: Cache | None = None
         self.groups: dict[str, Stored] = {}
@@ -169,6 +168,8 @@ class Pass(FileOps):
         if self.dirty:  # an earlier pass was interrupted: its temps go before anything else
             self.unswept = not tree.sweep()
             self.claims = tree.claims(DIRTY_NAME)
+        for key, claims in self.cache.owned().items():  # a cache made with other secrets
+            self.claims.setdefault(key, []).extend(claims)
         self.is_session = tree.lstat(root, MANIFEST) is not None
         if full and len(self.stored) >= split.MIN_GROUPS and split.allowed(self):
             self.split_at = split.plan(self.stored, split.MIN_GROUPS)

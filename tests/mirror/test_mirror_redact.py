@@ -134,6 +134,31 @@ def test_an_empty_redactor_that_gets_a_secret_later_is_honoured(tmp_path: Path) 
     assert (dst / "log.txt").read_bytes() == b"REDACTED\n"
 
 
+def test_delete_removes_the_old_names_a_new_secret_leaves(tmp_path: Path) -> None:
+    # Mirrored before SECRET was registered: its names hold it. Registering it renames
+    # them; the second pass with --delete (the first cannot: the cache was made with
+    # other secrets) removes the old ones, which the mirror wrote all the same.
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / f"a-{SECRET}", f"token={SECRET}".encode())
+    write(src / f"d-{SECRET}" / "x", b"x")
+    write(src / "plain", b"p")
+    write(dst / "by-hand", b"h")  # never the mirror's: kept
+    settle()
+    run(src, dst)
+    first = run(src, dst, redactor=redactor(SECRET), delete=True)
+    assert first.deleted == [] and first.delete_skipped
+    second = run(src, dst, redactor=redactor(SECRET), delete=True)
+    assert sorted(second.deleted) == ["a-REDACTED", "d-REDACTED/x"]  # shown redacted too
+    assert SECRET not in orjson.dumps(second.to_dict()).decode()
+    assert tree(dst) == {
+        "a-REDACTED": b"token=REDACTED",
+        "by-hand": b"h",
+        "d-REDACTED/x": b"x",
+        "plain": b"p",
+    }
+    assert SECRET.encode() not in everything_under(dst)
+
+
 def test_content_the_redactor_refuses_is_an_error_for_that_file_only(tmp_path: Path) -> None:
     # A long run that, with the marker, completes a secret at every step: the redactor
     # refuses to write it rather than emit the secret (see redact.py). The pass goes on.
