@@ -200,19 +200,21 @@ def _local_events(
 ) -> Iterator[Event]:
     from sessionstore.redact.scan_tree import scan_path
 
-    root, follow = _root(target, store_dir)
+    root, follow = _root(target, store_dir, scanner)
     return scan_path(root, scanner, follow=follow, totals=totals)
 
 
-def _root(target: str, store_dir: Path | None) -> tuple[str, bool]:
-    """What TARGET names, as it is shown, and whether a symlink there is followed (a path
-    the user gave, shown as given; a session of the store is its directory, not followed)."""
+def _root(target: str, store_dir: Path | None, scanner: Scanner) -> tuple[str, bool]:
+    """What TARGET names, as it is shown (redacted, as every path), and whether a symlink
+    there is followed (a path the user gave; a session of the store is its directory, not
+    followed)."""
     try:
         path = resolve_destination(target, store_dir)
     except SessionNotFound:
         where = store_root(store_dir)
         raise InvalidInput(
-            target, f"no such file or directory, nor a session of the store {where}"
+            scanner.display_name(target),
+            f"no such file or directory, nor a session of the store {where}",
         ) from None
     if path == Path(target):
         return target, True

@@ -106,15 +106,16 @@ def scan_path(
     """
     counts = totals if totals is not None else ScanTotals()
     where = os.fspath(path)
+    shown = _display(scanner, where)  # as every path is shown, in errors too
     flags = _ROOT_FLAGS if follow else _ROOT_FLAGS | os.O_NOFOLLOW
     try:
         fd = os.open(where, flags)
     except FileNotFoundError:
-        raise InvalidInput(where, "no such file or directory") from None
+        raise InvalidInput(shown, "no such file or directory") from None
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EOPNOTSUPP):  # a symlink, a socket
-            raise InvalidInput(where, f"{fsread.problem(exc)}; nothing scanned") from None
-        raise
+            raise InvalidInput(shown, f"{fsread.problem(exc)}; nothing scanned") from None
+        raise OSError(exc.errno, exc.strerror, shown) from None
     try:
         mode = os.fstat(fd).st_mode
     except BaseException:
@@ -123,9 +124,9 @@ def scan_path(
     if stat.S_ISDIR(mode):
         return _Tree(where, scanner, counts).events(fd)
     if stat.S_ISREG(mode):
-        return _one_file(_display(scanner, where), fd, scanner, counts)
+        return _one_file(shown, fd, scanner, counts)
     os.close(fd)
-    raise InvalidInput(where, "is not a regular file or a directory; nothing scanned")
+    raise InvalidInput(shown, "is not a regular file or a directory; nothing scanned")
 
 
 def _one_file(where: str, fd: int, scanner: Scanner, counts: ScanTotals) -> Iterator[Event]:

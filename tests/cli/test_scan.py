@@ -181,6 +181,17 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
             assert done.stderr.count("\n") == 1, done.stderr
 
 
+def test_a_root_given_with_a_secret_is_shown_redacted(tmp_path: Path) -> None:
+    # What the user typed is printed back, in findings and errors, through the redactor.
+    given = tmp_path / f"ws-{FAKE}"
+    (given / "a").mkdir(parents=True)
+    (given / "a" / "log").write_text(FAKE)
+    for target in (given, given / "a" / "log", given / "missing", f"{FAKE}-bare"):
+        done = run("scan", target, "--secret-env", "FAKE_SCAN_TOKEN", "--store", tmp_path, env=ENV)
+        assert done.returncode == 1 and "REDACTED" in done.stdout + done.stderr, done.stderr
+        assert_no_secret(done.stdout, done.stderr)
+
+
 def test_help_has_examples() -> None:
     done = run("scan", "--help")
     assert "Examples:" in done.stdout and done.returncode == 0

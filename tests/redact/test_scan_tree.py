@@ -132,6 +132,20 @@ def test_one_file_and_bad_roots(tmp_path: Path) -> None:
         scan_path(tmp_path / "fifo", scanner())
 
 
+@pytest.mark.parametrize("kind", ["missing", "fifo", "dangling"])
+def test_a_bad_root_holding_a_secret_is_named_redacted(tmp_path: Path, kind: str) -> None:
+    # Every path is shown redacted: the root given, in the error refusing it too.
+    root = tmp_path / FAKE.decode() / kind
+    root.parent.mkdir()
+    if kind == "fifo":
+        os.mkfifo(root)
+    elif kind == "dangling":
+        root.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(InvalidInput) as caught:
+        scan_path(root, scanner(), follow=kind != "dangling")
+    assert FAKE.decode() not in str(caught.value) and "REDACTED" in str(caught.value)
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
 def test_an_unreadable_file_is_an_error_and_the_scan_goes_on(tmp_path: Path) -> None:
     (tmp_path / "a").write_bytes(b"x")
