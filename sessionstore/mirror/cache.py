@@ -161,13 +161,14 @@ class Cache:
             return cls({}, salt, trusted=False)
         expected = fingerprint(redactor, salt, fingerprints)
         trusted = (stored.get("scrypt") if isinstance(stored, dict) else None) == expected
-        # Made with other secrets: kept for `owned` alone (nothing in it vouches for a file).
+        # Made with other secrets: kept for `add_owned` alone (nothing in it vouches for a file).
         return cls(groups, salt, trusted=trusted, file=source, rewrite=rewrite)
 
-    def owned(self) -> dict[str, list[Claim]]:
-        """What a cache made with other secrets still proves: the files this mirror
-        committed, as claims (`storage/journal.py`), each settled at the end of the pass
-        like an interrupted pass's (still exactly that file: still ours); none when trusted.
+    def add_owned(self, claims: dict[str, list[Claim]]) -> None:
+        """Add to `claims` what a cache made with other secrets still proves: the files
+        this mirror committed, each settled at the end of the pass like an interrupted
+        pass's claim (`storage/journal.py`: still exactly that file, still ours); nothing
+        when trusted.
 
         Its signatures vouch for no file now (the redacted output changed), but which
         files the mirror wrote does not depend on the secrets: without this, a file whose
@@ -175,12 +176,10 @@ class Cache:
         no file's to `--delete`, and its old name, holding the secret, would stay for good.
         """
         if self.trusted:
-            return {}
-        return {
-            join(rel, name): [(entry[5], entry[6], entry[7])]  # entry[DEST]
-            for rel in self.groups
-            for name, entry in self.group(rel).items()
-        }
+            return
+        for rel in self.groups:
+            for name, entry in self.group(rel).items():
+                claims.setdefault(join(rel, name), []).append((entry[5], entry[6], entry[7]))
 
     def close(self) -> None:
         """Release the file (the pass is over)."""

@@ -168,8 +168,7 @@ class Pass(FileOps):
         if self.dirty:  # an earlier pass was interrupted: its temps go before anything else
             self.unswept = not tree.sweep()
             self.claims = tree.claims(DIRTY_NAME)
-        for key, claims in self.cache.owned().items():  # a cache made with other secrets
-            self.claims.setdefault(key, []).extend(claims)
+        self.cache.add_owned(self.claims)  # a cache made with other secrets: its files
         self.is_session = tree.lstat(root, MANIFEST) is not None
         if full and len(self.stored) >= split.MIN_GROUPS and split.allowed(self):
             self.split_at = split.plan(self.stored, split.MIN_GROUPS)
