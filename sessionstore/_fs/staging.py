@@ -12,6 +12,7 @@ import os
 
 from sessionstore._fs import read as fsread
 from sessionstore._fs.atomic import DIR_MODE
+from sessionstore.errors import InvalidInput
 
 
 class StagingTree:
@@ -37,6 +38,8 @@ class StagingTree:
             self._leave(rel_dir)
             return self.chain[rel_dir]
         parent, _, name = rel_dir.rpartition("/")
+        if name in ("", ".", ".."):  # `..` is a directory outside the tree (a bucket's key)
+            raise InvalidInput(rel_dir, "has an empty, '.' or '..' component")
         parent_fd = self.dir_fd(parent)
         with contextlib.suppress(FileExistsError):  # made earlier in this copy (the walk came back)
             os.mkdir(name, DIR_MODE, dir_fd=parent_fd)

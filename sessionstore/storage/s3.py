@@ -226,6 +226,7 @@ class S3Storage:
     def chunks(self, key: str) -> tuple[int, Iterator[bytes]] | None:
         """The size of the object `key` and its bytes as a stream of chunks (a large
         object is never held whole), both of one GET; None if absent."""
+        s3_keys.check_addressable(self, key)  # a listed key may be `../x`
         check_key(key)
         result = self._call(key, obstore.get, self._store, self.url.key(key))
         if result is None:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "addressable",
     "boto3_client",
+    "check_addressable",
     "delete",
     "delete_markers",
     "list_below",
@@ -141,6 +142,15 @@ def addressable(key: str) -> bool:
     return all(part not in ("", ".", "..") for part in key.split("/")) and not any(
         ord(c) < 0x20 or ord(c) == 0x7F for c in key
     )
+
+
+def check_addressable(storage: S3Storage, key: str) -> None:
+    """`StorageError` (one line naming the bucket, as obstore's refusal of a control
+    character is said) unless obstore can name the store's `key`: a listed key may be
+    `a//b` or `../x`, which `check_key` would refuse as a caller's mistake, naming no
+    bucket, and which a reader must never take as a path (`export`)."""
+    if not addressable(key):
+        raise client_error(ValueError("unaddressable"), key, storage.url, storage.settings)
 
 
 def boto3_client(settings: S3Settings) -> Any:

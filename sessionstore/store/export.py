@@ -138,6 +138,14 @@ def _regular_files(record: Record, record_fd: int | None) -> tuple[list[str], li
         if rel == EXPORT_MANIFEST:
             continue
         if record_fd is None:
+            # A key of a bucket may be `../x` or `a//b`: refused before the staging tree
+            # makes (or chmods) a directory for it, which `..` would find outside the tree.
+            from sessionstore.storage.s3_keys import check_addressable  # imports obstore
+            from sessionstore.storage.s3_open import storage_at
+
+            assert isinstance(record.path, S3Path)
+            storage, key = storage_at(record.path, 3)
+            check_addressable(storage, f"{key}/{rel}")
             files.append(rel)
             continue
         try:

@@ -234,6 +234,38 @@ def test_a_record_file_obstore_cannot_name_is_skipped_by_lineage_and_named_by_ex
     assert "a key obstore cannot address" in export.stderr
 
 
+@pytest.mark.parametrize("odd", ["a//b.txt", "../../up.txt", "./here.txt"])
+def test_a_key_with_an_empty_or_dot_component_is_one_unreadable_file_not_the_end(
+    s3: S3Store, tmp_path: Path, odd: str
+) -> None:
+    # Such a key reached the base key check, which ended the whole scan (naming no bucket);
+    # export made the staging tree's directory `..` of it: it chmodded DEST's parents 0700.
+    s3.ok("new", "--id", "abc")
+    s3.ok("begin", "abc", "--trial")
+    s3.put(f"abc/trials/1/{odd}", b"{}")
+    s3.put("abc/trials/1/z.txt", b"token=hunter2-very-secret\n")
+    s3.ok("complete", "abc", "--trial", "1", "--marker", "{}")
+    env = {**s3.env, "LEAKED": "hunter2-very-secret"}
+    scan = run("scan", "abc", "--secret-env", "LEAKED", env=env)
+    assert scan.returncode == 1
+    assert scan.stdout == f"{s3.url}/abc/trials/1/z.txt:6 raw LEAKED\n"  # past the odd key
+    unreadable = f"runs/abc/trials/1/{odd} in bucket {s3.bucket!r}"
+    assert unreadable in scan.stderr
+    assert "a key obstore cannot address" in scan.stderr
+    assert scan.stderr.splitlines()[-1] == "scan: 1 finding in 5 files (0 skipped, 1 error)"
+    parent = tmp_path / "p1" / "p2"
+    parent.mkdir(parents=True)
+    for folder in (parent, parent.parent):
+        folder.chmod(0o711)
+    export = s3.cli("export", "abc", str(parent / "out"), "--trial", "1")
+    assert export.returncode == 1
+    assert export.stderr.count("\n") == 1
+    assert unreadable in export.stderr
+    assert "a key obstore cannot address" in export.stderr
+    assert list(tmp_path.rglob("*")) == [parent.parent, parent]  # nothing made, nor changed
+    assert [folder.stat().st_mode & 0o777 for folder in (parent, parent.parent)] == [0o711] * 2
+
+
 def test_folder_markers_are_no_files_and_go_with_rm(s3: S3Store, tmp_path: Path) -> None:
     # What the AWS console's "Create folder" (and s3fs, rclone) leave: zero-byte `a/` objects.
     s3.ok("new", "--id", "abc")
