@@ -360,8 +360,10 @@ class S3Storage:
             except oe.AlreadyExistsError:
                 if lost is None:
                     return False
-                got = self._get(key, len(data))
-                return got is not None and is_ours(got)
+                try:  # limited to our size: more bytes than ours are another writer's
+                    return (got := self._get(key, len(data))) is not None and is_ours(got)
+                except TooLarge:
+                    return False
             except Lost as exc:
                 lost = exc.cause
             except Conflict:

@@ -15,7 +15,8 @@ import pytest
 from s3_servers import S3Server
 
 from sessionstore import Store
-from sessionstore.storage.s3 import CLAIM
+from sessionstore.storage.s3 import CLAIM, S3Storage
+from sessionstore.storage.s3_config import parse_s3_url
 
 _CONFLICT = (
     b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>ConditionalRequestConflict</Code>'
@@ -142,3 +143,18 @@ def test_a_fault_on_a_marker_still_completes_once(
         writer.complete({"ok": False})
     record = Store(f"s3://{bucket}/runs").open("abc").trials.get(1)
     assert record.data == {"ok": True}
+
+
+def test_a_lost_create_of_a_key_another_writer_took_with_more_bytes_is_taken(
+    proxy: FaultProxy, moto_s3: S3Server
+) -> None:
+    # The 412 after a lost answer is resolved by reading the object back, limited to our
+    # own size: a bigger one (another host's claim, a longer marker) raised `TooLarge`,
+    # and `begin` or `complete` failed where the key was simply taken.
+    bucket = moto_s3.new_bucket()
+    storage = S3Storage(parse_s3_url(f"s3://{bucket}/runs"))
+    moto_s3.client().put_object(Bucket=bucket, Key="runs/k", Body=b"theirs, longer than ours")
+    proxy.inject("lost")
+    assert storage.create("k", b"ours") is False
+    assert proxy.injected == ["lost"]
+    assert storage.get("k", 100) == b"theirs, longer than ours"
