@@ -4,8 +4,9 @@ The mirror's S3 tests point `AWS_ENDPOINT_URL` at it to count the requests
 a pass really sends (retries included: they are counted where they arrive),
 to hold multipart part uploads for a while (so a test can kill a mirror
 while its upload is certainly in flight), to refuse chosen PUTs, to fail
-chosen requests with a status (a 500, a 403) and to cut chosen GETs' bodies
-short (a connection lost mid-download). It binds
+chosen requests with a status (a 500, a 403), to cut chosen GETs' bodies
+short (a connection lost mid-download) and to hold chosen requests until the
+test lets them go. It binds
 127.0.0.1 and a free port, forwards every request unchanged (the Host header
 too: the signature covers it) and is stopped by the test that started it.
 """
@@ -40,6 +41,10 @@ class Proxy:
         # GETs whose path holds `cut[0]` send the first `cut[1]` bytes of their body (with
         # the whole body's Content-Length), then the connection is closed.
         self.cut: tuple[str, int] | None = None
+        # Requests whose path holds `hold` wait (at most 30 s) until `release` is set: a
+        # test puts another writer's requests between this one's (counted as "HELD").
+        self.hold = ""
+        self.release = threading.Event()
         self.lock = threading.Lock()
         self.endpoint = ""
 
@@ -80,6 +85,10 @@ def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
                 proxy.counts[kind] += 1
             if kind == "PART" and proxy.part_delay:
                 time.sleep(proxy.part_delay)
+            if proxy.hold and proxy.hold in self.path:
+                with proxy.lock:
+                    proxy.counts["HELD"] += 1
+                proxy.release.wait(30)
             if proxy.refuse and self.command == "PUT" and proxy.refuse in self.path:
                 self._answer(403, _DENIED)
                 return

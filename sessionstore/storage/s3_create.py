@@ -1,19 +1,24 @@
 """One attempt of a conditional create (`PutObject` with `If-None-Match: *`), and what its
-failure means: taken, a concurrent create (409), or an answer lost (retry, then resolve).
+failure means: taken, a concurrent create (409), or an answer lost (retry, then resolve);
+and the conditional replace (`If-Match`) that takes over a crashed create's debris.
 
 `S3Storage._create_once` retries these; kept apart so the storage module stays one read.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 import obstore
 from obstore import exceptions as oe
 
 from sessionstore.storage.s3_config import STATUS
 
-__all__ = ["Conflict", "Lost", "put_if_absent"]
+if TYPE_CHECKING:
+    from sessionstore.storage.s3 import S3Storage
+
+__all__ = ["Conflict", "Lost", "put_if_absent", "replace_if_older"]
 
 
 class Lost(Exception):
@@ -45,6 +50,24 @@ def put_if_absent(client: Any, key: str, data: bytes) -> None:
         if kind == "lost":
             raise Lost(exc) from None
         raise
+
+
+def replace_if_older(storage: S3Storage, key: str, data: bytes, age: float) -> bool:
+    """PUT `data` at the store's `key` if the object there was last written more than `age`
+    seconds ago and is still that one when the PUT arrives (`If-Match` on the ETag the HEAD
+    read): of two writers replacing one stale object at once, only one does. False if it
+    is absent, younger, or replaced meanwhile; `StorageError` (one line) on a failure."""
+    bucket_key = storage.url.key(key)
+    try:
+        meta = obstore.head(storage._store, bucket_key)
+        if time.time() - meta["last_modified"].timestamp() < age:
+            return False
+        obstore.put(storage._once, bucket_key, data, mode={"e_tag": meta["e_tag"]})
+    except (oe.PreconditionError, oe.NotFoundError, FileNotFoundError):
+        return False
+    except Exception as exc:
+        raise storage._error(exc, key) from None
+    return True
 
 
 def _kind(exc: Any) -> str:

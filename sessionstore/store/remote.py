@@ -15,7 +15,6 @@ between, so a session is never seen with a partial `previous/`.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -25,6 +24,7 @@ from sessionstore.storage.local import LocalStorage
 
 if TYPE_CHECKING:
     from sessionstore.storage.base import Storage
+    from sessionstore.storage.s3 import S3Storage
     from sessionstore.store.session import Session
 
 __all__ = ["DEBRIS_AGE", "create_session", "each", "read_ahead"]
@@ -94,15 +94,8 @@ def create_session(
         return False
     constraints_key = f"{session_id}/{CONSTRAINTS}"
     data = jsonio.dumps(constraints)
-    if not storage.create(constraints_key, data):
-        modified = storage.modified(constraints_key)
-        if storage.modified(f"{session_id}/{MANIFEST}") is not None or modified is None:
-            return False
-        if time.time() - modified < DEBRIS_AGE:
-            return False  # another writer is creating it now
-        storage.remove_tree(session_id)  # a crashed create's debris
-        if not storage.create(constraints_key, data):
-            return False
+    if not storage.create(constraints_key, data) and not _take_debris(storage, session_id, data):
+        return False
     if previous:
         from sessionstore.store.lineage_remote import copy_previous  # on use, as locally
 
@@ -114,3 +107,29 @@ def create_session(
                 storage.remove_tree(session_id)
             raise
     return storage.create(f"{session_id}/{MANIFEST}", jsonio.dumps(manifest))
+
+
+def _take_debris(storage: S3Storage, session_id: str, constraints: bytes) -> bool:
+    """Whether this writer took `session_id` from a crashed create's debris (module
+    docstring): a `constraints.json` older than `DEBRIS_AGE` with no manifest.
+
+    Its constraints are replaced by ours only if they are still the debris's
+    (`If-Match`), so of two writers taking it at once one goes on and the other
+    removes nothing; then the rest of the debris (a partial `previous/`) goes.
+    Removing the debris first, as before, let the slower one delete the faster
+    one's new constraints, or its whole session once visible.
+    """
+    from sessionstore.storage import s3_keys
+    from sessionstore.storage.s3_create import replace_if_older
+
+    key = f"{session_id}/{CONSTRAINTS}"
+    if storage.modified(f"{session_id}/{MANIFEST}") is not None:
+        return False
+    if not replace_if_older(storage, key, constraints, DEBRIS_AGE):
+        return False  # absent, another writer's create in progress, or taken meanwhile
+    below, kept = storage.url.key(session_id), storage.url.key(key)
+    found = s3_keys.objects_below(storage, below)
+    s3_keys.delete(storage, [below, *(k for k, _, _ in found if k != kept)], session_id)
+    if any(size == 0 for _, size, _ in found):  # maybe a folder marker (`s3_keys`)
+        s3_keys.delete_markers(storage, below, session_id)
+    return True

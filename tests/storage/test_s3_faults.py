@@ -1,22 +1,28 @@
 """Faults between the store and its server, injected by a loopback proxy in front of moto:
 a 409 ConditionalRequestConflict, and a conditional PUT that lands but whose answer is lost.
-Either way numbers stay unique and gap-free, and a write that landed is ours."""
+Either way numbers stay unique and gap-free, and a write that landed is ours. And two
+writers taking one id's debris at once, one held by a proxy between the other's requests."""
 
 from __future__ import annotations
 
 import http.client
 import http.server
+import json
 import threading
+import time
 from collections.abc import Iterator
+from dataclasses import replace
 from email.message import Message
 from urllib.parse import urlsplit
 
 import pytest
+from s3_proxy import counting_proxy
 from s3_servers import S3Server
 
 from sessionstore import Store
 from sessionstore.storage.s3 import CLAIM, S3Storage
 from sessionstore.storage.s3_config import parse_s3_url
+from sessionstore.store import remote
 
 _CONFLICT = (
     b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>ConditionalRequestConflict</Code>'
@@ -158,3 +164,43 @@ def test_a_lost_create_of_a_key_another_writer_took_with_more_bytes_is_taken(
     assert storage.create("k", b"ours") is False
     assert proxy.injected == ["lost"]
     assert storage.get("k", 100) == b"theirs, longer than ours"
+
+
+def test_two_creates_taking_one_ids_debris_leave_the_winner_whole(
+    moto_s3: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Debris (a crashed create's constraints.json) was removed, then the id created: a
+    # slower writer's removal deleted what the faster one had created meanwhile, and the
+    # faster one's session was left with the slower one's constraints.
+    monkeypatch.setattr(remote, "DEBRIS_AGE", 2.0)  # not an hour
+    for name, value in moto_s3.env().items():
+        if name.startswith("AWS_"):
+            monkeypatch.setenv(name, value)
+    bucket = moto_s3.new_bucket()
+    url = parse_s3_url(f"s3://{bucket}/runs")
+    for key in ("constraints.json", "previous/p/report.json"):  # a partial lineage too
+        moto_s3.client().put_object(Bucket=bucket, Key=f"runs/x/{key}", Body=b"{}")
+    time.sleep(3.5)  # older than DEBRIS_AGE (S3 keeps LastModified in whole seconds)
+    direct = S3Storage(url)
+    results: dict[str, bool] = {}
+    with counting_proxy(moto_s3.endpoint) as proxy:
+        proxied = S3Storage(url, replace(direct.settings, endpoint=proxy.endpoint))
+        proxy.hold = "?delete"  # the slow writer's removal waits while the fast one creates
+
+        def slow() -> None:
+            results["slow"] = remote.create_session(proxied, "x", {"who": "slow"}, {"s": 1}, [])
+
+        thread = threading.Thread(target=slow)
+        thread.start()
+        for _ in range(300):  # until it holds, or is done without a removal to hold
+            if proxy.snapshot().get("HELD") or not thread.is_alive():
+                break
+            time.sleep(0.05)
+        results["fast"] = remote.create_session(direct, "x", {"who": "fast"}, {"f": 1}, [])
+        proxy.release.set()
+        thread.join(timeout=60)
+    assert sorted(results.values()) == [False, True]  # one winner
+    winner = next(who for who, won in results.items() if won)
+    assert json.loads(direct.get("x/session.json", 1000) or b"") == {"who": winner}
+    assert json.loads(direct.get("x/constraints.json", 1000) or b"") == {winner[0]: 1}
+    assert moto_s3.keys(bucket) == ["runs/x/constraints.json", "runs/x/session.json"]
