@@ -51,13 +51,27 @@ class PathParam(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if value == "":
             self.fail(EMPTY_PATH if self.dir_okay else "is empty; name a file", param, ctx)
+        if isinstance(value, str) and value[:5].lower() == "s3://":
+            self.fail(NOT_LOCAL, param, ctx)
         return super().convert(value, param, ctx)
+
+
+# An `s3://` URL where only a local path is taken (export's DEST, mirror's SRC): read as a
+# path it was `./s3:/BUCKET/...`, an error naming a mangled path, or a local copy made there.
+NOT_LOCAL = "is an s3:// URL, but this takes a local path (./s3:... for a directory so named)"
 
 
 def not_empty(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """A callback refusing an empty path given as text, as `PathParam` does."""
     if value == "":
         raise click.BadParameter(EMPTY_PATH, ctx, param)
+    return value
+
+
+def local_file(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A callback refusing an `s3://` URL where a local file (or `-`) is written."""
+    if value[:5].lower() == "s3://":
+        raise click.BadParameter(NOT_LOCAL, ctx, param)
     return value
 
 

@@ -9,7 +9,7 @@ click then parses as ever: the group's options but `--store`, `--help`, the
 daemon and its timings, `--single-writer`, `--`, bundled short flags, an
 option's value that starts with `-` (unless written `--opt=VALUE`), standard
 input (`-`) as a file, a bucket (`s3:`) as the store or destination, a path
-click's checks would refuse (an empty one included), a completion request.
+click's checks would refuse (an empty one or a URL included), a completion request.
 A test compares it with click's parser on generated command lines: wherever
 it answers, click parses the same parameters.
 
@@ -168,8 +168,8 @@ def _local(text: str) -> bool:
 def _click_path(value: str, *, dir_okay: bool) -> Path | None:
     """`click.Path(path_type=Path, dir_okay=dir_okay)`'s value for `value`; None where
     click would refuse it (a directory where a file is asked for, unreadable, empty)."""
-    if value == "":
-        return None  # `cli.common.PathParam` refuses it
+    if value == "" or value[:5].lower() == "s3://":
+        return None  # `cli.common.PathParam` refuses both
     try:
         mode = os.stat(value).st_mode
     except OSError:

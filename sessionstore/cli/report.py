@@ -13,6 +13,7 @@ from sessionstore._display import escape
 from sessionstore.cli.common import (
     command,
     library_errors,
+    local_file,
     objective_of,
     objective_options,
     target_options,
@@ -29,6 +30,7 @@ from sessionstore.store.target import resolve_target, store_root
     "output",
     required=True,
     metavar="FILE.html",
+    callback=local_file,
     help="Where to write the report; '-' writes it to standard output.",
 )
 @objective_options

@@ -204,6 +204,33 @@ def test_a_malformed_url_is_a_usage_error(s3: S3Store, url: str, problem: str) -
     assert problem in done.stderr and "pw" not in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "what"),
+    [
+        (["export", "abc", "s3://BUCKET/out", "--trial", "1"], "'DEST'"),
+        (["report", "abc", "-o", "S3://BUCKET/r.html"], "'-o' / '--output'"),
+        (["mirror", "s3://BUCKET/runs/abc", "./dst", "--once"], "'SRC'"),
+    ],
+)
+def test_a_url_where_a_local_path_is_taken_is_a_usage_error(
+    s3: S3Store, tmp_path: Path, args: list[str], what: str
+) -> None:
+    # Read as a path it was ./s3:/BUCKET/...: an error naming that mangled path, or an
+    # export made into it when such a local directory was there.
+    s3.ok("new", "--id", "abc")
+    s3.ok("begin", "abc", "--trial")
+    s3.ok("complete", "abc", "--trial", "1", "--marker", "{}")
+    (tmp_path / "s3:" / s3.bucket).mkdir(parents=True)
+    args = [arg.replace("BUCKET", s3.bucket) for arg in args]
+    done = run(*args, env=s3.env, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        f"Error: Invalid value for {what}: is an s3:// URL, but this takes a local path "
+        "(./s3:... for a directory so named)"
+    )
+    assert list(tmp_path.rglob("*")) == [tmp_path / "s3:", tmp_path / "s3:" / s3.bucket]
+
+
 def test_a_missing_bucket_and_an_unreachable_endpoint_are_one_line(
     moto_s3: S3Server,
 ) -> None:
