@@ -24,12 +24,13 @@ if TYPE_CHECKING:
 # C0 controls, DEL, C1 controls (0x80-0x9f: some terminals read 0x9b as CSI), the
 # Unicode line/paragraph separators, the bidi overrides and marks that reorder what
 # follows, the invisible characters that make `run\u200b.log` look like `run.log`
-# (zero-width spaces and joiners, word joiner, BOM, interlinear annotations), and lone
-# surrogates (os.fsdecode's stand-ins for undecodable bytes: printing one raises
-# UnicodeEncodeError).
+# (soft hyphen, Mongolian vowel separator, zero-width spaces and joiners, word joiner,
+# the deprecated shaping controls, BOM, interlinear annotations, and the tag characters
+# U+E0000-E007F, which spell hidden ASCII), and lone surrogates (os.fsdecode's stand-ins
+# for undecodable bytes: printing one raises UnicodeEncodeError).
 _UNSAFE = (
-    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069"
-    "\ufeff\ufff9-\ufffb\ud800-\udfff]"
+    "[\x00-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064"
+    "\u2066-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff\U000e0000-\U000e007f]"
 )
 # The same, less the C0 controls, which orjson escapes itself and which JSON output
 # holds only as its own line breaks (`escape_json`).
@@ -47,7 +48,9 @@ def _replace(match: re.Match[str]) -> str:
     code = ord(char)
     if 0xDC80 <= code <= 0xDCFF:  # surrogateescape: the original byte
         return f"\\x{code - 0xDC00:02x}"
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def escape(text: str) -> str:
@@ -83,7 +86,11 @@ def escape_json(data: bytes) -> bytes:
 
 
 def _json_escape(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
+    code = ord(match.group())
+    if code > 0xFFFF:  # JSON writes a character past the BMP as its UTF-16 surrogate pair
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
 
 
 def _sub(pattern: str, text: str, replace: Callable[[re.Match[str]], str] = _replace) -> str:

@@ -28,6 +28,10 @@ from sessionstore._display import escape, escape_json, escape_lines, scalar
         ("run\u200b.log", "run\\u200b.log"),
         ("mark\u200e\u061c", "mark\\u200e\\u061c"),
         ("\ufeffbom", "\\ufeffbom"),
+        # Invisible too: `run.log` to the eye. Tag characters spell hidden ASCII.
+        ("run\U000e0041\U000e007f.log", "run\\U000e0041\\U000e007f.log"),
+        ("soft\xadhyphen", "soft\\xadhyphen"),
+        ("mvs\u180e\u206a\u206f", "mvs\\u180e\\u206a\\u206f"),
     ],
 )
 def test_escapes_control_characters(raw: str, shown: str) -> None:
@@ -55,6 +59,13 @@ def test_json_escaped_is_the_same_value_with_no_control_left(value: object) -> N
         assert orjson.loads(data) == value
         shown = data.decode().replace("\n", "")  # indentation's own line breaks
         assert escape(shown) == shown  # nothing left that a table would escape
+
+
+def test_json_escapes_a_character_past_the_bmp_as_its_surrogate_pair() -> None:
+    # `\ue0041` would be U+E004 and a `1`: another value.
+    data = escape_json(orjson.dumps({"tag\U000e0041": "x\U000e007f"}))
+    assert data == b'{"tag\\udb40\\udc41":"x\\udb40\\udc7f"}'
+    assert orjson.loads(data) == {"tag\U000e0041": "x\U000e007f"}
 
 
 @pytest.mark.parametrize(
