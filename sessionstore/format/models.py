@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sessionstore._proc import PID_MAX
-from sessionstore.format.names import FORMAT_VERSION, MAX_RECORD, validate_id
+from sessionstore.format.names import FORMAT_VERSION, ID_PATTERN, MAX_RECORD, validate_id
 
 Status = Literal["running", "done", "failed"]
 
@@ -34,7 +34,13 @@ class Manifest(_Open):
     """`session.json`: who the session is and whether it is still being written."""
 
     format: int = Field(FORMAT_VERSION, description="On-disk format version.")
-    id: str = Field(description="Session id, the name of the session directory.")
+    # The validators below check ids; a JSON Schema cannot see them, so the pattern is
+    # written into it too: a harness validating with `sessionstore schema session` must
+    # refuse the ids the library refuses (`../x`, `UPPER`).
+    id: str = Field(
+        description="Session id, the name of the session directory.",
+        json_schema_extra={"pattern": ID_PATTERN},
+    )
     name: str | None = Field(None, description="Human-readable name.")
     created_at: datetime = Field(default_factory=utc_now, description="Creation time, UTC.")
     trials: int | None = Field(
@@ -47,7 +53,11 @@ class Manifest(_Open):
     pid_started_at: float | None = Field(
         None, description="Start time of `pid` in epoch seconds, to detect a recycled pid."
     )
-    previous: list[str] = Field(default_factory=list, description="Pinned earlier session ids.")
+    previous: list[str] = Field(
+        default_factory=list,
+        description="Pinned earlier session ids.",
+        json_schema_extra={"items": {"type": "string", "pattern": ID_PATTERN}},
+    )
     labels: dict[str, str] = Field(default_factory=dict, description="Free-form labels.")
 
     @field_validator("id")

@@ -9,6 +9,7 @@ import jsonschema
 import orjson
 import pytest
 from cli_runner import invoke
+from pydantic import ValidationError
 
 from sessionstore.cli.schema import schema
 from sessionstore.errors import InvalidInput
@@ -102,6 +103,25 @@ def test_a_harness_defined_field_is_allowed_and_a_wrong_type_is_not() -> None:
     jsonschema.validate({"anything": {"nested": True}}, trial)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"failed": "no"}, trial)
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        {"id": "../x"},
+        {"id": "UPPER"},
+        {"id": "a" * 42},
+        {"id": "ok", "previous": ["good", "../bad"]},
+    ],
+)
+def test_the_session_schema_refuses_the_ids_the_library_refuses(manifest: dict[str, Any]) -> None:
+    # The ids are checked by validators, which a JSON Schema does not see: the schema a
+    # harness in another language validates with accepted any string.
+    with pytest.raises(ValidationError):
+        SCHEMAS["session"].model_validate(manifest)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(manifest, json_schema("session"))
+    jsonschema.validate({"id": "a" * 41, "previous": ["0-x"]}, json_schema("session"))
 
 
 def test_cli_prints_one_or_all() -> None:
