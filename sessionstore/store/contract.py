@@ -78,6 +78,9 @@ def contract_variables(
     planned = planned_trials(session)
     # A torn constraints.json reads as none: inspect shows its reason, the prompt does not.
     constraints, _ = constraints_of(session.storage, session.key)
+    # JSON an agent may parse: what a terminal acts on as JSON escapes (`\u0085`, the same
+    # value), not as the tables show it (`\x85`, which JSON has not).
+    shown = jsonio.dumps_output(constraints, indent=True).decode() if constraints else ""
     name = manifest.get("name")
     # The mirror copies the workspace's records into the session, so a number
     # either already holds is taken.
@@ -94,7 +97,7 @@ def contract_variables(
             "constraints_path": str(root / CONSTRAINTS),
             "report_path": str(root / REPORT),
             "planned_trials": planned if planned is not None else "",
-            "constraints": jsonio.dumps(constraints).decode().rstrip("\n") if constraints else "",
+            "constraints": shown,
             "temp_prefix": TEMP_PREFIX,
             "log_name": LOG_NAME,
             "trials_dir": str(trials),
