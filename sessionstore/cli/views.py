@@ -262,7 +262,7 @@ def _report_lines(console: Console, report: Record) -> None:
     if report.data is None:
         return
     line = f"report: {escape(str(report.data.get('status', 'done')))}"
-    if isinstance(report.data.get("best_trial"), int):
+    if type(report.data.get("best_trial")) is int:  # not a bool: `true` names no trial
         line += f", best trial {report.data['best_trial']}"
     _line(console, Text(line))
     for key in ("constraints", "verified"):

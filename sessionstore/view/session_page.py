@@ -133,7 +133,7 @@ def _report_html(report: Record) -> str:
         return ""
     data = report.data
     parts = [text(data.get("status", "done"))]
-    if isinstance(data.get("best_trial"), int):
+    if type(data.get("best_trial")) is int:  # not a bool: `true` names no trial
         parts.append(f"best trial {data['best_trial']}")
     for key in ("constraints", "verified"):
         if isinstance(data.get(key), dict):

@@ -59,3 +59,18 @@ def test_json_outputs_carry_hostile_text_as_json_escapes_only(tmp_path: Path) ->
         row = row[0] if isinstance(row, list) else row
         assert (row["name"], row["constraints"]) == (HOSTILE, {HOSTILE: 1})
     assert session.manifest is not None and session.manifest["name"] == HOSTILE
+
+
+def test_a_report_whose_best_trial_is_a_boolean_names_no_trial(tmp_path: Path) -> None:
+    # `true` is an int to isinstance: the detail said "best trial True", the viewer too.
+    from sessionstore.inspect.summary import SessionView
+    from sessionstore.view.report import render_report
+
+    store = tmp_path / "store"
+    session = Store(store).create(id="boolean", pid=None)
+    write_atomic(session.path / REPORT, orjson.dumps({"status": "done", "best_trial": True}))
+    result = run_cli("inspect", "boolean", "--store", str(store), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "report: done\n" in result.stdout and "best trial" not in result.stdout
+    page = render_report(SessionView.load(session))
+    assert "best trial" not in page and "True" not in page
