@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
-from sessionstore._display import escape, fmt_number
+from sessionstore._display import escape, fmt_number, scalar
 from sessionstore.cli.grid import Cell, Column, render_grid
 from sessionstore.harness.verdict import Verdict
 from sessionstore.inspect.best import Best, Score, as_number, lookup
@@ -137,7 +137,7 @@ def attempts_table(console: Console, records: list[Record], verdicts: dict[int, 
         data = record.data or {}
         trial = data.get("trial")
         result = data.get("status")
-        reason = record.error or data.get("reason") or ""
+        reason = record.error or data.get("reason")
         rows.append(
             [
                 str(record.n),
@@ -145,7 +145,11 @@ def attempts_table(console: Console, records: list[Record], verdicts: dict[int, 
                 str(trial) if isinstance(trial, int) and not isinstance(trial, bool) else "",
                 escape(result) if isinstance(result, str) else "",
                 *([_verdict_cell(verdicts.get(record.n))] if verdicts else []),
-                (escape(str(reason)), "red" if record.error or result == "failed" else ""),
+                # A JSON value (`{"oom":true}`), not Python's repr of it; none: empty.
+                (
+                    "" if reason is None else scalar(reason),
+                    "red" if record.error or result == "failed" else "",
+                ),
             ]
         )
     render_grid(console, "verification attempts", columns, rows)

@@ -275,7 +275,9 @@ def attempts_table(view: SessionView, links: Links) -> str:
         if isinstance(trial, int) and not isinstance(trial, bool):
             trial_cell = link(links.record("trials", trial), str(trial))
         result = data.get("status")
-        reason = record.error or data.get("reason") or ""
+        reason = record.error or data.get("reason")
+        # A JSON value (`{"oom":true}`), not Python's repr of it; none: empty.
+        shown = "" if reason is None else html.escape(scalar(reason))
         bad = record.error or result == "failed"
         cells = [
             f"<td>{link(links.record('service', record.n), str(record.n))}</td>",
@@ -284,7 +286,7 @@ def attempts_table(view: SessionView, links: Links) -> str:
             f'<td class="{text(result) if isinstance(result, str) else ""}">'
             f"{text(result) if isinstance(result, str) else ''}</td>",
             *([verdict_cell(verdicts.get(record.n))] if verdicts else []),
-            f'<td class="{"bad" if bad else ""}">{text(reason)}</td>',
+            f'<td class="{"bad" if bad else ""}">{shown}</td>',
         ]
         rows.append(f'<tr id="v{record.n}">{"".join(cells)}</tr>')
     head = "".join(f"<th>{h}</th>" for h in heads)

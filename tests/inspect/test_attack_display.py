@@ -74,3 +74,20 @@ def test_a_report_whose_best_trial_is_a_boolean_names_no_trial(tmp_path: Path) -
     assert "report: done\n" in result.stdout and "best trial" not in result.stdout
     page = render_report(SessionView.load(session))
     assert "best trial" not in page and "True" not in page
+
+
+def test_an_attempts_reason_that_is_no_string_shows_as_json(tmp_path: Path) -> None:
+    # str() gave Python's repr: {'oom': True}, a syntax no file holds.
+    from sessionstore.inspect.summary import SessionView
+    from sessionstore.view.report import render_report
+
+    store = tmp_path / "store"
+    session = Store(store).create(id="reasons", pid=None)
+    writer = session.service.begin()
+    reason = {"oom": True, "at": [1, None]}
+    write_atomic(writer.path / writer.marker, orjson.dumps({"status": "failed", "reason": reason}))
+    result = run_cli("inspect", "reasons", "--store", str(store), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert '{"oom":true,"at":[1,null]}' in result.stdout and "True" not in result.stdout
+    page = render_report(SessionView.load(session))
+    assert "{&quot;oom&quot;:true,&quot;at&quot;:[1,null]}</td>" in page
