@@ -57,10 +57,16 @@ def make_console(color: str = "auto", width: int | None = None) -> Console:
         if console.color_system is None:  # rich's answer to TERM=dumb, even forced
             # The 8 colours every terminal that shows colour at all has.
             console = make(force_terminal=True, no_color=False, color_system="standard")
-        return console
-    if color == "never" or os.environ.get("NO_COLOR"):
-        return make(color_system=None, no_color=True)
-    return make()  # rich checks isatty itself
+    elif color == "never" or os.environ.get("NO_COLOR"):
+        console = make(color_system=None, no_color=True)
+    else:
+        console = make()  # rich checks isatty itself
+    if console.width < 1:
+        # COLUMNS=0 (a terminal of unknown size): rich takes it and prints no line of text
+        # at all, so the detail's header vanished. 80 is rich's own answer to a terminal
+        # reporting 0 columns.
+        console.width = 80
+    return console
 
 
 def _created(created_at: str | None, compact: bool) -> str:

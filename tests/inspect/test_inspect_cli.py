@@ -158,3 +158,15 @@ def test_detail_renders_a_session_with_10000_trials(tmp_path: Path) -> None:
     rows = [line.split()[0] for line in detail.stdout.splitlines() if " completed " in line]
     assert rows == [str(n) for n in range(1, 10_001)]
     assert "more trials" not in detail.stdout
+
+
+def test_columns_of_zero_lose_no_line(tmp_path: Path) -> None:
+    # rich takes COLUMNS=0 as a width of 0 and prints no line of Text at all: the detail's
+    # header (status, best, constraints) and the list's objective line vanished.
+    demo_store(tmp_path)
+    wide = inspect("verified", "--store", str(tmp_path), env={"COLUMNS": "80"}).stdout
+    zero = inspect("verified", "--store", str(tmp_path), env={"COLUMNS": "0"}).stdout
+    assert zero == wide and "status: done" in zero
+    listed = inspect("--store", str(tmp_path), env={"COLUMNS": "0"}).stdout
+    assert listed == inspect("--store", str(tmp_path), env={"COLUMNS": "80"}).stdout
+    assert "BEST: benchmark.metrics.output_tok_per_s" in listed
