@@ -155,7 +155,9 @@ def session_list(
         statuses.append(status)
         texts.append(
             [
-                escape(row["id"] or PurePosixPath(row["path"]).name),
+                # The directory's name, which `inspect ID` and `rm ID` open: a manifest
+                # naming another session's id must not show as that session.
+                escape(PurePosixPath(row["path"]).name),
                 escape(row["name"] or ""),
                 f"{status} {escape(row['progress'])}{_not_read(row['collection_errors'])}",
                 best_cell(best),

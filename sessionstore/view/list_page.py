@@ -121,7 +121,9 @@ def _controls(query: ListQuery) -> str:
 
 
 def _row(view: SessionView) -> str:
-    sid = view.session.id or view.session.key  # a torn manifest has no id: its directory
+    # The directory's name, which the link opens (a torn manifest has no id; a manifest
+    # naming another session's id must not show as that session).
+    sid = view.session.key
     best = ""
     if view.best is not None:
         best = f"#{view.best.n} {number(view.best.value)}{view.best.mark}"

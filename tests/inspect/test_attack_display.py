@@ -91,3 +91,25 @@ def test_an_attempts_reason_that_is_no_string_shows_as_json(tmp_path: Path) -> N
     assert '{"oom":true,"at":[1,null]}' in result.stdout and "True" not in result.stdout
     page = render_report(SessionView.load(session))
     assert "{&quot;oom&quot;:true,&quot;at&quot;:[1,null]}</td>" in page
+
+
+def test_a_manifest_naming_another_sessions_id_lists_under_its_own_directory(
+    tmp_path: Path,
+) -> None:
+    # The ID column showed the manifest's id: an impostor listed as a second "victim0",
+    # and `rm victim0`, the id on the screen, removed the real one.
+    from sessionstore.format.names import MANIFEST
+    from sessionstore.inspect.best import Objective
+    from sessionstore.view.list_page import ListQuery, list_body
+
+    store = Store(tmp_path / "store")
+    store.create(id="victim0", pid=None)
+    impostor = store.create(id="impostor", pid=None)
+    manifest = orjson.loads((impostor.path / MANIFEST).read_bytes())
+    write_atomic(impostor.path / MANIFEST, orjson.dumps({**manifest, "id": "victim0"}))
+    result = run_cli("inspect", "--store", str(store.root), timeout=60)
+    assert result.returncode == 0, result.stderr
+    ids = sorted(line.split()[0] for line in result.stdout.splitlines()[1:3])
+    assert ids == ["impostor", "victim0"]
+    page = list_body(store, ListQuery(), Objective())
+    assert '<a class="mono" href="/s/impostor">impostor</a>' in page
