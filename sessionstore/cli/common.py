@@ -276,9 +276,19 @@ def objective_options(func: F) -> F:
     return click.option(
         "--objective",
         default=None,
+        callback=_an_objective,
         metavar="PATH",
         help="Dotted key path ranking trials (default: benchmark.metrics.output_tok_per_s).",
     )(with_direction)
+
+
+def _an_objective(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    # `--objective "$UNSET"` ranked by the default objective, silently: another metric.
+    if value == "":
+        raise click.BadParameter(
+            "is empty; name a dotted key path, or leave it out for the default"
+        )
+    return value
 
 
 def objective_of(objective: str | None, higher: bool) -> Objective:

@@ -301,6 +301,8 @@ def test_hostile_values_are_one_line_usage_or_input_errors(tmp_path: Path) -> No
         ),
         (["export", "x1", "", "--trial", "1"], "'DEST'", "write . for the current directory"),
         (["contract", "x1", "--workspace", ""], "'--workspace'", "write . for the current"),
+        (["inspect", "--objective", ""], "'--objective'", "name a dotted key path"),
+        (["report", "x1", "--objective", ""], "'--objective'", "name a dotted key path"),
     ],
     ids=lambda value: " ".join(value) if isinstance(value, list) else None,
 )
