@@ -16,7 +16,7 @@ from sessionstore.cli.common import (
     target_options,
     verbosity_options,
 )
-from sessionstore.cli.plain import emit_json
+from sessionstore.cli.plain import emit_json, pacify
 from sessionstore.errors import InvalidInput
 from sessionstore.store.target import resolve_target
 
@@ -82,8 +82,15 @@ def check(
         source = f"--log {log}" if log is not None else "the marker's output_contract"
         read = f"judged {where} (from {source})" if where else f"no log judged ({source})"
         click.echo(escape(read), err=True)
-    if as_json:
-        emit_json(judged.to_dict())
-    elif not quiet:
-        click.echo(escape(str(judged.verdict)))  # the detail is the log's own text
+    try:
+        if as_json:
+            emit_json(judged.to_dict())
+        elif not quiet:
+            click.echo(escape(str(judged.verdict)))  # the detail is the log's own text
+    except BrokenPipeError:
+        # Its reader gone (`| head -0`): click exits 1, which here says the log said FAIL.
+        # The verdict went unread, as when stdout cannot be written at all: exit 4, and in
+        # silence, as a closed pipe is everywhere.
+        pacify()
+        sys.exit(EXIT_CODES["indeterminate"])
     sys.exit(EXIT_CODES[str(judged.verdict.outcome)])

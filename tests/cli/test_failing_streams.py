@@ -2,7 +2,8 @@
 an encoding that cannot hold a name.
 
 Output that cannot be written is one `Error: stdout: <reason>` line and exit 1
-(a closed pipe, `| head`, exit 1 in silence, as click has it), never a
+(a closed pipe, `| head`, exit 1 in silence, as click has it; `check`, whose 1
+says FAIL, exits 4), never a
 traceback nor the interpreter's exit 120; a diagnostic that cannot be written
 to stderr is dropped, so the exit status stays the command's, as with stderr
 closed (test_closed_streams.py); what stdout cannot encode is escaped. Each
@@ -161,3 +162,24 @@ def test_unbuffered_output_to_a_full_device_says_so_once(store: Path) -> None:
     for args in (["--version"], ["inspect"], ["schema"]):
         done = run(*args, env=env, preexec_fn=onto(1, "/dev/full"))
         assert (done.returncode, done.stderr) == (1, FULL), args
+
+
+@pytest.mark.parametrize("line", ["PASS", "FAIL: oom", "step 3"])
+@pytest.mark.parametrize("fmt", [[], ["--json"]], ids=["text", "json"])
+def test_check_whose_reader_is_gone_never_exits_1_the_fail_status(
+    tmp_path: Path, line: str, fmt: list[str]
+) -> None:
+    # click exits 1 on a closed pipe; check's 1 says the log said FAIL. A verdict that
+    # went unread exits 4, as one stdout cannot take at all does.
+    from sessionstore.store.session import Store
+
+    session = Store(tmp_path / "store").create(id="c1", pid=None)
+    writer = session.trials.begin()
+    writer.write_bytes("run.log", f"{line}\n".encode())
+    writer.complete({"output_contract": {"log": "run.log"}})
+    args = ("check", "c1", "--trial", "1", "--store", tmp_path / "store", *fmt)
+    done = run(*args, preexec_fn=reader_gone(1))
+    assert (done.returncode, done.stderr) == (4, "")
+    if not fmt:  # quiet writes nothing: the status is the verdict, as ever
+        quiet = run(*args, "-q", preexec_fn=reader_gone(1)).returncode
+        assert quiet == {"P": 0, "F": 1}.get(line[0], 4)
