@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -12,8 +11,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from sessionstore._display import escape
-from sessionstore._fs import read as fsread
-from sessionstore._json import MAX_MARKER_BYTES
 from sessionstore.cli.plain import Usage, failure_message
 from sessionstore.errors import InvalidInput, SessionStoreError
 from sessionstore.format.names import MAX_RECORD
@@ -296,56 +293,6 @@ def objective_of(objective: str | None, higher: bool) -> Objective:
     from sessionstore.inspect.best import DEFAULT_OBJECTIVE, Objective
 
     return Objective(objective or DEFAULT_OBJECTIVE, "higher" if higher else "lower")
-
-
-def read_json_value(value: str, option: str) -> object:
-    """The JSON document an option gives: a literal, `@FILE` for a file holding one,
-    or `@-` for standard input. `InvalidInput` names the file (or the option) and why."""
-    from sessionstore._orjson import orjson  # only when a JSON option is given: start-up
-
-    source = option
-    data: str | bytes | None = value
-    if value == "@-":
-        source = f"{option} @- (standard input)"
-        data = sys.stdin.buffer.read(MAX_MARKER_BYTES + 1)
-        if len(data) > MAX_MARKER_BYTES:
-            data = None
-    elif value == "@":
-        raise InvalidInput(option, "@ names no file: give @FILE, or @- for standard input")
-    elif value.startswith("@"):
-        source = value[1:]
-        data = fsread.read_named(source, MAX_MARKER_BYTES)
-    if data is None:
-        raise InvalidInput(source, f"is larger than {MAX_MARKER_BYTES} bytes; not read")
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidInput(source, f"invalid JSON: {exc}") from None
-
-
-def read_json_object(value: str, option: str) -> dict[str, Any]:
-    """`read_json_value`, which must be a JSON object (`InvalidInput` otherwise)."""
-    parsed = read_json_value(value, option)
-    if not isinstance(parsed, dict):
-        source = option
-        if value == "@-":
-            source = f"{option} @- (standard input)"
-        elif value.startswith("@"):
-            source = value[1:]
-        raise InvalidInput(source, f"must be a JSON object, not {_json_kind(parsed)}")
-    return parsed
-
-
-def _json_kind(value: object) -> str:
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    return "null"
 
 
 def no_store(root: Path) -> InvalidInput:

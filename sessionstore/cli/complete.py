@@ -10,11 +10,11 @@ from sessionstore._display import escape
 from sessionstore.cli.common import (
     command,
     library_errors,
-    read_json_object,
     record_number_type,
     target_options,
     verbosity_options,
 )
+from sessionstore.cli.json_option import read_json_object
 from sessionstore.store.target import resolve_target
 
 

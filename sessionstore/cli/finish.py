@@ -10,10 +10,10 @@ from sessionstore._display import escape
 from sessionstore.cli.common import (
     command,
     library_errors,
-    read_json_object,
     target_options,
     verbosity_options,
 )
+from sessionstore.cli.json_option import read_json_object
 from sessionstore.store.target import resolve_target
 
 

@@ -13,10 +13,10 @@ from sessionstore.cli.common import (
     command,
     json_option,
     library_errors,
-    read_json_object,
     record_number_type,
     store_option,
 )
+from sessionstore.cli.json_option import read_json_object
 from sessionstore.cli.plain import emit_json
 from sessionstore.errors import LineageWarning
 from sessionstore.store.target import store_root

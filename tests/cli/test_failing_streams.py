@@ -177,7 +177,8 @@ def test_check_whose_reader_is_gone_never_exits_1_the_fail_status(
     writer = session.trials.begin()
     writer.write_bytes("run.log", f"{line}\n".encode())
     writer.complete({"output_contract": {"log": "run.log"}})
-    args = ("check", "c1", "--trial", "1", "--store", tmp_path / "store", *fmt)
+    args: tuple[str | Path, ...] = ("check", "c1", "--trial", "1", "--store", tmp_path / "store")
+    args += tuple(fmt)
     done = run(*args, preexec_fn=reader_gone(1))
     assert (done.returncode, done.stderr) == (4, "")
     if not fmt:  # quiet writes nothing: the status is the verdict, as ever
