@@ -61,7 +61,9 @@ def new(
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
     from sessionstore.store.session import Store
 
-    parsed = read_json_object(constraints, "--constraints") if constraints else None
+    # `is not None`, not truthiness: `--constraints "$UNSET"` is an empty document, refused
+    # as `finish --report ""` is, never a session that silently has no constraints.
+    parsed = read_json_object(constraints, "--constraints") if constraints is not None else None
     label_map: dict[str, str] = {}
     for item in labels:
         key, sep, val = item.partition("=")

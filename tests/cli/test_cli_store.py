@@ -87,6 +87,8 @@ def test_constraints_from_json_and_file(tmp_path: Path) -> None:
         (["--id", "Upper"], b"invalid session id 'Upper'"),
         (["--constraints", "{bad"], b"--constraints: invalid JSON"),
         (["--constraints", "[1]"], b"--constraints: must be a JSON object"),
+        # Empty (`--constraints "$UNSET"`) is no document, not "no constraints".
+        (["--constraints", ""], b"--constraints: invalid JSON"),
         (["--constraints", "@/nonexistent/c.json"], b"/nonexistent/c.json: cannot read"),
         (["--previous", "ghost"], b"no session 'ghost'"),
         # Bytes that are not UTF-8 cannot be JSON: refused, never a traceback, never U+FFFD.
