@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessionstore.format.names import SERVICE, TRIALS
+from sessionstore.format.names import SERVICE, TRIALS, record_number
 from sessionstore.store.lifecycle import Writer, mirror_daemon, recorded_writer
 from sessionstore.store.records import Record, RecordState
 from sessionstore.store.status import session_status
@@ -119,9 +119,14 @@ def _plan(collection: Collection) -> CollectionPlan:
         for r in records
         if r.state is not RecordState.COMPLETED
     ]
-    highest = records[-1].n if records else 0
+    # `begin` skips a number whose name a foreign entry holds (a file, a FIFO, a symlink:
+    # its mkdir fails EEXIST), so the next number it allocates is past those too.
+    taken = {record_number(name) for name in foreign}
+    following = (records[-1].n if records else 0) + 1
+    while following in taken:  # at most once per foreign entry
+        following += 1
     return CollectionPlan(
-        collection.name, collection.path, completed, failed, redo, foreign, highest + 1
+        collection.name, collection.path, completed, failed, redo, foreign, following
     )
 
 

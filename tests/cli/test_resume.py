@@ -95,6 +95,20 @@ def test_a_foreign_name_is_escaped_as_every_name_is(tmp_path: Path) -> None:
     assert "  foreign entry odd\\xff\\x1b (not a record; ignored)" in lines
 
 
+def test_next_is_the_number_begin_allocates_past_foreign_numbered_entries(
+    tmp_path: Path,
+) -> None:
+    session = Store(tmp_path).create(id="abc", pid=None)
+    session.trials.begin()
+    os.mkfifo(session.path / "trials" / "2")  # foreign, yet its name takes number 2
+    (session.path / "trials" / "3").symlink_to(tmp_path / "nowhere")
+    (session.path / "trials" / "5").write_text("")
+    planned = orjson.loads(ss(tmp_path, "resume", "abc", "--json").stdout)["trials"]["next"]
+    begun = ss(tmp_path, "begin", "abc", "--trial")
+    assert begun.returncode == 0, begun.stderr
+    assert planned == int(begun.stdout.split()[0]) == 4
+
+
 def test_resume_of_no_session(tmp_path: Path) -> None:
     result = ss(tmp_path, "resume", "nope")
     assert result.returncode == 1 and "no session 'nope'" in result.stderr
