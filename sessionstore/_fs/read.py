@@ -243,12 +243,16 @@ def read_pid(name: str, dir_fd: int) -> int | None:
         os.close(fd)
 
 
-def problem(exc: OSError) -> str:
-    """The one-line reason a reader reports for a failed open or read."""
+def problem(exc: OSError, *, followed: bool = False) -> str:
+    """The one-line reason a reader reports for a failed open or read.
+
+    `followed`: the open followed symlinks (a store root, the user's own path), so
+    ELOOP is a loop of them, not a symlink refused.
+    """
     if isinstance(exc, WrongKind):
         return exc.strerror or "of the wrong kind"
     if exc.errno == errno.ELOOP:
-        return "is a symlink (never followed)"
+        return f"unreadable: {exc.strerror}" if followed else "is a symlink (never followed)"
     if exc.errno == errno.ENOTDIR:
         return "is not a directory"
     return f"unreadable: {exc.strerror or exc}"

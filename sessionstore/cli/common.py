@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 from collections.abc import Callable
@@ -299,6 +300,12 @@ def no_store(root: Path) -> InvalidInput:
     """The error for a local store path that is no directory: missing, or something else
     (a file, a FIFO), which "no such store directory" would send the user looking for."""
     problem = "is not a directory" if os.path.lexists(root) else "no such store directory"
+    try:
+        os.stat(root)
+    except OSError as exc:
+        if os.path.islink(root):  # followed to the store it names, as `new` does: none
+            dangling = exc.errno == errno.ENOENT
+            problem = "is a dangling symlink" if dangling else fsread.problem(exc, followed=True)
     return InvalidInput(str(root), problem)
 
 

@@ -285,7 +285,8 @@ class LocalDirs:
             if not make:
                 return None
         except OSError as exc:
-            raise StorageError("", f"root {self.root}: {fsread.problem(exc)}") from exc
+            problem = fsread.problem(exc, followed=True)  # the root's own links are followed
+            raise StorageError("", f"root {self.root}: {problem}") from exc
         try:
             os.makedirs(self.root, self.dir_mode, exist_ok=True)
         except FileExistsError as exc:  # missing to open, there to mkdir: a symlink to nothing
@@ -297,7 +298,8 @@ class LocalDirs:
         try:
             return os.open(self.root, fsread.DIR_FLAGS & ~os.O_NOFOLLOW)
         except OSError as exc:
-            raise StorageError("", f"root {self.root}: {fsread.problem(exc)}") from exc
+            problem = fsread.problem(exc, followed=True)  # the root's own links are followed
+            raise StorageError("", f"root {self.root}: {problem}") from exc
 
     @contextlib.contextmanager
     def _dir(self, parts: builtins.list[str], make: bool = False) -> Iterator[int | None]:

@@ -116,6 +116,21 @@ def test_a_store_that_does_not_exist(tmp_path: Path) -> None:
     )
 
 
+def test_a_store_that_is_a_dangling_symlink_or_a_loop_is_said_so(tmp_path: Path) -> None:
+    """A store given as a link is followed (`new` makes its sessions there): one that
+    names nothing, or a loop of links, is neither "not a directory" nor "never followed"."""
+    dangling, loop = tmp_path / "dangling", tmp_path / "loop"
+    dangling.symlink_to(tmp_path / "nowhere")
+    loop.symlink_to(loop)
+    loops = "unreadable: Too many levels of symbolic links"
+    for store, problem in ((dangling, "is a dangling symlink"), (loop, loops)):
+        for args in (("prune", "--dry-run"), ("inspect",)):
+            result = ss(store, *args)
+            assert (result.returncode, result.stderr) == (1, f"Error: {store}: {problem}\n")
+    made = ss(loop, "new")
+    assert (made.returncode, made.stderr) == (1, f"Error: root {loop}: {loops}\n")
+
+
 def _on_a_terminal(store: Path, answer: bytes) -> tuple[int, str]:
     """`sessionstore prune` with a pseudo-terminal for stdin, answering `answer`."""
     leader, follower = pty.openpty()
