@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,6 +18,9 @@ from sessionstore.cli.common import (
 from sessionstore.cli.plain import os_error_message
 from sessionstore.errors import SessionStoreError
 from sessionstore.store.target import resolve_target, store_root
+
+if TYPE_CHECKING:
+    from sessionstore.store.session import Session
 
 
 @command()
@@ -36,7 +40,8 @@ def rm(
     visible (the next rm or prune sweeps what it left). A session whose writer
     is alive (the --pid recorded at `new`, or a mirror daemon) is refused
     unless --force; a mirror daemon then stops, writing nothing more (exit 1,
-    docs/daemon.md). Every TARGET is tried; exit 1 if any was not removed.
+    docs/daemon.md). Every TARGET is named before any is removed (a prefix
+    ambiguous then stays so), and each is tried; exit 1 if any was not removed.
 
     Prints how many sessions went and their ids (-v: a line for each, with
     its path; -q: nothing but errors and warnings).
@@ -49,14 +54,14 @@ def rm(
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
     from sessionstore.store.lifecycle_remove import remove_session, sweep_removed
 
-    failed = False
     removed: list[str] = []
     # Only the store is swept: a session named by a path may sit in any directory, whose
     # `.sstmp-*` entries (a harness's own marker temp, a build dir) are not the store's.
     root = store_root(store_dir)
-    for target in targets:
+    sessions, failed = _resolve_all(targets, store_dir)
+    for session in sessions:
         try:
-            path = remove_session(resolve_target(target, store_dir), force=force)
+            path = remove_session(session, force=force)
         except SessionStoreError as exc:
             click.echo(f"Error: {escape(str(exc))}", err=True)
             failed = True
@@ -77,3 +82,22 @@ def rm(
         click.echo(escape(summary("removed", removed, named=not verbose)))
     if failed:
         raise click.exceptions.Exit(1)
+
+
+def _resolve_all(targets: tuple[str, ...], store_dir: Path | None) -> tuple[list[Session], bool]:
+    """Every TARGET's session, each named as the store was when the command was given, and
+    whether one named none (its error printed). All before any is removed: `rm abc1 abc`
+    must refuse `abc` as the prefix of abc1 and abc2 it was, not remove abc2 because abc1
+    went first."""
+    sessions: list[Session] = []
+    failed = False
+    for target in targets:
+        try:
+            sessions.append(resolve_target(target, store_dir))
+        except SessionStoreError as exc:
+            click.echo(f"Error: {escape(str(exc))}", err=True)
+            failed = True
+        except OSError as exc:
+            click.echo(f"Error: {os_error_message(exc)}", err=True)
+            failed = True
+    return sessions, failed

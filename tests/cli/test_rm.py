@@ -146,6 +146,23 @@ def test_an_ambiguous_prefix_is_refused_listing_the_candidates(tmp_path: Path) -
     assert sorted(os.listdir(tmp_path)) == ["abc1", "abc2"]
 
 
+def test_a_prefix_ambiguous_when_given_stays_refused_after_an_earlier_target_went(
+    tmp_path: Path,
+) -> None:
+    """`rm abc1 abc`: `abc` matched abc1 and abc2 when the command was given; removing
+    abc1 first must not make it name abc2, which nobody asked to remove."""
+    store = Store(tmp_path)
+    store.create(id="abc1", pid=None)
+    store.create(id="abc2", pid=None)
+    result = ss(tmp_path, "rm", "abc1", "abc")
+    assert (result.returncode, result.stdout) == (1, "removed 1 session: abc1\n")
+    assert result.stderr == (
+        f"Error: session prefix 'abc' is ambiguous in store {tmp_path}: it matches abc1, abc2; "
+        "give more characters of the id\n"
+    )
+    assert os.listdir(tmp_path) == ["abc2"]
+
+
 def test_rm_sweeps_the_leftover_of_a_killed_rm(tmp_path: Path) -> None:
     store = Store(tmp_path)
     leftover = store.create(id="gone", pid=None)
