@@ -86,12 +86,19 @@ def check_removable(session: Session, *, force: bool = False, name: str | None =
         raise InvalidInput(
             str(path), "is not a session directory (its name is not a session id); not removed"
         ) from None
-    if session.manifest is None and session.manifest_error is None:
+    if not _has_manifest(session):
         raise InvalidInput(str(path), "has no session.json, so it is not a session; not removed")
     if not force:
         writer = live_writer(session)
         if writer is not None:
             raise SessionBusy(path, writer.kind, writer.pid)
+
+
+def _has_manifest(session: Session) -> bool:
+    """Whether the session directory holds a `session.json` (read or not): only such a
+    directory is removed; one without (a raw workspace, a stray directory named like an
+    id) is not, though the store lists it."""
+    return session.manifest is not None or session.manifest_error is not None
 
 
 def remove_session(session: Session, *, force: bool = False) -> Path:
@@ -270,15 +277,20 @@ def each_prunable(
 ) -> Iterator[Prunable]:
     """The sessions of `store` that `prune` removes, newest first, each as it is judged.
 
-    Those whose status is in `statuses` (only the `PRUNABLE` ones count:
-    never running or unknown) and, with `older_than`, created more than that
-    many seconds ago (`created_at`, else the manifest's or the directory's mtime). A session's
+    Those with a `session.json` (what `remove_session` removes) whose status
+    is in `statuses` (only the `PRUNABLE` ones count: never running or
+    unknown) and, with `older_than`, created more than that many seconds ago
+    (`created_at`, else the manifest's or the directory's mtime). A session's
     status is read only when the one before it has been taken, so a caller
     that stops early (a listing's `--limit`) reads no more.
     """
     wanted = set(statuses) & set(PRUNABLE)
     now = time.time()
     for session in store.sessions():
+        # What `remove_session` refuses is never listed: the dry run lists what would go,
+        # and a `prune --yes` would fail on it (exit 1) on every run.
+        if not _has_manifest(session):
+            continue
         status = session_status(session)
         if status not in wanted:
             continue

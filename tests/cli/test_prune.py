@@ -104,6 +104,22 @@ def test_without_yes_on_a_non_terminal_it_refuses(tmp_path: Path) -> None:
     assert len(os.listdir(tmp_path)) == 5
 
 
+def test_a_directory_without_a_manifest_is_neither_listed_nor_a_failure(tmp_path: Path) -> None:
+    """A directory of the store named like an id with a report but no session.json reads
+    as done, yet `rm` refuses it (not a session): the dry run must not list it, and
+    `prune --yes` must not fail on it, run after run."""
+    store = Store(tmp_path)
+    store.create(id="made", pid=None).finish({})
+    (tmp_path / "stray").mkdir()
+    (tmp_path / "stray" / "report.json").write_text('{"status": "done"}')
+    listed = ss(tmp_path, "prune", "--dry-run", "--nl")
+    assert [orjson.loads(line)["id"] for line in listed.stdout.splitlines()] == ["made"]
+    for _ in range(2):
+        result = ss(tmp_path, "prune", "--yes")
+        assert (result.returncode, result.stderr) == (0, ""), result.stderr
+    assert os.listdir(tmp_path) == ["stray"]
+
+
 def test_a_store_that_does_not_exist(tmp_path: Path) -> None:
     result = ss(tmp_path / "nope", "prune", "--dry-run")
     assert result.returncode == 1
