@@ -67,7 +67,10 @@ def not_empty(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 
 def local_file(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """A callback refusing an `s3://` URL where a local file (or `-`) is written."""
+    """A callback refusing an empty path (pathlib reads `Path("")` as the current
+    directory) or an `s3://` URL where a local file (or `-`) is written."""
+    if value == "":
+        raise click.BadParameter("is empty; name a file, or - for standard output", ctx, param)
     if value[:5].lower() == "s3://":
         raise click.BadParameter(NOT_LOCAL, ctx, param)
     return value

@@ -230,6 +230,18 @@ def test_report_output_that_is_a_directory_is_a_clear_error(tmp_path: Path) -> N
     assert len(missing.stderr.splitlines()) == 1
 
 
+def test_an_empty_output_is_a_usage_error_not_the_current_directory(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    rich_session(store)
+    result = run("report", "rich0001", "--store", store.root, "-o", "", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.splitlines()[-1] == (
+        "Error: Invalid value for '-o' / '--output': is empty; name a file, or - for "
+        "standard output"
+    )
+    assert sorted(os.listdir(tmp_path)) == ["store"]
+
+
 def test_report_into_a_session_is_refused_and_writes_nothing(tmp_path: Path) -> None:
     # `-o session.json` from inside the session (a slip of tab completion) replaced its
     # manifest with HTML: the session was gone. Any session of the store is refused, the
