@@ -225,6 +225,11 @@ def complete_record(session: Session, collection: str, n: int, marker: dict[str,
         raise RecordCompleted(record.path)
     if record.state is RecordState.TORN:
         _unanswered(session, f"{coll.key}/{n}/{coll.marker}")
+        coll.listing()  # says why when the collection itself cannot be listed
+        if coll.problem is not None:
+            # Not this record's marker: the collection (a symlink, a file) holds no records,
+            # and `begin` refuses it as well, so "begin a new one" would send the user round.
+            raise InvalidInput(str(coll.path), f"cannot hold records: {coll.problem}")
         raise InvalidInput(
             str(record.path),
             f"reads as torn ({record.error}); a marker is written once, so this record "

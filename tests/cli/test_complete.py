@@ -83,6 +83,22 @@ def test_a_torn_record_is_refused_naming_why(tmp_path: Path) -> None:
     assert (session.path / "trials" / "1" / "trial.json").read_bytes() == b'{"failed": fal'
 
 
+def test_a_collection_that_is_a_symlink_is_named_not_the_record_as_torn(tmp_path: Path) -> None:
+    # Not "trials/1 reads as torn ...: begin a new one": `begin` refuses that collection too.
+    session = Store(tmp_path / "s").create(id="abc", pid=None)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "1").mkdir(parents=True)
+    (session.path / "trials").rmdir()
+    (session.path / "trials").symlink_to(elsewhere)
+    result = ss(tmp_path / "s", "complete", "abc", "--trial", "1", "--marker", "{}")
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"Error: {session.path / 'trials'}: cannot hold records: "
+        "is a symlink (never followed), not a directory\n"
+    )
+    assert os.listdir(elsewhere / "1") == []
+
+
 def test_a_record_that_does_not_exist_is_refused(tmp_path: Path) -> None:
     session = Store(tmp_path).create(id="abc", pid=None)
     result = ss(tmp_path, "complete", "abc", "--trial", "1", "--marker", "{}")
