@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from sessionstore._display import escape
+from sessionstore._fs import read as fsread
 from sessionstore.cli.plain import Usage, failure_message
 from sessionstore.errors import InvalidInput, SessionStoreError
 from sessionstore.format.names import MAX_RECORD
