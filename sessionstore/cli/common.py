@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -74,6 +75,15 @@ def local_file(ctx: click.Context, param: click.Parameter, value: str) -> str:
         raise click.BadParameter("is empty; name a file, or - for standard output", ctx, param)
     if value[:5].lower() == "s3://":
         raise click.BadParameter(NOT_LOCAL, ctx, param)
+    return value
+
+
+def a_number(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A callback refusing NaN seconds, which `click.FloatRange` lets through (no
+    comparison with NaN is true): a NaN deadline is never reached, a NaN interval
+    never elapses, and a loop timed by one waits forever or spins."""
+    if value is not None and math.isnan(value):
+        raise click.BadParameter("nan is not a number of seconds", ctx, param)
     return value
 
 

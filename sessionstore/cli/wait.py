@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,6 +10,7 @@ import click
 
 from sessionstore._display import escape
 from sessionstore.cli.common import (
+    a_number,
     command,
     json_option,
     library_errors,
@@ -41,14 +41,6 @@ class _TimedOut(click.ClickException):
     exit_code = EXIT_TIMED_OUT
 
 
-def _a_number(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    # FloatRange lets NaN through (no comparison with it is true), and a NaN deadline is
-    # never reached: the wait would hang whatever it was told.
-    if value is not None and math.isnan(value):
-        raise click.BadParameter("nan is not a number of seconds")
-    return value
-
-
 @command()
 @target_options()
 @click.option("--trial", type=record_number_type, help="Wait for trials/N/trial.json.")
@@ -58,7 +50,7 @@ def _a_number(ctx: click.Context, param: click.Parameter, value: float | None) -
     "--timeout",
     type=click.FloatRange(min=0),
     default=None,
-    callback=_a_number,
+    callback=a_number,
     metavar="SECONDS",
     help="Give up after SECONDS (exit 3; inf: never). Default: wait forever.",
 )

@@ -298,6 +298,16 @@ def test_cli_second_daemon_exits_1_naming_the_holder(src: Path, dst: Path) -> No
     assert first.returncode == 0
 
 
+@pytest.mark.parametrize("option", ["--full-every", "--debounce", "--max-wait"])
+def test_cli_nan_seconds_are_a_usage_error(src: Path, dst: Path, option: str) -> None:
+    # A float range lets NaN through: --full-every nan made the daemon spin on a CPU,
+    # --debounce nan never passed over a change.
+    done = run("mirror", src, dst, option, "nan", timeout=SOON)
+    assert done.returncode == 2, done.stderr
+    assert f"Invalid value for '{option}': nan is not a number of seconds" in done.stderr
+    assert not dst.exists()
+
+
 def test_cli_daemon_reports_progress_for_people(src: Path, dst: Path) -> None:
     proc = popen("mirror", src, dst, "--full-every", "3600", env=environ(NO_COLOR="1"))
     try:
