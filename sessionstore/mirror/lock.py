@@ -106,7 +106,10 @@ def acquire_lock(mirror: Mirror) -> DestLock:
         if not tree.open_root(str(mirror.dest_real)):
             raise InvalidInput(str(mirror.dest), "; ".join(problems))
         assert root.fd is not None
-        fd = os.open(MIRROR_LOCK, _LOCK_FLAGS, 0o600, dir_fd=root.fd)
+        try:
+            fd = os.open(MIRROR_LOCK, _LOCK_FLAGS, 0o600, dir_fd=root.fd)
+        except OSError as exc:
+            raise _in_destination(exc, mirror, MIRROR_LOCK) from None
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise InvalidInput(str(mirror.dest), f"{MIRROR_LOCK} is not a regular file")
@@ -114,8 +117,11 @@ def acquire_lock(mirror: Mirror) -> DestLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise LockHeld(str(mirror.dest), fsread.read_pid(MIRROR_PID, root.fd)) from None
-            with AtomicFile(MIRROR_PID, 0o600, dir_fd=root.fd) as pid_file:
-                pid_file.write(f"{os.getpid()}\n".encode())
+            try:
+                with AtomicFile(MIRROR_PID, 0o600, dir_fd=root.fd) as pid_file:
+                    pid_file.write(f"{os.getpid()}\n".encode())
+            except OSError as exc:
+                raise _in_destination(exc, mirror, MIRROR_PID) from None
             held = os.fstat(fd)
         except BaseException:
             os.close(fd)
@@ -128,6 +134,12 @@ def acquire_lock(mirror: Mirror) -> DestLock:
         functools.partial(_holds_file, held),
         functools.partial(_lock_gone, fd, str(mirror.dest_real)),
     )
+
+
+def _in_destination(exc: OSError, mirror: Mirror, name: str) -> OSError:
+    """`exc` naming the destination's file `name` it is about: the bare name, or the pid
+    file's temp (a failed rename names it), said nothing of which destination."""
+    return OSError(exc.errno, exc.strerror, os.path.join(str(mirror.dest), name))
 
 
 def _lock_gone(fd: int, root: str) -> bool:

@@ -28,6 +28,7 @@ from mirror_helpers import (
 )
 
 from sessionstore.format.names import MIRROR_LOCK as LOCK_NAME
+from sessionstore.format.names import MIRROR_PID as PID_NAME
 from sessionstore.mirror.lock import acquire_lock
 from sessionstore.mirror.mirror import CACHE_NAME, DIRTY_NAME, Mirror
 from sessionstore.storage.local_tree import UNKNOWN, LocalDir, LocalTree
@@ -123,6 +124,19 @@ def test_the_daemon_lock_is_never_opened_through_a_symlink(
     with pytest.raises(OSError):
         acquire_lock(Mirror(src, dst))
     assert snapshot(outside) == before
+
+
+@pytest.mark.parametrize("name", [LOCK_NAME, PID_NAME])
+def test_a_directory_at_the_lock_or_pid_name_is_one_line_naming_it(
+    src: Path, dst: Path, name: str
+) -> None:
+    # The pid file's error named its temp (`.sstmp-...: Is a directory`), the lock's the
+    # bare name: neither said which destination.
+    (dst / name).mkdir(parents=True)
+    proc = mirror_cli(src, dst, timeout=30)
+    assert proc.returncode == 1
+    assert proc.stderr == f"Error: {dst / name}: Is a directory\n"
+    assert sorted(p.name for p in dst.iterdir()) == sorted({LOCK_NAME, name})
 
 
 def test_a_directory_swapped_for_a_symlink_mid_pass_never_leaks_writes(
