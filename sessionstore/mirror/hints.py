@@ -69,7 +69,11 @@ class Hints:
 
 
 class TroubleHandler(logging.Handler):
-    """watchdog logs overflows and failed watches as warnings: treat any as lost events."""
+    """watchdog logs overflows as warnings: treat any warning as lost events.
+
+    (A directory below the root that it cannot watch, past max_user_watches,
+    watchdog 7 skips without a word: only the periodic full pass finds it.)
+    """
 
     def __init__(self, hints: Hints) -> None:
         super().__init__(logging.WARNING)
