@@ -120,8 +120,9 @@ class Progress:
         self.level = level
         self.as_json = as_json
         self.diverged_said: set[str] = set()
-        # soft_wrap: a long path stays on its line (one problem, one line).
-        self.console = Console(stderr=True, highlight=False, soft_wrap=True)
+        # soft_wrap: a long path stays on its line (one problem, one line). emoji off:
+        # a name's `:red_heart:` is no code (rich's markup escape leaves it alone).
+        self.console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
     def __call__(self, report: PassReport, kind: str) -> None:
         summary = report.to_dict()

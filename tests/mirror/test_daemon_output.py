@@ -131,3 +131,17 @@ def test_library_warnings_and_errors_are_one_line_without_their_text(src: Path, 
 def _line_of(text: str) -> int:
     """The line of `_NOISY_DAEMON` that holds `text`, as `python -c` numbers it."""
     return next(n for n, line in enumerate(_NOISY_DAEMON.split("\n"), 1) if text in line)
+
+
+def test_names_are_printed_as_they_are_never_as_rich_renders_them(src: Path, dst: Path) -> None:
+    # rich's console turned `:red_heart:` into ❤ and read `[bold]` as markup: a line
+    # named another file than the one copied.
+    names = ["c:red_heart:d.txt", "[bold]x[\\bold]", "\\[red]y", "a:thumbs_up:b"]
+    for name in names:
+        write(src / name, b"x")
+    daemon = DaemonProcess(src, dst, "--json", "--full-every", "3600", env=environ(NO_COLOR="1"))
+    assert sorted(daemon.next()["copied"]) == sorted(names)  # the initial pass
+    code, err = daemon.stop()
+    assert code == 0, err
+    copied = [line.split(" copied ", 1)[1] for line in err.splitlines() if " copied " in line]
+    assert sorted(copied) == sorted(names)
