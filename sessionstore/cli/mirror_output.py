@@ -136,19 +136,21 @@ class Progress:
         self._show(summary, kind)
 
     def _show(self, summary: dict[str, Any], kind: str) -> None:
-        from rich.markup import escape as markup  # the daemon's progress only
-
-        def text(value: str) -> str:  # control characters, then rich's own markup
-            return markup(escape(value))
-
         stamp = time.strftime("%H:%M:%S")
         if self.level != QUIET:
-            self._passes(summary, kind, stamp, text)
+            self._passes(summary, kind, stamp)
         for item in summary["errors"]:
-            line = f"{text(item['path'])}: {text(item['error'])}"
-            self.console.print(f"{stamp} [bold red]error[/] {line}")
+            self._say(stamp, "[bold red]error[/]", f"{item['path']}: {item['error']}")
 
-    def _passes(self, summary: dict[str, Any], kind: str, stamp: str, text: Any) -> None:
+    def _say(self, stamp: str, label: str, text: str) -> None:
+        """One line: the stamp, `label` (rich markup), then `text` escaped and printed as
+        it is. Never as markup: rich's markup escape doubles a name's trailing backslash
+        (a tag may follow it), and emoji codes (`:red_heart:`) would be rendered."""
+        from rich.text import Text  # the daemon's progress only
+
+        self.console.print(f"{stamp} {label}", Text(escape(text)))
+
+    def _passes(self, summary: dict[str, Any], kind: str, stamp: str) -> None:
         """Everything but the errors: counts, copied paths, unstable, held back, diverged."""
         if summary["source_missing"]:
             self.console.print(f"{stamp} [dim]waiting for the source to appear[/]")
@@ -159,7 +161,7 @@ class Progress:
             self.console.print(f"{stamp} [bold]{kind} pass[/]: {counts}")
         if self.level != VERBOSE:  # verbose: itemized on stdout instead
             for path in copied[: self.SHOWN]:
-                self.console.print(f"{stamp} [green]copied[/] {text(path)}")
+                self._say(stamp, "[green]copied[/]", path)
             if len(copied) > self.SHOWN:
                 more = len(copied) - self.SHOWN
                 self.console.print(f"{stamp} [green]copied[/] and {more} more")
@@ -168,9 +170,8 @@ class Progress:
             kinds.append(("skipped", "skipped", "dim"))
         for key, label, style in kinds:
             for item in summary[key]:
-                line = f"{text(item['path'])} ({text(item['reason'])})"
-                self.console.print(f"{stamp} [{style}]{label}[/] {line}")
+                self._say(stamp, f"[{style}]{label}[/]", f"{item['path']} ({item['reason']})")
         for item in summary["diverged"]:
             if item["path"] not in self.diverged_said:
                 self.diverged_said.add(item["path"])
-                self.console.print(f"{stamp} [bold yellow]diverged[/] {text(diverged_line(item))}")
+                self._say(stamp, "[bold yellow]diverged[/]", diverged_line(item))
