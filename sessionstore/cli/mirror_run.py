@@ -206,8 +206,10 @@ def _run_daemon(
         import logging
 
         # Errors only: the daemon's one warning ("cannot watch the source ...; polling
-        # only") is no error, and logging's last-resort handler printed it all the same.
+        # only") is no error, and logging's last-resort handler printed it all the same;
+        # nor is a watcher thread's death, after which the daemon restarts the watcher.
         logging.getLogger(Daemon.__module__).setLevel(logging.ERROR)
+        threading.excepthook = _thread_stopped_quietly
     return daemon.run(stop)
 
 
@@ -261,6 +263,10 @@ def one_line_diagnostics() -> None:
 def _thread_error_line(args: Any) -> None:
     """A watcher thread that dies (the daemon notices and restarts it) says so in one line."""
     sys.stderr.write(f"mirror: a watcher thread stopped: {args.exc_type.__name__}\n")
+
+
+def _thread_stopped_quietly(args: Any) -> None:
+    """`-q`: a watcher thread's death is said by nothing (the daemon restarts it)."""
 
 
 def _unraisable_line(args: Any) -> None:

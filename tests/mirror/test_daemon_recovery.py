@@ -61,6 +61,29 @@ def test_files_written_after_the_inotify_reader_died_are_mirrored_at_once(
     assert "Traceback" not in err
 
 
+def test_a_quiet_daemon_whose_inotify_reader_died_prints_its_errors_alone(
+    src: Path, dst: Path, tmp_path: Path
+) -> None:
+    src.mkdir()
+    stage = tmp_path / "stage"
+    make_deep(stage, TOO_DEEP)
+    daemon = DaemonProcess(src, dst, "-q", "--json", "--full-every", "3600")
+    try:
+        assert daemon.next()["pass"] == "initial"  # run once the watcher started
+        os.rename(stage, src / "chain")  # the reader's walk of it fails: the reader is gone
+        write(src / "late.txt", b"late")
+        cli_runner.wait_for(lambda: (dst / "late.txt").exists(), "a pass after the death")
+    finally:
+        code, err = daemon.stop()
+        for root in (src / "chain", dst / "chain"):
+            if root.exists():
+                remove_deep(root)
+    assert code == 1, err  # the chain is deeper than the mirror goes: an error
+    # -q: errors only, each a stamped line; a watcher restarted is no error (it said
+    # `mirror: a watcher thread stopped: RecursionError`).
+    assert err and all(" error chain/" in line for line in err.splitlines()), err
+
+
 def test_a_quiet_daemon_that_cannot_watch_prints_its_errors_alone(src: Path, dst: Path) -> None:
     write(src / "a.txt", b"a")
     make_deep(src / "chain", TOO_DEEP)  # watchdog cannot walk it: polling from the start
