@@ -25,15 +25,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import math
 import os
 import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 from sessionstore._watch import Watcher, preload
+from sessionstore.errors import InvalidInput
 from sessionstore.mirror.hints import Hints, TroubleHandler
 from sessionstore.mirror.lock import DestLock, acquire_lock
 from sessionstore.mirror.report import PassReport
@@ -55,6 +57,13 @@ class WatchConfig:
     final_grace: float = 5.0
     health_every: float = 1.0
     unwatched_every: float = 2.0
+
+    def __post_init__(self) -> None:
+        # No comparison with NaN is true: a NaN interval never elapses, and the loop,
+        # timed by the earliest of them, spun on a CPU or never passed over a change.
+        for field in fields(self):
+            if math.isnan(getattr(self, field.name)):
+                raise InvalidInput("WatchConfig", f"{field.name}: nan is not a number of seconds")
 
 
 PassCallback = Callable[[PassReport, str], None]

@@ -15,7 +15,7 @@ import pytest
 from cli_runner import environ, popen, run
 from mirror_helpers import lowered_sysctl, write
 
-from sessionstore.errors import LockHeld
+from sessionstore.errors import InvalidInput, LockHeld
 from sessionstore.format.names import MIRROR_PID as PID_NAME
 from sessionstore.mirror.daemon import Daemon, WatchConfig, running
 from sessionstore.mirror.mirror import Mirror, PassReport
@@ -306,6 +306,12 @@ def test_cli_nan_seconds_are_a_usage_error(src: Path, dst: Path, option: str) ->
     assert done.returncode == 2, done.stderr
     assert f"Invalid value for '{option}': nan is not a number of seconds" in done.stderr
     assert not dst.exists()
+
+
+@pytest.mark.parametrize("field", ["full_every", "debounce", "max_wait", "health_every"])
+def test_a_nan_timing_is_refused_by_the_api_too(field: str) -> None:
+    with pytest.raises(InvalidInput, match=f"{field}: nan is not a number of seconds"):
+        WatchConfig(**{field: float("nan")})
 
 
 def test_cli_daemon_reports_progress_for_people(src: Path, dst: Path) -> None:
