@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import errno
-import multiprocessing as mp
+import json
 import os
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,31 +15,49 @@ from typing import Any
 import pytest
 
 from sessionstore._fs.atomic import TEMP_PREFIX, AtomicFile, sweep_temps, write_atomic
-from sessionstore.store.session import RecordState, Session, Store
+from sessionstore.store.session import RecordState, Store
 
-
-def _begin_many(session_path: str, count: int, barrier: Any, out: Any) -> None:
-    barrier.wait()
-    session = Session.open(session_path)
-    out.put([session.trials.begin().n for _ in range(count)])
+# A writer in its own interpreter: ready, then (all ready) go, then `begin` COUNT times.
+_BEGIN_MANY = """
+import json, os, sys, time
+from sessionstore.store.session import Session
+session_path, ready, go, count = sys.argv[1:]
+open(ready, "x").close()
+for _ in range(12000):  # at most two minutes for the others
+    if os.path.exists(go):
+        break
+    time.sleep(0.01)
+session = Session.open(session_path)
+print(json.dumps([session.trials.begin().n for _ in range(int(count))]))
+"""
 
 
 def test_concurrent_processes_get_unique_gap_free_numbers(tmp_path: Path) -> None:
-    session = Store(tmp_path).create()
+    # Real processes, started together (no multiprocessing: its Barrier and Queue leave a
+    # resource tracker process running in the test's process until it exits).
+    session = Store(tmp_path / "store").create()
     procs, per_proc = 6, 25
-    ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(procs)
-    out = ctx.Queue()
+    go = tmp_path / "go"
+    ready = [tmp_path / f"ready{i}" for i in range(procs)]
+    args = [sys.executable, "-c", _BEGIN_MANY, str(session.path)]
     workers = [
-        ctx.Process(target=_begin_many, args=(str(session.path), per_proc, barrier, out))
-        for _ in range(procs)
+        subprocess.Popen(
+            [*args, str(mine), str(go), str(per_proc)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for mine in ready
     ]
+    for _ in range(12000):  # every writer ready, then all go at once
+        if all(path.exists() for path in ready):
+            break
+        time.sleep(0.01)
+    go.touch()
+    numbers: list[int] = []
     for w in workers:
-        w.start()
-    numbers = [n for _ in workers for n in out.get(timeout=120)]
-    for w in workers:
-        w.join(timeout=60)
-        assert w.exitcode == 0
+        out, err = w.communicate(timeout=120)
+        assert w.returncode == 0, err.decode(errors="replace")
+        numbers += json.loads(out)
     assert sorted(numbers) == list(range(1, procs * per_proc + 1))
     assert session.trials.numbers() == list(range(1, procs * per_proc + 1))
 
@@ -166,9 +187,8 @@ def test_atomic_file_refuses_to_follow_nothing_and_discards_on_error(tmp_path: P
 
 
 def test_sweep_removes_temps_of_dead_writers_only(tmp_path: Path) -> None:
-    dead = mp.get_context("spawn").Process(target=os.getpid)
-    dead.start()
-    dead.join()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])  # a pid nobody has now
+    dead.wait()
     dead_temp = tmp_path / f"{TEMP_PREFIX}{dead.pid}-aaaa"
     dead_temp.write_bytes(b"debris")
     dead_dir = tmp_path / f"{TEMP_PREFIX}{dead.pid}-bbbb"
