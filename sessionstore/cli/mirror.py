@@ -139,7 +139,7 @@ def mirror(**params: Any) -> None:
     patterns over paths from SRC's top; an excluded path is never read, copied
     or deleted. --once: one pass; else a daemon (one per DST) watching SRC,
     fully re-listing it every --full-every seconds, with a final pass on
-    SIGINT or SIGTERM. --dry-run: one pass writing nothing. -v and -n print a
+    SIGINT, SIGTERM or SIGHUP. --dry-run: one pass writing nothing. -v and -n print a
     line per change or problem on stdout: A new, M replaced, D deleted, U
     unstable, H held back, S skipped, X diverged, E error.
 

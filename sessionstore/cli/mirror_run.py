@@ -184,7 +184,7 @@ def _destination(dst: str, store_dir: Path | None, dry_run: bool) -> Path | S3De
 def _run_daemon(
     the_mirror: Mirror, timing: tuple[float, float, float], level: int, as_json: bool
 ) -> PassReport:
-    """Run the daemon in this thread until SIGINT or SIGTERM; returns the final pass.
+    """Run the daemon in this thread until SIGINT, SIGTERM or SIGHUP; returns the final pass.
 
     `timing`: --debounce, --max-wait and --full-every.
     """
@@ -214,7 +214,10 @@ def _run_daemon(
 
 
 def stop_on_signals(*events: threading.Event) -> None:
-    """Set every event on SIGINT or SIGTERM, from a thread: the handler itself takes no lock.
+    """Set every event on SIGINT, SIGTERM or SIGHUP (the terminal closed), from a thread:
+    the handler itself takes no lock. A signal ignored when the daemon starts stays
+    ignored: `nohup` ignores SIGHUP, and a script's `&` job SIGINT, so that the
+    terminal's hangup or Ctrl-C is not for it.
 
     A Python signal handler runs in the main thread between any two bytecodes,
     also while that thread holds an event's internal lock (inside `wait` or
@@ -239,8 +242,9 @@ def stop_on_signals(*events: threading.Event) -> None:
             os.write(wake_w, b"\0")
 
     threading.Thread(target=relay, name="sessionstore-signal-relay", daemon=True).start()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, on_signal)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) != signal.SIG_IGN:
+            signal.signal(sig, on_signal)
 
 
 def one_line_diagnostics() -> None:

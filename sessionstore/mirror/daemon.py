@@ -13,7 +13,7 @@ once on any sign of trouble: a warning or error logged by watchdog, or a
 watchdog thread that is no longer alive (`Watcher.healthy`).
 
 One daemon per destination (`sessionstore.mirror.lock`). Stopping (the stop
-event, SIGINT or SIGTERM in the CLI) ends watching and runs one final full
+event, SIGINT, SIGTERM or SIGHUP in the CLI) ends watching and runs one final full
 pass, so nothing written before the stop is lost. A destination removed or
 replaced under the daemon (its lock file gone) stops it with
 `DestinationLost` and no final pass: re-creating it would bring back a removed

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from cli_runner import environ, popen, run
+from cli_runner import SESSIONSTORE, environ, popen, run
 from mirror_helpers import lowered_sysctl, write
 
 from sessionstore.errors import InvalidInput, LockHeld
@@ -238,7 +238,7 @@ def test_file_rewritten_continuously_is_unstable_then_committed(src: Path, dst: 
         eventually(lambda: content(dst / "hot.log") == final)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_cli_daemon_stops_on_signal_with_a_final_pass(src: Path, dst: Path, sig: int) -> None:
     quiet = ["--full-every", "3600", "--debounce", "3600", "--max-wait", "3600"]
     proc = popen("mirror", src, dst, "--json", *quiet, env=environ(NO_COLOR="1"))
@@ -255,6 +255,37 @@ def test_cli_daemon_stops_on_signal_with_a_final_pass(src: Path, dst: Path, sig:
     assert lines[0]["pass"] == "initial" and lines[-1]["pass"] == "final"
     assert {line["pass"] for line in lines} == {"initial", "final"}
     assert any("before-signal.txt" in line["copied"] for line in lines)
+
+
+def test_cli_daemon_keeps_the_signals_it_was_started_ignoring(src: Path, dst: Path) -> None:
+    # As `nohup` (SIGHUP) and a script's background job (SIGINT) start it: a hangup or a
+    # Ctrl-C meant for the terminal's job is not for the daemon. SIGTERM still stops it.
+    import subprocess
+
+    quiet = ["--full-every", "3600", "--debounce", "3600", "--max-wait", "3600"]
+    ignoring = ["sh", "-c", 'trap "" INT HUP; exec "$@"', "sh", *SESSIONSTORE]
+    proc = subprocess.Popen(
+        [*ignoring, "mirror", str(src), str(dst), "--json", *quiet],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environ(NO_COLOR="1"),
+    )  # fmt: skip
+    try:
+        eventually(lambda: (dst / PID_NAME).exists())
+        for sig in (signal.SIGINT, signal.SIGHUP):
+            proc.send_signal(sig)
+        # A daemon these stop is gone within milliseconds (the test above); this one is
+        # still watching a second later, and its final pass comes with SIGTERM.
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=1.0)
+        (src / "after-signals.txt").write_bytes(b"seen")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=SOON)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    lines = [orjson.loads(line) for line in out.splitlines()]
+    assert lines[0]["pass"] == "initial" and lines[-1]["pass"] == "final"
+    assert {line["pass"] for line in lines} == {"initial", "final"}
+    assert content(dst / "after-signals.txt") == b"seen"
 
 
 # Run in a child: the handler replaces pytest's own SIGINT handling while installed.
