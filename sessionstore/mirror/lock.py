@@ -186,13 +186,13 @@ def _acquire_lease(dest: S3Dest) -> DestLock:
     body = jsonio.dumps(
         {"token": token, "host": host, "pid": pid, "pid_started_at": process_start_time(pid)}
     )
-    for _ in range(2):  # the second try after removing a dead daemon's lease of this host
+    for _ in range(3):  # again after the lease went, or another took a dead one over
         if dest.create(MIRROR_LOCK, body):
-            return DestLock(
-                functools.partial(_release_lease, dest, token),
-                functools.partial(_holds_lease, dest, token),
-            )
-        found, _ = jsonio.parse_object(dest.get(MIRROR_LOCK, 4096) or b"")
+            return _lease(dest, token)
+        raw = dest.get(MIRROR_LOCK, 4096)
+        if raw is None:
+            continue  # released since the create: create it again
+        found, _ = jsonio.parse_object(raw)
         holder = found if found is not None else {}
         other_pid = holder.get("pid") if isinstance(holder.get("pid"), int) else None
         started = holder.get("pid_started_at")
@@ -203,8 +203,22 @@ def _acquire_lease(dest: S3Dest) -> DestLock:
         ):
             where = f"{dest.url}/{MIRROR_LOCK} (host {holder.get('host')!r})"
             raise LockHeld(where, other_pid)
-        dest.remove(MIRROR_LOCK)
+        # A dead daemon's: replaced only while it is still that lease (`If-Match`). Of
+        # two daemons taking it over at once one does; the other finds it alive above.
+        # Removed, then created, the slower one's removal took the faster one's lease.
+        from sessionstore.storage.s3_create import replace_if
+
+        if replace_if(dest, MIRROR_LOCK, body, holding=raw):
+            return _lease(dest, token)
     raise LockHeld(f"{dest.url}/{MIRROR_LOCK}", None)
+
+
+def _lease(dest: S3Dest, token: str) -> DestLock:
+    """The lock held while the lease holds `token`."""
+    return DestLock(
+        functools.partial(_release_lease, dest, token),
+        functools.partial(_holds_lease, dest, token),
+    )
 
 
 def _release_lease(dest: S3Dest, token: str) -> None:

@@ -18,7 +18,7 @@ from sessionstore.storage.s3_config import STATUS
 if TYPE_CHECKING:
     from sessionstore.storage.s3 import S3Storage
 
-__all__ = ["Conflict", "Lost", "put_if_absent", "replace_if_older"]
+__all__ = ["Conflict", "Lost", "put_if_absent", "replace_if"]
 
 
 class Lost(Exception):
@@ -52,15 +52,25 @@ def put_if_absent(client: Any, key: str, data: bytes) -> None:
         raise
 
 
-def replace_if_older(storage: S3Storage, key: str, data: bytes, age: float) -> bool:
-    """PUT `data` at the store's `key` if the object there was last written more than `age`
-    seconds ago and is still that one when the PUT arrives (`If-Match` on the ETag the HEAD
-    read): of two writers replacing one stale object at once, only one does. False if it
-    is absent, younger, or replaced meanwhile; `StorageError` (one line) on a failure."""
+def replace_if(
+    storage: S3Storage, key: str, data: bytes, *, older: float = 0.0, holding: bytes | None = None
+) -> bool:
+    """PUT `data` at the store's `key` if the object there was last written more than
+    `older` seconds ago and (with `holding`) holds exactly those bytes, and is still that
+    object when the PUT arrives (`If-Match` on the ETag read with it): of two writers
+    replacing one stale object at once, only one does. False if it is absent, younger,
+    another, or replaced meanwhile; `StorageError` (one line) on a failure."""
     bucket_key = storage.url.key(key)
     try:
-        meta = obstore.head(storage._store, bucket_key)
-        if time.time() - meta["last_modified"].timestamp() < age:
+        if holding is None:
+            meta = obstore.head(storage._store, bucket_key)
+        else:
+            got = obstore.get(storage._store, bucket_key)
+            start, end = got.range
+            if end - start != len(holding) or bytes(got.bytes()) != holding:
+                return False
+            meta = got.meta
+        if time.time() - meta["last_modified"].timestamp() < older:
             return False
         obstore.put(storage._once, bucket_key, data, mode={"e_tag": meta["e_tag"]})
     except (oe.PreconditionError, oe.NotFoundError, FileNotFoundError):

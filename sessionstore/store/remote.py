@@ -120,12 +120,12 @@ def _take_debris(storage: S3Storage, session_id: str, constraints: bytes) -> boo
     one's new constraints, or its whole session once visible.
     """
     from sessionstore.storage import s3_keys
-    from sessionstore.storage.s3_create import replace_if_older
+    from sessionstore.storage.s3_create import replace_if
 
     key = f"{session_id}/{CONSTRAINTS}"
     if storage.modified(f"{session_id}/{MANIFEST}") is not None:
         return False
-    if not replace_if_older(storage, key, constraints, DEBRIS_AGE):
+    if not replace_if(storage, key, constraints, older=DEBRIS_AGE):
         return False  # absent, another writer's create in progress, or taken meanwhile
     below, kept = storage.url.key(session_id), storage.url.key(key)
     found = s3_keys.objects_below(storage, below)
