@@ -52,7 +52,8 @@ def view(store_dir: Path | None, host: str, port: int, objective: str | None, hi
     from sessionstore.storage.s3_path import S3Path
     from sessionstore.store.session import Store
     from sessionstore.store.target import store_root
-    from sessionstore.view.server import is_loopback, serve
+    from sessionstore.view.hosts import is_loopback
+    from sessionstore.view.server import serve
 
     root = store_root(store_dir)
     if not isinstance(root, S3Path) and not root.is_dir():

@@ -30,14 +30,13 @@ Rules (docs/viewer.md, "Safety"):
 from __future__ import annotations
 
 import io
-import ipaddress
 import socket
 import sys
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote_to_bytes, urlsplit
+from urllib.parse import parse_qs, unquote_to_bytes
 
 from sessionstore._display import escape
 from sessionstore._json import dumps_exact
@@ -49,6 +48,7 @@ from sessionstore.store.lineage import lineage_info
 from sessionstore.store.session import Session, Store
 from sessionstore.store.status import session_status
 from sessionstore.view.files import Stream, read_file, stream
+from sessionstore.view.hosts import is_loopback, is_loopback_host
 from sessionstore.view.html import FILE_CSP, page, page_csp, text, url_name
 from sessionstore.view.limits import BoundedServer
 from sessionstore.view.list_page import ListQuery, list_body
@@ -69,27 +69,6 @@ Response = tuple[int, str, str, bytes | Stream, dict[str, str]]
 
 class NotFound(Exception):
     """The path names nothing the viewer serves (or something it refuses to read)."""
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` is a loopback name or address (`localhost`, 127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def is_loopback_host(header: str, own: str = "localhost") -> bool:
-    """Whether a `Host` header names loopback: `localhost`, a name below `.localhost`
-    (RFC 6761), a loopback address, or `own` (how `--host` spelled the loopback address
-    bound: `127.1`, a host name), with or without a port."""
-    try:
-        name = urlsplit(f"//{header}").hostname or ""
-    except ValueError:  # `[`, `[::1`: no name at all (it was an error outside any answer)
-        return False
-    return name in ("localhost", own.lower()) or name.endswith(".localhost") or is_loopback(name)
 
 
 def segments(target: str) -> tuple[list[str], dict[str, list[str]]]:

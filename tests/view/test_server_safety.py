@@ -255,6 +255,37 @@ def test_loopback_spelled_otherwise_keeps_the_host_check(tmp_path: Path, spelled
             assert (b"rich0001" in body) is (code == b"200")
 
 
+def test_loopback_mapped_into_ipv6_keeps_the_host_check(tmp_path: Path) -> None:
+    # `--host ::ffff:127.0.0.1` binds IPv4 loopback alone, but Python before 3.13 calls
+    # that address no loopback: it warned of the network and served every Host (DNS
+    # rebinding read the store).
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::ffff:127.0.0.1", 0))
+    except OSError as exc:
+        pytest.skip(f"no IPv4-mapped IPv6 here: {exc}")
+    store = Store(tmp_path / "store")
+    rich_session(store)
+    proc = popen("view", "--store", store.root, "--host", "::ffff:127.0.0.1", "--port", "0")
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        match = re.fullmatch(r"http://\[::ffff:127\.0\.0\.1\]:(\d+)/\n", line)
+        assert match, line
+        view = Viewer(proc, line.strip(), int(match.group(1)))
+        for host, code in (("[::ffff:127.0.0.1]", b"200"), ("evil.example.com", b"403")):
+            request = f"GET /api/sessions HTTP/1.1\r\nHost: {host}\r\n\r\n"
+            status, _, body = _answer(view, request.encode())
+            assert status.startswith(b"HTTP/1.0 " + code), (host, status)
+            assert (b"rich0001" in body) is (code == b"200")
+        proc.send_signal(signal.SIGINT)
+        code, _, err = finish(proc)
+    finally:
+        reap(proc)
+    assert code == 130
+    assert "warning" not in err
+
+
 @pytest.mark.parametrize(
     "request_bytes",
     [
