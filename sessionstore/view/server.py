@@ -55,7 +55,7 @@ from sessionstore.view.list_page import ListQuery, list_body
 from sessionstore.view.record_page import RecordRef, file_parts, listed_record, record_body
 from sessionstore.view.render import is_binary
 from sessionstore.view.session_page import Links, live_signature, session_body
-from sessionstore.view.watchdog import HeadDeadlines
+from sessionstore.view.watchdog import HeadDeadlines, HeadReader
 
 TIMEOUT = 30.0
 BACKLOG = 128
@@ -219,6 +219,8 @@ class Handler(BaseHTTPRequestHandler):
             # HTTP/0.9 has no headers, but the standard library reads them all the same:
             # the client would wait for an answer the server waits for a blank line to send.
             self.rfile = io.BytesIO(b"\r\n")
+        else:
+            self.rfile = HeadReader(rfile)
         try:
             parsed = super().parse_request()
         finally:
