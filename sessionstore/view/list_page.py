@@ -65,9 +65,10 @@ def _has_label(session: Session, label: str) -> bool:
         return False
     if label in labels:  # `key`, even one holding '='
         return True
-    # `key=value`, split at each '=' in turn: a key may hold '=' too.
-    cuts = [i for i, char in enumerate(label) if char == "="]
-    return any(labels.get(label[:i]) == label[i + 1 :] for i in cuts)
+    # `key=value`, where a key may hold '=' too: each label spelled so and compared.
+    # Splitting the query at each of its '=' in turn cost a copy of it per '=': 65,000
+    # of them took a second for each session.
+    return any(isinstance(v, str) and label == f"{k}={v}" for k, v in labels.items())
 
 
 def select(store: Store, query: ListQuery) -> tuple[list[Session], int]:
