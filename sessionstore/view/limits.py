@@ -58,8 +58,11 @@ class BoundedServer(ThreadingHTTPServer):
                 return
         try:
             super().process_request(request, client_address)  # starts its thread
-        except BaseException:
-            self._slots.release()  # no thread started: nobody else frees the slot
+        except Exception:  # no thread started (`can't start new thread`): free the slot
+            # Not on Ctrl-C: it can land while `Thread.start` waits for a thread that ran
+            # and freed its slot itself. Freeing it twice raised ValueError in place of
+            # the KeyboardInterrupt, which the standard library logged, serving on.
+            self._slots.release()
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:

@@ -10,10 +10,14 @@ import os
 import resource
 import select
 import socket
+import socketserver
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from http.server import ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_runner import wait_for
@@ -21,7 +25,7 @@ from inspect_helpers import trial
 from view_helpers import Viewer, viewer
 
 from sessionstore.store.session import Store
-from sessionstore.view.limits import MAX_CONNECTIONS
+from sessionstore.view.limits import MAX_CONNECTIONS, BoundedServer
 
 REQUEST = b"GET /api/sessions/limits01 HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"
 
@@ -97,3 +101,36 @@ def test_short_of_descriptors_it_backs_off_and_serves_again_once_they_free(view:
         resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
     status, _, body = view.get("/api/sessions/limits01")
     assert status == 200, body
+
+
+class _CtrlCOnceItRan(ThreadingHTTPServer):
+    """Ctrl-C where it once landed: in `Thread.start`, once the connection's thread has
+    run and freed its slot. A real SIGINT hits that instant by chance; here it always."""
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        super().process_request(request, client_address)
+        for thread in threading.enumerate():
+            if thread.name.endswith("(process_request_thread)"):
+                thread.join(timeout=30)
+        raise KeyboardInterrupt
+
+
+class _Interrupted(BoundedServer, _CtrlCOnceItRan):
+    pass
+
+
+def test_ctrl_c_as_a_connection_thread_starts_stops_the_server() -> None:
+    # The slot was freed twice (by the thread, then for the interrupted start): the
+    # ValueError replaced the KeyboardInterrupt, and the server served on after Ctrl-C.
+    server = _Interrupted(("127.0.0.1", 0), socketserver.BaseRequestHandler)
+    try:
+        port = server.server_address[1]
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=30),
+            pytest.raises(KeyboardInterrupt),
+        ):
+            server.handle_request()
+        taken = [server._slots.acquire(blocking=False) for _ in range(MAX_CONNECTIONS + 1)]
+        assert taken == [True] * MAX_CONNECTIONS + [False]  # every slot free, none extra
+    finally:
+        server.server_close()
