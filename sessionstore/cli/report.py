@@ -95,9 +95,11 @@ def _refuse_inside_sessions(path: Path, session: Path, root: Path) -> None:
             raise InvalidInput(str(path), "is inside the session it reports; write it elsewhere")
     if not isinstance(root, S3Path):
         top = Path(os.path.realpath(root))
-        if top in where.parents and is_id(where.relative_to(top).parts[0]):
+        if top in where.parents and is_id(name := where.relative_to(top).parts[0]):
+            # A session, or a directory named as one: where a session of that id would be.
             raise InvalidInput(
-                str(path), f"is inside a session of the store {root}; write it elsewhere"
+                str(path),
+                f"is inside {name}/ of the store {root}, where sessions are; write it elsewhere",
             )
 
 

@@ -257,8 +257,13 @@ def test_report_into_a_session_is_refused_and_writes_nothing(tmp_path: Path) -> 
         session.path / "session.json": "is inside the session it reports",
         session.trials.path / "1" / "r.html": "is inside the session it reports",
         tmp_path / "link" / "session.json": "is inside the session it reports",
-        other.path / "session.json": f"is inside a session of the store {store.root}",
+        other.path / "session.json": f"is inside other001/ of the store {store.root}, where "
+        "sessions are",
+        # Named as a session, with no manifest (yet): never a place for a report either.
+        store.root / "newdir01" / "r.html": f"is inside newdir01/ of the store {store.root}, "
+        "where sessions are",
     }
+    (store.root / "newdir01").mkdir()
     for out, problem in outputs.items():
         result = run("report", "rich0001", "--store", store.root, "-o", out)
         assert result.returncode == 1, (out, result.stderr)
