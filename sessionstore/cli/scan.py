@@ -189,7 +189,7 @@ def _events(
 ) -> Iterator[Event]:
     """What the scan of TARGET finds: the sessions `listing` chooses, or the whole tree."""
     if scans_sessions(listing):
-        views = chosen_sessions(target, store_dir, listing, goal)
+        views = chosen_sessions(target, store_dir, listing, goal, scanner)
         return session_events(views, scanner, totals, verbose)
     remote = _remote_events(target, store_dir, scanner, totals)
     return remote if remote is not None else _local_events(target, store_dir, scanner, totals)
@@ -214,7 +214,8 @@ def _root(target: str, store_dir: Path | None, scanner: Scanner) -> tuple[str, b
         where = store_root(store_dir)
         raise InvalidInput(
             scanner.display_name(target),
-            f"no such file or directory, nor a session of the store {where}",
+            f"no such file or directory, nor a session of the store "
+            f"{scanner.display_name(str(where))}",
         ) from None
     if path == Path(target):
         return target, True

@@ -5,6 +5,9 @@ its directory or prefix) into the scan of its sessions only: those chosen,
 in the order asked for, each whole. They choose sessions, so they are a
 usage error for what is no store: a session, a file, a directory that holds
 no session (a scan of it choosing nothing would pass as clean).
+
+Every path printed goes through the scanner's redactor (`display_path`), as
+the scan's own paths do: the store's path may hold a secret too.
 """
 
 from __future__ import annotations
@@ -40,31 +43,32 @@ def scans_sessions(listing: Listing) -> bool:
 
 
 def chosen_sessions(
-    target: str, store_dir: Path | None, listing: Listing, goal: Objective
+    target: str, store_dir: Path | None, listing: Listing, goal: Objective, scanner: Scanner
 ) -> Iterator[SessionView]:
     """The sessions of the store `target` the listing chooses, in its order, each read
     when it is next. `--limit` counts findings, not sessions: it is the caller's."""
-    store = _store(target, store_dir)
+    store = _store(target, store_dir, scanner)
     found = [s for s in store.sessions() if listing.labelled(s.manifest)]
     return session_views(store, found, dataclasses.replace(listing, limit=None), goal)
 
 
-def _store(target: str, store_dir: Path | None) -> Store:
+def _store(target: str, store_dir: Path | None, scanner: Scanner) -> Store:
     """The store `target` names (a directory or `s3://` prefix holding sessions, or the
-    `--store` one); a usage error for anything else."""
+    `--store` one); a usage error (`target` shown redacted) for anything else."""
     from sessionstore.store.session import Store
 
     url = s3_root(target)
     root: Path = url.path() if url is not None else Path(target)
     if url is None and not root.is_dir():
-        raise _not_a_store(target, "not a directory" if root.exists() else "no such directory")
+        why = "not a directory" if root.exists() else "no such directory"
+        raise _not_a_store(scanner, target, why)
     store = Store(root)
     if _is_session(root if url is None else target):
-        raise _not_a_store(target, "a session")
+        raise _not_a_store(scanner, target, "a session")
     if not _same(root, store_root(store_dir)) and not any(
         s.manifest is not None for s in store.sessions()
     ):
-        raise _not_a_store(target, "it holds no session")
+        raise _not_a_store(scanner, target, "it holds no session")
     return store
 
 
@@ -88,11 +92,13 @@ def _same(path: Path, root: Path) -> bool:
         return False
 
 
-def _not_a_store(target: str, why: str) -> click.UsageError:
+def _not_a_store(scanner: Scanner, target: str, why: str) -> click.UsageError:
+    from sessionstore.redact.scan_tree import display_path
+
     return click.UsageError(
         escape(
             f"--status, --label and --sort choose which sessions of a store are scanned: "
-            f"{target} is no store ({why})"
+            f"{display_path(scanner, target)} is no store ({why})"
         )
     )
 
@@ -101,16 +107,20 @@ def session_events(
     views: Iterable[SessionView], scanner: Scanner, totals: ScanTotals, verbose: bool
 ) -> Iterator[Event]:
     """The events of scanning each session of `views`, whole (`verbose`: each named)."""
+    from sessionstore.redact.scan_tree import display_path
+
     for view in views:
         if verbose:
-            line = f"scan: session {view.session.path.name} ({view.status}): {view.session.path}"
+            path = view.session.path
+            shown = display_path(scanner, str(path))
+            line = f"scan: session {display_path(scanner, path.name)} ({view.status}): {shown}"
             sys.stderr.write(escape(line) + "\n")
         yield from _session_events(view.session, scanner, totals)
 
 
 def _session_events(session: Session, scanner: Scanner, totals: ScanTotals) -> Iterator[Event]:
     """The scan of one session, whole: its prefix in a bucket, its directory (not followed)."""
-    from sessionstore.redact.scan_tree import ScanError, scan_path
+    from sessionstore.redact.scan_tree import ScanError, display_path, scan_path
 
     if isinstance(session.path, S3Path):
         from sessionstore.redact.scan_remote import scan_objects
@@ -125,6 +135,6 @@ def _session_events(session: Session, scanner: Scanner, totals: ScanTotals) -> I
         if os.path.lexists(session.path):  # swapped for a symlink, unreadable: not read
             totals.errors += 1
             why = exc.problem if isinstance(exc, InvalidInput) else (exc.strerror or str(exc))
-            yield ScanError(str(session.path), why)
+            yield ScanError(display_path(scanner, str(session.path)), why)
         return  # removed since the listing: it was not there
     yield from events

@@ -28,7 +28,7 @@ from sessionstore._fs.walk import Entry, Node, walk
 from sessionstore.errors import InvalidInput, RedactionUnsafe
 from sessionstore.redact.scan import Hit, Scanner
 
-__all__ = ["Finding", "ScanError", "ScanTotals", "Skipped", "scan_path"]
+__all__ = ["Finding", "ScanError", "ScanTotals", "Skipped", "display_path", "scan_path"]
 
 _ROOT_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
@@ -106,7 +106,7 @@ def scan_path(
     """
     counts = totals if totals is not None else ScanTotals()
     where = os.fspath(path)
-    shown = _display(scanner, where)  # as every path is shown, in errors too
+    shown = display_path(scanner, where)  # as every path is shown, in errors too
     flags = _ROOT_FLAGS if follow else _ROOT_FLAGS | os.O_NOFOLLOW
     try:
         fd = os.open(where, flags)
@@ -221,10 +221,10 @@ class _Tree:
             below = os.path.join(*entry.parent.parts()) if entry.parent.parts() else ""
             self._shown = (entry.parent, below)
         rel = os.path.join(below, entry.name) if entry.name else below
-        return _display(self.scanner, os.path.join(self.root, rel) if rel else self.root)
+        return display_path(self.scanner, os.path.join(self.root, rel) if rel else self.root)
 
 
-def _display(scanner: Scanner, path: str) -> str:
+def display_path(scanner: Scanner, path: str) -> str:
     """`path` as shown: redacted (a fixed text where the redactor refuses it)."""
     try:
         return scanner.display_name(path)

@@ -192,6 +192,24 @@ def test_a_root_given_with_a_secret_is_shown_redacted(tmp_path: Path) -> None:
         assert_no_secret(done.stdout, done.stderr)
 
 
+def test_a_store_path_with_a_secret_is_shown_redacted_when_sessions_are_chosen(
+    tmp_path: Path,
+) -> None:
+    # The sessions named by -v, a target that is no store, and the store a missing
+    # target is not in: each path goes through the redactor, as the findings' do.
+    store = _labelled_store(tmp_path / f"ws-{FAKE}" / "store")
+    root = store.root
+    runs = [
+        ("scan", root, "--secret-env", "FAKE_SCAN_TOKEN", "-v", "--status", "done"),
+        ("scan", root / "s1", "--secret-env", "FAKE_SCAN_TOKEN", "--status", "done"),
+        ("scan", "missing", "--store", root, "--secret-env", "FAKE_SCAN_TOKEN"),
+    ]
+    for args in runs:
+        done = run(*args, env=ENV)
+        assert done.returncode in (1, 2) and "REDACTED" in done.stderr, done.stderr
+        assert_no_secret(done.stdout, done.stderr)
+
+
 def test_help_has_examples() -> None:
     done = run("scan", "--help")
     assert "Examples:" in done.stdout and done.returncode == 0
