@@ -109,7 +109,10 @@ def doctor(session: Session, *, repair: bool = False, now: float | None = None) 
     in_progress: list[Path] = []
     if not isinstance(session.path, S3Path):  # no modes or temps in an object store
         walked, in_progress = _walk(session, repair, time.time() if now is None else now)
-        problems += walked
+        # A collection that cannot be listed is reported once, by `_collections` (which
+        # says what it costs): the walk meets the same error on the same directory.
+        told = {p.path for p in problems if p.kind == "unreadable"}
+        problems += [p for p in walked if p.kind != "unreadable" or p.path not in told]
     problems.sort(key=lambda p: str(p.path))  # stable: one path's problems keep their order
     return Checkup(session.path, tuple(problems), tuple(in_progress))
 

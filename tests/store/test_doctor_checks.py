@@ -119,6 +119,17 @@ def test_an_unreadable_directory(session: Session) -> None:
         locked.chmod(0o700)
 
 
+@pytest.mark.skipif(os.geteuid() == 0, reason="root lists directories whatever their mode")
+def test_an_unlistable_collection_is_one_problem(session: Session) -> None:
+    # The collection check and the tree walk both meet it: reported once, not twice.
+    session.service.path.chmod(0o300)
+    try:
+        found = kinds(doctor(reopen(session)))
+    finally:
+        session.service.path.chmod(0o700)
+    assert found.count(("service", "unreadable")) == 1, found
+
+
 def writer(record: Path, *, die: bool) -> subprocess.Popen[str]:
     """A real writer process with a temp open in `record` (the library's AtomicFile); it
     prints the temp's name, then dies without cleaning up or waits for stdin to close."""
