@@ -9,5 +9,6 @@ engine reaches stored bytes through the storage seam (`sessionstore.storage`).
 - `session`: `Session`, `Store` (and the names above, re-exported);
 - `files`: the one reader of the store's JSON files and of `constraints.json`;
 - `status`: status and progress; `lineage` (+ `lineage_walk`, `lineage_checks`,
-  `lineage_info`): `previous/<id>/` copies; `export`, `contract`, `wait`.
+  `lineage_info`): `previous/<id>/` copies; `export` (+ `export_dest`: where it may
+  not go), `contract`, `wait`.
 """

@@ -45,6 +45,7 @@ from sessionstore._fs.staging import StagingTree
 from sessionstore.errors import InvalidInput, SessionStoreError
 from sessionstore.format.names import MARKERS
 from sessionstore.storage.s3_path import S3Path
+from sessionstore.store.export_dest import refuse_inside
 from sessionstore.store.files import constraints_of
 from sessionstore.store.records import Record, RecordState, record_dir_fd
 
@@ -56,8 +57,6 @@ TEXT_SUFFIXES = (".json", ".yml", ".yaml", ".toml")
 # Largest config rewritten in memory (the marker limit); a bigger file is copied as it is.
 MAX_REWRITE_BYTES = jsonio.MAX_MARKER_BYTES
 _CHUNK = 1 << 20
-# Levels `_below` climbs at most: far more than a path can have (PATH_MAX is 4096 bytes).
-_MAX_CLIMB = 4096
 _TOKEN = re.compile(r"[^\s\"'`,;:=\[\](){}<>]+")
 # Characters that could not be written into a JSON or YAML string unescaped.
 _UNSAFE_DEST = re.compile(r"[\"\\\x00-\x1f]")
@@ -308,12 +307,12 @@ def _publish(
     session: Session, source: Record, dest: Path, build: Callable[[int, str], None]
 ) -> None:
     """`build` the export beside `dest` and rename it there, unless `dest` is inside the
-    session (into a sealed record, or a new `trials/<n>` that reads as a completed trial)
-    or inside the store holding it (`_refuse_inside`)."""
+    session (into a sealed record, or a new `trials/<n>` that reads as a completed trial),
+    inside the store holding it, or inside any session (`refuse_inside`)."""
     parent_fd = fsread.open_dir(dest.parent, follow=True)
     try:
         if not isinstance(source.path, S3Path):
-            _refuse_inside(session, parent_fd, dest)
+            refuse_inside(session, parent_fd, dest)
         # An export killed before its rename left its staging tree (a temp of a dead
         # writer, the size of the record) beside DEST: debris anyone may remove
         # (docs/format.md, "Temp entries"). Best effort: the export is what was asked.
@@ -328,51 +327,6 @@ def _publish(
         raise _named(exc, dest) from None
     finally:
         os.close(parent_fd)
-
-
-def _refuse_inside(session: Session, parent_fd: int, dest: Path) -> None:
-    """`InvalidInput` when `dest` (made in the directory open at `parent_fd`) is inside the
-    session, or inside the store that holds it: at the store's top a directory named
-    as an id lists as a session that is none, and inside another session it is a record
-    of it (`trials/<n>` with a marker reads as a completed trial) or a foreign entry.
-    A session directory with a `session.json`, read or not, is in a store (its parent);
-    a raw workspace named by its path is not."""
-    if _below(parent_fd, session.path):
-        raise InvalidInput(str(dest), "is inside the session it exports from; export elsewhere")
-    in_store = session.manifest is not None or session.manifest_error is not None
-    if in_store and _below(parent_fd, session.path.parent):
-        raise InvalidInput(
-            str(dest),
-            f"is inside the store {session.path.parent}, which holds only sessions; "
-            "export elsewhere",
-        )
-
-
-def _below(dir_fd: int, top: Path) -> bool:
-    """Whether the directory open at `dir_fd` is `top` or below it: walked up by `..` from
-    the fd the export writes through, so no path is resolved again (bounded, as
-    `_fs.walk` climbs: a directory that will not open or stat is taken as not below)."""
-    try:
-        wanted = os.stat(top)
-    except OSError:
-        return False
-    fd = os.dup(dir_fd)
-    try:
-        for _ in range(_MAX_CLIMB):
-            st = os.fstat(fd)
-            if (st.st_dev, st.st_ino) == (wanted.st_dev, wanted.st_ino):
-                return True
-            up = os.open("..", fsread.DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = up
-            above = os.fstat(fd)
-            if (above.st_dev, above.st_ino) == (st.st_dev, st.st_ino):
-                return False  # the root: its `..` is itself
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return False
 
 
 def _named(exc: OSError, dest: Path) -> OSError:

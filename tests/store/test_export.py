@@ -143,6 +143,34 @@ def test_export_refuses_a_destination_inside_the_store(tmp_path: Path) -> None:
     assert Session.open(workspace).export(n, tmp_path / "ws-copy").is_dir()
 
 
+def test_export_refuses_a_destination_inside_any_session(tmp_path: Path) -> None:
+    """A lineage copy (`previous/<id>`, no manifest of its own) exported by its path: into
+    the session holding it, or that session's store, it made a completed trial of it or
+    a session that is none; into a session of another store, a record of that one."""
+    store = Store(tmp_path / "store")
+    old = store.create(id="old", pid=None)
+    n = trial(old, metrics(1.0))
+    old.finish({})
+    new = store.create(id="new", previous=["old"], pid=None)
+    copy = Session.open(new.path / "previous" / "old")
+    elsewhere = Store(tmp_path / "elsewhere").create(id="e", pid=None)
+    for dest, why in (
+        (new.path / "trials" / "9", f"inside the store {store.root}, which holds"),
+        (new.path / "previous" / "other", f"inside the store {store.root}, which holds"),
+        (store.root / "copy", f"inside the store {store.root}, which holds"),
+        (elsewhere.path / "trials" / "9", "inside a session (a directory holding session.json)"),
+    ):
+        with pytest.raises(InvalidInput, match=why.replace("(", r"\(").replace(")", r"\)")):
+            copy.export(n, dest)
+        result = invoke("export", str(copy.path), str(dest), "--trial", str(n))
+        assert (result.exit_code, result.stdout) == (1, ""), result.output
+        assert why in result.stderr and len(result.stderr.splitlines()) == 1
+    assert sorted(os.listdir(store.root)) == ["new", "old"]
+    assert [r.n for r in new.trials.records()] == [] == [r.n for r in elsewhere.trials.records()]
+    assert sorted(os.listdir(new.path / "previous")) == ["old"]
+    assert copy.export(n, tmp_path / "out").is_dir()
+
+
 def test_export_refuses_records_that_are_not_completed(tmp_path: Path) -> None:
     session = Store(tmp_path / "store").create(id="s", pid=None)
     in_flight = trial(session, None)
