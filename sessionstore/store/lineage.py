@@ -32,7 +32,9 @@ whether its writer still runs, so its records may still be changing.
 
 Crash safety: each previous session is copied into a temp directory beside
 its final name and renamed into place, so `previous/<id>` is either a whole
-copy or absent, never partial. `Store.create` does this inside the staging
+copy or absent, never partial. A session removed while it is copied (renamed
+away, then deleted) gave part of its records: it is not copied at all
+(`SessionNotFound`). `Store.create` does this inside the staging
 directory it publishes atomically. `include_previous(store, session)` redoes
 the copy for every pinned id of an existing session: it is idempotent, sweeps
 the debris a killed copy left behind, and is "the next call" that heals a
@@ -162,12 +164,15 @@ def _copy_file(src_fd: int, size: int, dir_fd: int, name: str) -> None:
         os.close(out)
 
 
-def _copy_into(source_fd: int, previous_fd: int, session_id: str) -> Selection:
+def _copy_into(
+    source_fd: int, previous_fd: int, session_id: str, store: Store | None = None
+) -> Selection:
     """Copy the session at `source_fd` to `previous/<session_id>` (open at `previous_fd`).
 
     Built in a temp directory and renamed into place (`build_dir`), replacing
     an existing copy; on failure the temp is removed and the old copy left
-    as it was.
+    as it was. With `store` (the source is its session `session_id`), the
+    source must still be there once every file is read (`_still_in_store`).
     """
 
     def build(staging_fd: int, _: str) -> Selection:
@@ -179,6 +184,8 @@ def _copy_into(source_fd: int, previous_fd: int, session_id: str) -> Selection:
                 _copy_file(fd, st.st_size, tree.dir_fd(parent), name)
 
             found = walk_session(source_fd, copy)
+            if store is not None:
+                _still_in_store(store, session_id, source_fd)
             # Every file and directory entry must be durable before the rename publishes.
             tree.finish()
         finally:
@@ -207,6 +214,20 @@ def _replace_dir(dir_fd: int, staging: str, name: str) -> None:
     os.rename(name, old, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     os.rename(staging, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     remove_tree_at(dir_fd, old)
+
+
+def _still_in_store(store: Store, session_id: str, source_fd: int) -> None:
+    """Raise `SessionNotFound` unless the session read at `source_fd` is still `session_id`
+    of `store`. A session is removed by renaming it away, then deleting its files: one
+    removed while it was copied gave files of some records, not others, and a completed
+    trial read without its marker; such a copy is never published as whole."""
+    here = os.fstat(source_fd)
+    try:
+        st = os.stat(store.root / session_id, follow_symlinks=False)
+    except OSError:
+        st = None
+    if st is None or (st.st_dev, st.st_ino) != (here.st_dev, here.st_ino):
+        raise SessionNotFound(session_id, store.root, "it was removed while it was copied")
 
 
 @contextmanager
@@ -282,15 +303,24 @@ def copy_previous(store: Store, session_dir: Path, ids: Iterable[str]) -> list[P
     previous_dir = session_dir / PREVIOUS_DIR
     copies: list[Path] = []
     for session_id in ids:
-        with _store_session_fd(store, session_id) as source_fd:
-            probe = walk_session(source_fd)
-            if probe.has_records:
-                with _previous_fd(previous_dir, create=True) as previous_fd:
-                    probe = _copy_into(source_fd, previous_fd, session_id)
+        probe = _copy_from_store(store, previous_dir, session_id)
         _warn(probe, session_id, stacklevel=2)
         if probe.has_records:
             copies.append(previous_dir / session_id)
     return copies
+
+
+def _copy_from_store(store: Store, previous_dir: Path, session_id: str) -> Selection:
+    """Copy session `session_id` of `store` to `previous_dir/<session_id>` if it has records;
+    what its walk found. `SessionNotFound` if it is gone, or was removed while it was read
+    (`_still_in_store`; its records may then have looked absent)."""
+    with _store_session_fd(store, session_id) as source_fd:
+        found = walk_session(source_fd)
+        if not found.has_records:
+            _still_in_store(store, session_id, source_fd)
+            return found
+        with _previous_fd(previous_dir, create=True) as previous_fd:
+            return _copy_into(source_fd, previous_fd, session_id, store)
 
 
 def include_previous(store: Store, session: Session) -> list[Path]:
@@ -300,9 +330,10 @@ def include_previous(store: Store, session: Session) -> list[Path]:
     the debris of dead copiers, then replaces each `previous/<id>/` with a
     fresh whole copy (a `previous/<id>` planted as a symlink or a file is
     replaced as an entry, never followed). A pinned session that has since
-    been deleted, or that has no records, keeps its existing copy if there is
-    one (the second also warns, `LineageWarning`; the first raises
-    `SessionNotFound` when there is none). Raises `PreviousRunning` if a
+    been deleted (or is while it is copied), or that has no records, keeps
+    its existing copy if there is one (the second also warns,
+    `LineageWarning`; the first raises `SessionNotFound` when there is
+    none). Raises `PreviousRunning` if a
     pinned session is running again (`PreviousUnknown` if its status is
     unknown), `CorruptFile` if `previous` is a symlink or not a directory.
     """
@@ -322,18 +353,13 @@ def include_previous(store: Store, session: Session) -> list[Path]:
             warnings.warn(LineageWarning(message), stacklevel=2)
             continue
         try:
-            source = store.open(session_id)
-        except SessionNotFound:
+            check_usable(store.open(session_id), session_id)
+            found = _copy_from_store(store, previous_dir, session_id)
+        except SessionNotFound:  # deleted, before or while it was copied
             if has_copy(session.path, session_id):
                 copies.append(target)
                 continue
             raise
-        check_usable(source, session_id)
-        with _store_session_fd(store, session_id) as source_fd:
-            found = walk_session(source_fd)
-            if found.has_records:
-                with _previous_fd(previous_dir, create=True) as previous_fd:
-                    found = _copy_into(source_fd, previous_fd, session_id)
         _warn(found, session_id, stacklevel=2)
         if found.has_records or has_copy(session.path, session_id):
             copies.append(target)

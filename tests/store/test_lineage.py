@@ -210,6 +210,34 @@ def test_lineage_heal_after_injected_crash(tmp_path: Path) -> None:
     assert files_under(copy) == EXPECTED
 
 
+def test_a_previous_session_removed_while_it_is_copied_is_not_copied(tmp_path: Path) -> None:
+    # `rm` renames a session away, then deletes its files: a copy that went on reading
+    # gave some records and not others (a completed trial without its marker), and was
+    # published as whole. The removal happens after the copy's first file here.
+    store = Store(tmp_path)
+    real = lineage._copy_file
+
+    def removed_after_first_file(*args: Any) -> None:
+        real(*args)
+        away = tmp_path / "old"
+        if away.exists():
+            away.rename(tmp_path / ".sstmp-1-removing")
+
+    finished_session(store, "old")
+    with (
+        mock.patch.object(lineage, "_copy_file", removed_after_first_file),
+        pytest.raises(SessionNotFound, match="removed while it was copied"),
+    ):
+        store.create(id="new", previous=["old"])
+    assert sorted(os.listdir(tmp_path)) == [".sstmp-1-removing"]  # no session made
+    # Re-copying an existing copy keeps it whole, as for a session deleted before.
+    (tmp_path / ".sstmp-1-removing").rename(tmp_path / "old")
+    new = store.create(id="new", previous=["old"])
+    with mock.patch.object(lineage, "_copy_file", removed_after_first_file):
+        assert include_previous(store, new) == [new.path / "previous" / "old"]
+    assert files_under(new.path / "previous" / "old") == EXPECTED
+
+
 _KILLED_COPIER = """
 import os, sys
 from sessionstore.store import lineage
