@@ -34,6 +34,7 @@ CHECKS = (
     ("trials/ and service/: directories", ("collection",)),
     ("markers: none torn", ("torn",)),
     ("trials/ and service/: no foreign entries", ("foreign",)),
+    ("previous/: each pinned session's copy readable (as inspect reads it)", ("lineage",)),
     ("temp files (.sstmp-*): none of dead writers", ("temp",)),
     ("modes and readability of every entry", ("mode", "unreadable")),
 )
@@ -57,9 +58,10 @@ def doctor(target: str, store_dir: Path | None, repair: bool, quiet: bool, verbo
     Looked for: a manifest that is missing, does not parse or has fields of
     the wrong type; a missing or torn constraints.json; a torn report.json;
     missing or symlinked collections; torn markers; foreign entries in trials/ and
-    service/; leftover temp files (.sstmp-*); modes other than the
-    format's (0700 directories, 0644 store files). Temps of live writers
-    are writes in progress, not problems.
+    service/; a lineage copy in previous/ that inspect shows a problem for (a
+    symlink or not a directory) or a pinned id that is no id; leftover temp
+    files (.sstmp-*); modes other than the format's (0700 directories, 0644
+    store files). Temps of live writers are writes in progress, not problems.
 
     --repair removes only what is provably garbage: temp files whose writer
     is dead (no process has the pid in the temp's name, or the process that

@@ -5,6 +5,9 @@ does not parse or has fields of the wrong type (or an id that is not the
 directory's name); a missing or torn `constraints.json`, a torn
 `report.json`; a collection that is missing, a symlink or not a
 directory; each torn marker; each foreign entry of a collection; each
+lineage copy `inspect` shows a problem for (a `previous` or
+`previous/<id>` that is a symlink or not a directory, a pinned id that is
+not a valid id); each
 leftover temp entry (`.sstmp-*`, anywhere in the session); the modes of
 what the format defines (the session, its collections and records
 `0700`, the store's files `0644`, a marker the owner cannot read or
@@ -39,10 +42,18 @@ from sessionstore._fs.atomic import DIR_MODE, FILE_MODE, is_temp_name, temp_pid
 from sessionstore._fs.tree import remove_tree_at
 from sessionstore._fs.walk import Entry, walk
 from sessionstore._proc import PID_MAX, process_alive, process_start_time
-from sessionstore.format.names import CONSTRAINTS, MANIFEST, MARKERS, REPORT, record_number
+from sessionstore.format.names import (
+    CONSTRAINTS,
+    MANIFEST,
+    MARKERS,
+    PREVIOUS_DIR,
+    REPORT,
+    record_number,
+)
 from sessionstore.storage.s3_path import S3Path
 from sessionstore.store.files import exists
 from sessionstore.store.lifecycle import mirror_daemon, recorded_writer
+from sessionstore.store.lineage_info import lineage_info, valid_id
 from sessionstore.store.records import RecordState
 from sessionstore.store.status import manifest_problem, read_constraints
 
@@ -65,7 +76,8 @@ _STORE_FILES = (MANIFEST, CONSTRAINTS, REPORT)
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with the session at `path`. `kind`: manifest, constraints, report,
-    collection, torn, foreign, temp, mode or unreadable; `repaired`: removed by `--repair`."""
+    collection, torn, foreign, lineage, temp, mode or unreadable; `repaired`: removed by
+    `--repair`."""
 
     path: Path
     kind: str
@@ -105,7 +117,7 @@ def doctor(session: Session, *, repair: bool = False, now: float | None = None) 
     Never raises because of what the session holds; an `OSError` only if the
     session directory itself cannot be opened.
     """
-    problems = _files(session) + _collections(session)
+    problems = _files(session) + _collections(session) + _lineage(session)
     in_progress: list[Path] = []
     if not isinstance(session.path, S3Path):  # no modes or temps in an object store
         walked, in_progress = _walk(session, repair, time.time() if now is None else now)
@@ -196,6 +208,28 @@ def _collection_records(collection: Collection) -> list[Problem]:
     for name in foreign:
         detail = f"not a record of {where.name}/ (ignored by every reader)"
         found.append(Problem(where / name, "foreign", detail))
+    return found
+
+
+def _lineage(session: Session) -> list[Problem]:
+    """Each problem `inspect` shows for a pinned previous session's copy, read as it reads
+    them (nothing followed). A missing copy is none: a session without records has none."""
+    found: list[Problem] = []
+    top = session.path
+    for item in lineage_info(session):
+        problem = item["problem"]
+        if problem is None:
+            continue
+        if not valid_id(item["id"]):  # never a path: `../x` names no copy
+            detail = f"previous names {item['id']!r}, {problem}"
+            found.append(Problem(top / MANIFEST, "lineage", detail))
+        elif problem.startswith(f"{PREVIOUS_DIR} "):  # `previous` itself: once, not per id
+            where = top / PREVIOUS_DIR
+            if not any(p.path == where for p in found):
+                found.append(Problem(where, "lineage", problem.removeprefix(f"{PREVIOUS_DIR} ")))
+        else:
+            detail = problem.removeprefix(f"{PREVIOUS_DIR}/{item['id']} ")
+            found.append(Problem(Path(item["path"]), "lineage", detail))
     return found
 
 

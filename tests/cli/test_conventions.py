@@ -158,11 +158,11 @@ def test_verbose_says_each_thing_done(tmp_path: Path) -> None:
     healthy = invoke("doctor", "v1", "--store", root, "-v")
     assert healthy.exit_code == 0 and healthy.stdout == ""
     lines = healthy.stderr.splitlines()
-    assert len(lines) == 9 and all(line.endswith(": ok") for line in lines[:8])
+    assert len(lines) == 10 and all(line.endswith(": ok") for line in lines[:9])
     assert (
         lines[0] == "doctor: checked session.json: present, parses, fields of the right types: ok"
     )
-    assert lines[8] == f"doctor: {session.path}: healthy"
+    assert lines[9] == f"doctor: {session.path}: healthy"
     (record / "trial.json").chmod(0o666)
     sick = invoke("doctor", "v1", "--store", root, "-v")
     assert sick.exit_code == 1

@@ -4,6 +4,7 @@ only provably garbage temps (a live writer's temp is kept: real writer processes
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -11,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
 from sessionstore import Session, Store
@@ -128,6 +130,42 @@ def test_an_unlistable_collection_is_one_problem(session: Session) -> None:
     finally:
         session.service.path.chmod(0o700)
     assert found.count(("service", "unreadable")) == 1, found
+
+
+@pytest.mark.filterwarnings("ignore:previous session empty has no records")
+def test_damaged_lineage_copies(tmp_path: Path) -> None:
+    # What `inspect` shows as a problem of a copy in previous/ is one; a missing copy is
+    # none (a previous session without records has none), nor is a sound one.
+    store = Store(tmp_path / "store")
+    old = store.create(id="old", pid=None)
+    old.trials.begin().complete({"failed": False})
+    old.finish({})
+    store.create(id="empty", pid=None).finish({})
+    new = store.create(id="new", previous=["old", "empty"], pid=None)
+    assert doctor(reopen(new)).problems == ()
+    copy = new.path / "previous" / "old"
+    shutil.rmtree(copy / "trials")
+    (copy / "trials").write_text("")
+    assert kinds(doctor(reopen(new))) == [("previous/old", "lineage")]
+    shutil.rmtree(copy)
+    os.symlink(tmp_path, copy)
+    assert kinds(doctor(reopen(new))) == [("previous/old", "lineage")]
+    os.rename(new.path / "previous", tmp_path / "aside")
+    os.symlink(tmp_path / "aside", new.path / "previous")
+    problems = doctor(reopen(new)).problems  # once, not once per pinned id
+    assert [(p.path, p.kind) for p in problems] == [(new.path / "previous", "lineage")]
+    assert "is a symlink" in problems[0].detail
+    (new.path / "previous").unlink()
+    os.rename(tmp_path / "aside", new.path / "previous")
+    set_previous = orjson.loads((new.path / "session.json").read_bytes())
+    set_previous["previous"] = ["../x", "old"]
+    (new.path / "session.json").write_bytes(orjson.dumps(set_previous))
+    found = doctor(reopen(new)).problems
+    assert [(p.path.name, p.kind) for p in found] == [
+        ("old", "lineage"),  # still the symlink planted above
+        ("session.json", "lineage"),
+    ]
+    assert "'../x', not a valid session id" in found[1].detail
 
 
 def writer(record: Path, *, die: bool) -> subprocess.Popen[str]:
