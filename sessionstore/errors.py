@@ -296,13 +296,14 @@ class CollectionFull(SessionStoreError, OverflowError):
 
 
 class PreviousRunning(SessionStoreError, RuntimeError):
-    """A session named as previous is still running; finish it first."""
+    """A session named as previous is still running (or still written into); finish it first.
 
-    def __init__(self, session_id: str) -> None:
+    `why` says what still runs, and what to do about it.
+    """
+
+    def __init__(self, session_id: str, why: str = "is still running; finish it") -> None:
         self.session_id = session_id
-        super().__init__(
-            f"previous session {session_id!r} is still running; finish it before using it"
-        )
+        super().__init__(f"previous session {session_id!r} {why} before using it")
 
 
 class PreviousUnknown(PreviousRunning):

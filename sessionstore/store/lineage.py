@@ -28,7 +28,9 @@ attempt file lineage would copy) is warned about and copied not at all: no
 Which sessions may be previous: `done`, `failed` and `interrupted` ones.
 `running` is refused (`PreviousRunning`), and so is `unknown`
 (`PreviousUnknown`): a manifest whose fields do not read right cannot say
-whether its writer still runs, so its records may still be changing.
+whether its writer still runs, so its records may still be changing. So may
+those of a session a mirror daemon still writes into, whatever its status:
+refused too (`PreviousRunning`).
 
 Crash safety: each previous session is copied into a temp directory beside
 its final name and renamed into place, so `previous/<id>` is either a whole

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from sessionstore._display import escape
 from sessionstore.errors import LineageWarning, PreviousRunning, PreviousUnknown
+from sessionstore.storage.s3_path import S3Path
+from sessionstore.store.lifecycle import mirror_daemon
 from sessionstore.store.lineage_info import pinned
 from sessionstore.store.status import manifest_problem, session_status
 
@@ -31,11 +33,14 @@ def is_running(session: Session) -> bool:
 
 
 def check_usable(session: Session, session_id: str) -> None:
-    """Refuse a session that cannot serve as previous: `running` or `unknown`.
+    """Refuse a session that cannot serve as previous: `running` or `unknown`, or one a
+    mirror daemon still writes into.
 
     Raises `PreviousRunning` for a running session and `PreviousUnknown` (a
     `PreviousRunning`) for one whose status is unknown; `done`, `failed` and
-    `interrupted` sessions pass.
+    `interrupted` sessions pass, unless a mirror daemon holds the session's
+    lock (`PreviousRunning`): its records may still be changing whatever the
+    status says (a harness that died leaves its daemon mirroring).
     """
     status = session_status(session)
     if status == "running":
@@ -43,6 +48,9 @@ def check_usable(session: Session, session_id: str) -> None:
     if status == "unknown":
         reason = session.manifest_error or manifest_problem(session.manifest or {})
         raise PreviousUnknown(session_id, reason or "its manifest does not read right")
+    if not isinstance(session.path, S3Path) and (daemon := mirror_daemon(session)) is not None:
+        pid = f" (pid {daemon.pid})" if daemon.pid is not None else ""
+        raise PreviousRunning(session_id, f"is still written into by a mirror daemon{pid}; stop it")
 
 
 def chain_gaps(store: Store, ids: Iterable[str]) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -236,6 +237,25 @@ def test_a_previous_session_removed_while_it_is_copied_is_not_copied(tmp_path: P
     with mock.patch.object(lineage, "_copy_file", removed_after_first_file):
         assert include_previous(store, new) == [new.path / "previous" / "old"]
     assert files_under(new.path / "previous" / "old") == EXPECTED
+
+
+def test_a_previous_session_a_mirror_daemon_writes_into_is_refused(tmp_path: Path) -> None:
+    # Its harness died (interrupted) but the daemon holding its lock still mirrors:
+    # records may still be changing, as in a running session.
+    store = Store(tmp_path)
+    finished_session(store, "old")
+    (tmp_path / "old" / ".sessionstore-mirror.pid").write_text("4242\n")
+    fd = os.open(tmp_path / "old" / ".sessionstore-mirror.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(PreviousRunning, match=r"mirror daemon \(pid 4242\); stop it"):
+            store.create(id="new", previous=["old"])
+        result = run("new", "--store", str(tmp_path), "--previous", "old")
+        assert result.returncode == 1 and "mirror daemon (pid 4242)" in result.stderr
+    finally:
+        os.close(fd)
+    assert sorted(os.listdir(tmp_path)) == ["old"]
+    assert files_under(store.create(id="new", previous=["old"]).path / "previous/old") == EXPECTED
 
 
 _KILLED_COPIER = """
