@@ -216,10 +216,11 @@ def _lineage(session: Session) -> list[Problem]:
     them (nothing followed). A missing copy is none: a session without records has none."""
     found: list[Problem] = []
     top = session.path
+    local = not isinstance(top, S3Path)
     for item in lineage_info(session):
         problem = item["problem"]
-        if problem is None:
-            continue
+        if problem is None or (local and "unreadable: " in problem):
+            continue  # what cannot be read, the walk reports where it is (`_walk`)
         if not valid_id(item["id"]):  # never a path: `../x` names no copy
             detail = f"previous names {item['id']!r}, {problem}"
             found.append(Problem(top / MANIFEST, "lineage", detail))

@@ -122,14 +122,26 @@ def test_an_unreadable_directory(session: Session) -> None:
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root lists directories whatever their mode")
-def test_an_unlistable_collection_is_one_problem(session: Session) -> None:
-    # The collection check and the tree walk both meet it: reported once, not twice.
-    session.service.path.chmod(0o300)
+def test_an_unlistable_collection_or_copy_is_one_problem(tmp_path: Path) -> None:
+    # The collection (or lineage) check and the tree walk both meet it: reported once.
+    store = Store(tmp_path / "store")
+    old = store.create(id="old", pid=None)
+    old.trials.begin().complete({"failed": False})
+    old.finish({})
+    new = store.create(id="new", previous=["old"], pid=None)
+    locked = [new.service.path, new.path / "previous" / "old"]
+    for path in locked:
+        path.chmod(0o300)
     try:
-        found = kinds(doctor(reopen(session)))
+        found = kinds(doctor(reopen(new)))
     finally:
-        session.service.path.chmod(0o700)
-    assert found.count(("service", "unreadable")) == 1, found
+        for path in locked:
+            path.chmod(0o700)
+    assert sorted(found) == [
+        ("previous/old", "unreadable"),
+        ("service", "mode"),  # 0300, not 0700: a problem of its own
+        ("service", "unreadable"),
+    ], found
 
 
 @pytest.mark.filterwarnings("ignore:previous session empty has no records")
