@@ -44,6 +44,7 @@ from sessionstore._fs.atomic import (
 from sessionstore._fs.staging import StagingTree
 from sessionstore.errors import InvalidInput, SessionStoreError
 from sessionstore.format.names import MARKERS
+from sessionstore.storage.local_files import lexists
 from sessionstore.storage.s3_path import S3Path
 from sessionstore.store.export_dest import refuse_inside
 from sessionstore.store.files import constraints_of
@@ -318,15 +319,20 @@ def _publish(
         # (docs/format.md, "Temp entries"). Best effort: the export is what was asked.
         with contextlib.suppress(OSError):
             sweep_temps_at(parent_fd)
-        build_dir(
-            parent_fd,
-            build,
-            lambda temp: os.rename(temp, dest.name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd),
-        )
+        build_dir(parent_fd, build, lambda temp: _rename_new(temp, dest, parent_fd))
     except OSError as exc:
         raise _named(exc, dest) from None
     finally:
         os.close(parent_fd)
+
+
+def _rename_new(temp: str, dest: Path, parent_fd: int) -> None:
+    """Rename the built export onto `dest` unless something is there now: rename(2) would
+    replace an empty directory made there while the export was built (and fail on
+    anything else), so the check at the start said nothing about now."""
+    if lexists(dest.name, parent_fd):
+        raise InvalidInput(str(dest), "already exists (made during the export); export elsewhere")
+    os.rename(temp, dest.name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
 
 
 def _named(exc: OSError, dest: Path) -> OSError:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -13,6 +15,7 @@ from inspect_helpers import dead_pid, metrics, torn_trial, trial
 
 from sessionstore.errors import InvalidInput, RecordNotFound
 from sessionstore.inspect.summary import SessionView
+from sessionstore.store import export as export_module
 from sessionstore.store.export import EXPORT_MANIFEST, rewrite_references
 from sessionstore.store.session import Session, Store
 
@@ -201,6 +204,30 @@ def test_export_is_all_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.undo()
     assert calls["n"] == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
+
+
+def test_a_destination_made_during_the_export_is_not_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # rename(2) replaces an empty directory: one made at DEST while the export was built
+    # (after the check that DEST is new) was silently swapped for the export.
+    session = Store(tmp_path / "store").create(id="s", pid=None)
+    n = trial(session, metrics(1.0), {"a.yml": "a\n"})
+    dest = tmp_path / "out"
+    real = export_module._copy_file
+
+    def made_meanwhile(*args: Any) -> bool:
+        with contextlib.suppress(FileExistsError):
+            dest.mkdir()
+        return real(*args)
+
+    monkeypatch.setattr(export_module, "_copy_file", made_meanwhile)
+    assert not dest.exists()
+    with pytest.raises(InvalidInput, match=r"already exists \(made during the export\)"):
+        session.export(n, dest)
+    monkeypatch.undo()
+    assert os.listdir(dest) == []  # the directory made meanwhile, as it was made
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "store"]  # no temp left
 
 
 def test_rewrite_law_idempotent() -> None:
