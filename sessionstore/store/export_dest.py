@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from sessionstore._fs import read as fsread
 from sessionstore.errors import InvalidInput
-from sessionstore.format.names import MANIFEST
+from sessionstore.format.names import MANIFEST, PREVIOUS_DIR, SERVICE, TRIALS
 
 if TYPE_CHECKING:
     from sessionstore.store.session import Session
@@ -24,6 +24,8 @@ __all__ = ["refuse_inside"]
 
 # Levels `_below` climbs at most: far more than a path can have (PATH_MAX is 4096 bytes).
 _MAX_CLIMB = 4096
+# What every session made by sessionstore holds at its top (docs/format.md).
+_SESSION = (MANIFEST, TRIALS, SERVICE)
 
 
 def refuse_inside(session: Session, parent_fd: int, dest: Path) -> None:
@@ -31,9 +33,9 @@ def refuse_inside(session: Session, parent_fd: int, dest: Path) -> None:
     session, inside the store holding it, or inside any session.
 
     A session directory with a `session.json`, read or not, is in a store (its
-    parent); so is a directory inside one (a `previous/<id>` copy, exported by its
-    path: the store is that of the session holding it). A raw workspace named by
-    its path is in no store.
+    parent); so is a lineage copy (`previous/<id>`, exported by its path: the store
+    is that of the session holding it). A raw workspace named by its path is in no
+    store. Any session is a directory with `session.json`, `trials` and `service`.
     """
     if _below(parent_fd, session.path):
         raise InvalidInput(str(dest), "is inside the session it exports from; export elsewhere")
@@ -45,21 +47,27 @@ def refuse_inside(session: Session, parent_fd: int, dest: Path) -> None:
         )
     if _below(parent_fd, None):
         raise InvalidInput(
-            str(dest), f"is inside a session (a directory holding {MANIFEST}); export elsewhere"
+            str(dest),
+            f"is inside a session (a directory holding {MANIFEST}, {TRIALS}/ and {SERVICE}/); "
+            "export elsewhere",
         )
 
 
 def _holding_session(session: Session) -> Path | None:
-    """The session directory `session` is (it has a manifest) or is inside, if any."""
+    """The session directory `session` is (it has a manifest), or the one whose lineage
+    copy it is (`<session>/previous/<id>`), if any."""
     if session.manifest is not None or session.manifest_error is not None:
         return session.path
     path = Path(os.path.abspath(session.path))
-    return next((p for p in path.parents if os.path.lexists(p / MANIFEST)), None)
+    above = path.parent.parent
+    if path.parent.name == PREVIOUS_DIR and all(os.path.lexists(above / n) for n in _SESSION):
+        return above
+    return None
 
 
 def _below(dir_fd: int, top: Path | None) -> bool:
     """Whether the directory open at `dir_fd` is `top` or below it (`top` None: a directory
-    holding a `session.json`, a session of any store): walked up by `..` from the fd the
+    laid out as a session, of any store): walked up by `..` from the fd the
     export writes through, so no path is resolved again (bounded, as `_fs.walk` climbs: a
     directory that will not open or stat is taken as not below)."""
     wanted = None
@@ -73,7 +81,7 @@ def _below(dir_fd: int, top: Path | None) -> bool:
     try:
         for _ in range(_MAX_CLIMB):
             st = os.fstat(fd)
-            if (st.st_dev, st.st_ino) == wanted or (wanted is None and _holds_manifest(fd)):
+            if (st.st_dev, st.st_ino) == wanted or (wanted is None and _is_session(fd)):
                 return True
             up = os.open("..", fsread.DIR_FLAGS, dir_fd=fd)
             os.close(fd)
@@ -88,9 +96,12 @@ def _below(dir_fd: int, top: Path | None) -> bool:
     return False
 
 
-def _holds_manifest(dir_fd: int) -> bool:
+def _is_session(dir_fd: int) -> bool:
+    """Whether the directory open at `dir_fd` is laid out as a session: a stray file named
+    `session.json` (another tool's, in a home directory) does not make one."""
     try:
-        os.stat(MANIFEST, dir_fd=dir_fd, follow_symlinks=False)
+        for name in _SESSION:
+            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except OSError:
         return False
     return True

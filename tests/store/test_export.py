@@ -161,7 +161,7 @@ def test_export_refuses_a_destination_inside_any_session(tmp_path: Path) -> None
         (new.path / "trials" / "9", f"inside the store {store.root}, which holds"),
         (new.path / "previous" / "other", f"inside the store {store.root}, which holds"),
         (store.root / "copy", f"inside the store {store.root}, which holds"),
-        (elsewhere.path / "trials" / "9", "inside a session (a directory holding session.json)"),
+        (elsewhere.path / "trials" / "9", "inside a session (a directory holding session.json,"),
     ):
         with pytest.raises(InvalidInput, match=why.replace("(", r"\(").replace(")", r"\)")):
             copy.export(n, dest)
@@ -172,6 +172,10 @@ def test_export_refuses_a_destination_inside_any_session(tmp_path: Path) -> None
     assert [r.n for r in new.trials.records()] == [] == [r.n for r in elsewhere.trials.records()]
     assert sorted(os.listdir(new.path / "previous")) == ["old"]
     assert copy.export(n, tmp_path / "out").is_dir()
+    # Another tool's stray session.json above DEST makes no session of its directory.
+    (tmp_path / "home" / "exports").mkdir(parents=True)
+    (tmp_path / "home" / "session.json").write_text("{}")
+    assert copy.export(n, tmp_path / "home" / "exports" / "x").is_dir()
 
 
 def test_export_refuses_records_that_are_not_completed(tmp_path: Path) -> None:
