@@ -18,6 +18,7 @@ local: it walks the record directory by fd.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 from collections.abc import Mapping, Sequence
@@ -281,6 +282,13 @@ def _writer_relpath(relpath: str | os.PathLike[str], marker: str) -> PurePosixPa
     return rel
 
 
+def _wrong_kind(cause: BaseException | None) -> bool:
+    """Whether a directory of a record path failed to open because it is something else."""
+    if isinstance(cause, fsread.WrongKind):
+        return True
+    return isinstance(cause, OSError) and cause.errno in (errno.ENOTDIR, errno.ELOOP)
+
+
 class RecordWriter:
     """Writes the files of one in-flight record, then completes it. Not thread-safe.
 
@@ -317,7 +325,8 @@ class RecordWriter:
 
         Raises `InvalidInput` for a path a writer may not use, or one whose
         directory in the record exists and is not a directory (a planted
-        symlink is never written through), `RecordCompleted` once completed.
+        symlink is never written through), `RecordCompleted` once completed,
+        `StorageError` (or the `OSError`) when a directory or the file cannot be made.
         """
         rel = _writer_relpath(relpath, self.marker)
         self._check_open()
@@ -326,7 +335,9 @@ class RecordWriter:
             self.storage.put(key, data, mode=mode)
         except StorageError as exc:
             inside = exc.key.startswith(self.key + "/") and exc.key != key
-            if not inside:
+            # Only an entry of the wrong kind is "not a directory": a name too long, a
+            # full disk or an I/O error making one is that error, as the storage said it.
+            if not inside or not _wrong_kind(exc.__cause__):
                 raise
             where = self.path.joinpath(*exc.key[len(self.key) + 1 :].split("/"))
             raise InvalidInput(f"{where}", "exists and is not a directory") from None

@@ -20,6 +20,7 @@ from sessionstore.errors import (
     RecordNotFound,
     SessionExists,
     SessionNotFound,
+    StorageError,
 )
 from sessionstore.format.models import Manifest
 from sessionstore.format.names import MANIFEST
@@ -359,6 +360,16 @@ def test_writer_never_writes_through_a_planted_symlink(store: Store, tmp_path: P
     with pytest.raises(InvalidInput, match="not a directory"):
         writer.write_bytes("patches/x.diff", b"x")
     assert os.listdir(outside) == []
+
+
+def test_writer_names_a_directory_it_cannot_make_as_it_is(store: Store) -> None:
+    # A directory that could not be made (here a name too long; a full disk alike) is
+    # that error, not one "that exists and is not a directory".
+    writer = store.create().trials.begin()
+    with pytest.raises(StorageError, match="File name too long") as caught:
+        writer.write_bytes("a" * 300 + "/x", b"x")
+    assert "not a directory" not in str(caught.value)
+    assert os.listdir(writer.path) == []
 
 
 @pytest.mark.parametrize("record", [[1, 2], "text", 3, None])
