@@ -26,6 +26,17 @@ def dumps(obj: Any) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n"
 
 
+def dumps_checked(value: Any, source: str) -> bytes:
+    """`dumps` of any JSON value a caller gives, refusing (`InvalidInput` naming `source`)
+    what it cannot write as given: a NaN or an infinity (orjson writes null) and a value
+    that is not JSON (`to_object`'s rules, for a value that need not be an object)."""
+    _refuse_non_finite(value, source)
+    try:
+        return dumps(value)
+    except TypeError as exc:
+        raise InvalidInput(source, f"not serializable as JSON: {exc}") from None
+
+
 def dumps_exact(value: Any) -> bytes:
     """One JSON document for output, indented, with a trailing newline (`dumps_output`).
     What `--json` and the viewer's API send."""

@@ -350,9 +350,15 @@ class RecordWriter:
         return self.write_bytes(relpath, text.encode(encoding))
 
     def write_json(self, relpath: str | os.PathLike[str], obj: Any) -> Path:
-        """Write a JSON document (a Mapping, list, scalar or pydantic model)."""
+        """Write a JSON document (a Mapping, list, scalar or pydantic model).
+
+        Raises `InvalidInput`, before anything is written, for a value JSON cannot
+        hold as given: a NaN or an infinity anywhere (it would read back as null),
+        or an object that is not JSON.
+        """
         dump = getattr(obj, "model_dump", None)
-        return self.write_bytes(relpath, jsonio.dumps(dump(mode="json") if callable(dump) else obj))
+        value = dump(mode="json") if callable(dump) else obj
+        return self.write_bytes(relpath, jsonio.dumps_checked(value, str(self.path / relpath)))
 
     def complete(self, record: Mapping[str, Any] | Any) -> Record:
         """Write the marker last, atomically and exactly once; the record is immutable afterwards.

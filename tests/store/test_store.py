@@ -372,6 +372,24 @@ def test_writer_names_a_directory_it_cannot_make_as_it_is(store: Store) -> None:
     assert os.listdir(writer.path) == []
 
 
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ({"ttft_ms": float("nan")}, "ttft_ms is nan"),
+        ([1, float("-inf")], r"\[1\] is -inf"),
+        ({"a": object()}, "not serializable as JSON"),
+    ],
+)
+def test_write_json_refuses_what_json_cannot_hold(
+    store: Store, value: object, problem: str
+) -> None:
+    # orjson writes NaN and infinities as null: the file would say something else.
+    writer = store.create().trials.begin()
+    with pytest.raises(InvalidInput, match=problem):
+        writer.write_json("metrics.json", value)
+    assert os.listdir(writer.path) == []
+
+
 @pytest.mark.parametrize("record", [[1, 2], "text", 3, None])
 def test_complete_refuses_non_objects(store: Store, record: object) -> None:
     writer = store.create().trials.begin()
