@@ -87,7 +87,8 @@ class Mirror:
     (`sessionstore.mirror.exclude`; `read_exclude_file` reads a file of them),
     or an `Exclude` compiled from them: an excluded path is never read, copied
     or deleted. `InvalidInput` for an
-    invalid pattern, and for a destination whose missing directories would be
+    invalid pattern (or one string instead of a list of them), a `chunk_size`
+    under 1, and for a destination whose missing directories would be
     created with a secret in a name.
     `_on_chunk` is a test hook called with the destination path after every
     chunk read, so tests can mutate a file while it is being read.
@@ -108,6 +109,12 @@ class Mirror:
         chunk_size: int = DEFAULT_CHUNK,
         _on_chunk: Callable[[str], None] | None = None,
     ) -> None:
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+            # A read of 0 bytes ends every file at once: each would be "changed while
+            # reading" on every pass, forever, and nothing ever copied.
+            raise InvalidInput(
+                "mirror", f"chunk_size must be a number of bytes >= 1, not {chunk_size!r}"
+            )
         self.source = Path(source)
         self.remote = _remote(dest)
         if self.remote is not None:
@@ -259,6 +266,9 @@ def _exclude(exclude: Iterable[str] | Exclude) -> Exclude | None:
 
     if isinstance(exclude, Exclude):
         return exclude
+    if isinstance(exclude, str | bytes):
+        # Iterated, "*.log" is the patterns "*", ".", "l", "o", "g": "*" excludes everything.
+        raise InvalidInput("exclude", "a list of patterns, not one string: pass [pattern]")
     patterns = list(exclude)
     return Exclude(patterns) if patterns else None
 

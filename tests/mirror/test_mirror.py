@@ -345,3 +345,14 @@ def test_non_utf8_names_round_trip_through_cache_and_report(src: Path, dst: Path
     assert orjson.loads(orjson.dumps(first.to_dict()))["copied"] == ["caf\\xe9-\\xff.log"]
     assert (dst / name).read_bytes() == b"bytes"
     assert run(src, dst).unchanged == 1  # the cache key survived its JSON encoding
+
+
+@pytest.mark.parametrize("chunk_size", [0, -1])
+def test_a_chunk_size_under_one_byte_is_refused(src: Path, dst: Path, chunk_size: int) -> None:
+    # A 0-byte read ends every file at once: each was "changed while reading", forever.
+    write(src / "a.txt", b"a")
+    with pytest.raises(
+        InvalidInput, match=f"chunk_size must be a number of bytes >= 1, not {chunk_size}"
+    ):
+        Mirror(src, dst, chunk_size=chunk_size)
+    assert not dst.exists() or os.listdir(dst) == []

@@ -448,3 +448,12 @@ def test_double_star_with_delete_deletes_nothing(tmp_path: Path) -> None:
     report = run(src, dst, delete=True, exclude=["**"])
     assert (report.copied, report.deleted, report.diverged) == ([], [], [])
     assert set(tree(dst)) == set(HOSTILE_FILES)
+
+
+def test_one_string_is_not_taken_for_a_list_of_patterns(tmp_path: Path) -> None:
+    # Iterated, "*.log" would be the patterns "*", ".", "l", "o", "g": nothing mirrored.
+    src = tmp_path / "src"
+    write(src / "a.txt", b"a")
+    with pytest.raises(InvalidInput, match="not one string"):
+        Mirror(src, tmp_path / "dst", exclude="*.log")  # type: ignore[arg-type]
+    assert not (tmp_path / "dst").exists()
