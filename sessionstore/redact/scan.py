@@ -179,6 +179,8 @@ class Scanner:
         it), `InvalidInput` for a secrets file that cannot be read or holds
         no secret, and for nothing to look for at all (no secret, no patterns).
         """
+        if isinstance(env, str):  # iterated, "HF_TOKEN" would name the variables H, F, ...
+            raise InvalidInput("scan", f"env: a list of variable names, not one string {env!r}")
         entries: list[tuple[bytes, str]] = []
         for name in env:
             # The redactor's own refusal of an unset or empty variable (length: __init__;

@@ -249,6 +249,13 @@ class Session:
         return render_contract(self, template, workspace)
 
 
+def _previous_ids(previous: Iterable[str]) -> list[str]:
+    """Each previous id once, in first-seen order (as dstack pins them), validated."""
+    if isinstance(previous, str):  # iterated, "ab12" would name the sessions a, b, 1, 2
+        raise InvalidInput("previous", f"a list of session ids, not one string {previous!r}")
+    return list(dict.fromkeys(validate_id(p, "previous session id") for p in previous))
+
+
 def _generated_id() -> str:
     import secrets  # here: it loads hashlib and OpenSSL, a tenth of `inspect`'s start-up
 
@@ -296,12 +303,11 @@ class Store:
         default, None to track none (a CLI invocation that exits at once).
         Raises `InvalidId`, `SessionExists`, `SessionNotFound` (a previous id),
         `InvalidInput` for constraints (or a manifest) every reader would read
-        as torn: nested more than 246 levels deep, or larger than 64 MiB.
+        as torn (nested over 246 levels, over 64 MiB), or one string `previous`.
         """
         if id is not None:
             validate_id(id)
-        # Each previous id once, in first-seen order (as dstack pins them).
-        previous_ids = list(dict.fromkeys(validate_id(p, "previous session id") for p in previous))
+        previous_ids = _previous_ids(previous)
         for pid_ in previous_ids:
             self.open(pid_)  # SessionNotFound naming the store
         if previous_ids:

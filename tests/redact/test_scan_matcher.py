@@ -206,3 +206,10 @@ def test_a_secret_holding_the_marker_is_still_looked_for(monkeypatch: pytest.Mon
     s = Scanner.from_sources(["FAKE_MARKER_SECRET"])
     assert [h.offset for h in s.scan_bytes(b"..fake-REDACTED-secret")] == [2]
     assert s.display_name("a-fake-REDACTED-secret") == "a-SECRET_REMOVED"
+
+
+def test_env_is_a_list_not_one_string(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Iterated, "HF_TOKEN" named the variables H, F, _, ...: an error about an unnamed one.
+    monkeypatch.setenv("HF_TOKEN", "hf_0123456789abcdef")
+    with pytest.raises(InvalidInput, match="env: a list of variable names, not one string"):
+        Scanner.from_sources(env="HF_TOKEN")

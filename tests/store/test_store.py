@@ -142,6 +142,14 @@ def test_previous_must_exist(store: Store) -> None:
         store.create(previous=["missing"])
 
 
+def test_previous_is_a_list_not_one_string(store: Store) -> None:
+    # Iterated, "ab" named the sessions "a" and "b": an error about a session never named.
+    store.create(id="ab")
+    with pytest.raises(InvalidInput, match="previous: a list of session ids, not one string 'ab'"):
+        store.create(previous="ab")
+    assert [s.id for s in store.sessions()] == ["ab"]
+
+
 def test_sessions_are_listed_newest_first_and_skip_foreign_entries(store: Store) -> None:
     ids = [store.create(id=f"s{i}").id for i in range(3)]
     (store.root / "NOT-AN-ID").mkdir()
