@@ -202,6 +202,15 @@ def read_capped(fd: int, limit: int) -> bytes | None:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+def user_path(path: str | os.PathLike[str], what: str) -> str:
+    """`path`, a path the caller named, as a str; `InvalidInput` naming `what` if it holds a
+    NUL, which no path can (every os call would raise a bare ValueError, far from here)."""
+    where = os.fspath(path)
+    if "\0" in where:
+        raise InvalidInput(what, f"{where!r} contains a NUL byte, which no path can hold")
+    return where
+
+
 def read_named(path: str, limit: int) -> bytes | None:
     """The bytes of a file the user named (a symlink followed: their own path), or None
     past `limit`; `InvalidInput` naming `path` and why it was not read.
@@ -210,6 +219,7 @@ def read_named(path: str, limit: int) -> bytes | None:
     checked by fstat), never waited on, and a device (`/dev/zero`) never read
     without end. `--exclude-from`, `--secrets-file` and `@FILE` values read so.
     """
+    user_path(path, "file")
     try:
         fd = os.open(path, FILE_FLAGS & ~os.O_NOFOLLOW)
     except OSError as exc:

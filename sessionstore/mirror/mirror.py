@@ -115,13 +115,13 @@ class Mirror:
             raise InvalidInput(
                 "mirror", f"chunk_size must be a number of bytes >= 1, not {chunk_size!r}"
             )
-        self.source = Path(source)
+        self.source = Path(fsread.user_path(source, "mirror source"))
         self.remote = _remote(dest)
         if self.remote is not None:
             self.dest: Path | S3Dest = self.remote
             self.dest_real = Path(str(self.remote.url))  # a name for messages only
         else:
-            self.dest = Path(dest)  # type: ignore[arg-type]  # not an S3Dest: _remote said
+            self.dest = Path(fsread.user_path(dest, "mirror destination"))  # type: ignore[arg-type]  # not an S3Dest: _remote said
             # realpath: a symlink loop resolves to itself (Path.resolve raises RuntimeError),
             # and the pass's own open of it says what it is.
             src, dst = Path(os.path.realpath(self.source)), Path(os.path.realpath(self.dest))

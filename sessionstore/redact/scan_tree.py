@@ -105,7 +105,7 @@ def scan_path(
     `OSError` when it cannot be opened. `totals` is updated as events are taken.
     """
     counts = totals if totals is not None else ScanTotals()
-    where = os.fspath(path)
+    where = fsread.user_path(path, "scan")
     shown = display_path(scanner, where)  # as every path is shown, in errors too
     flags = _ROOT_FLAGS if follow else _ROOT_FLAGS | os.O_NOFOLLOW
     try:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from sessionstore import _json as jsonio
 from sessionstore._display import escape
 from sessionstore._fs.atomic import TEMP_PREFIX
-from sessionstore._fs.read import read_named
+from sessionstore._fs.read import read_named, user_path
 from sessionstore.errors import InvalidInput, TemplateError
 from sessionstore.format.names import CONSTRAINTS, MANIFEST, MARKERS, REPORT, SERVICE, TRIALS
 from sessionstore.format.template import render, used_variables
@@ -138,7 +138,7 @@ def _root(session_dir: Path, workspace: str | os.PathLike[str] | None) -> Path:
 
 def _workspace(workspace: str | os.PathLike[str], session_dir: Path) -> Path:
     """The absolute workspace path; it may not exist yet (the agent creates it)."""
-    path = Path(os.path.abspath(workspace))
+    path = Path(os.path.abspath(user_path(workspace, "workspace")))
     if path.exists() and not path.is_dir():
         raise InvalidInput(os.fspath(workspace), "the workspace is not a directory")
     if isinstance(session_dir, S3Path):

@@ -124,7 +124,7 @@ class Session:
         """
         if isinstance(path, str) and s3_root(path) is not None:
             return Store(split_session_url(path)[0]).open(split_session_url(path)[1])
-        p = path if isinstance(path, S3Path) else Path(path)
+        p = path if isinstance(path, S3Path) else Path(fsread.user_path(path, "session"))
         if isinstance(p, S3Path):
             storage, key = locate(p, 1)
             return cls._load(p, storage, key, str(path))
@@ -283,7 +283,7 @@ class Store:
             self.root: Path = remote.path()
             self.storage = open_store(remote, single_writer=single_writer)
             return
-        self.root = Path(root).expanduser()
+        self.root = Path(fsread.user_path(root, "store")).expanduser()
         self.storage = LocalStorage(self.root, dir_mode=DIR_MODE, file_mode=FILE_MODE, store=True)
 
     def create(
