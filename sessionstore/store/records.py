@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessionstore import _json as jsonio
 from sessionstore._fs import read as fsread
@@ -86,14 +86,18 @@ class Record:
         record.__dict__.update(n=n, state=state, data=data, error=error, _collection=collection)
         return record
 
-    def __getattr__(self, name: str) -> Any:
-        # Reached only for an attribute not set: the path of a record made by `below`.
-        collection = self.__dict__.get("_collection") if name == "path" else None
-        if collection is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        path = collection / str(self.n)
-        object.__setattr__(self, "path", path)
-        return path
+    # Hidden from type checkers: a `__getattr__` typed `-> Any` made every misspelt
+    # attribute of a Record (`record.marker`) pass mypy, to fail only when run.
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            # Reached only for an attribute not set: the path of a record made by `below`.
+            collection = self.__dict__.get("_collection") if name == "path" else None
+            if collection is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            path = collection / str(self.n)
+            object.__setattr__(self, "path", path)
+            return path
 
     def files(self) -> list[str]:
         """Relative paths of the record's files (marker included, temps excluded), sorted.

@@ -398,6 +398,17 @@ def test_write_json_refuses_what_json_cannot_hold(
     assert os.listdir(writer.path) == []
 
 
+def test_a_misspelt_record_attribute_fails_type_checking_too(store: Store) -> None:
+    # CI's mypy runs on this file: without the ignore being needed it fails as unused, so
+    # a Record that accepts any attribute for type checkers (`__getattr__ -> Any`) fails.
+    session = store.create()
+    session.trials.begin().complete({})
+    (record,) = session.trials.records()  # made lazily (`Record.below`): its path too
+    assert record.path == session.path / "trials" / "1"
+    with pytest.raises(AttributeError, match="no attribute 'marker'"):
+        _ = record.marker  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("record", [[1, 2], "text", 3, None])
 def test_complete_refuses_non_objects(store: Store, record: object) -> None:
     writer = store.create().trials.begin()
