@@ -61,9 +61,22 @@ class WatchConfig:
     def __post_init__(self) -> None:
         # No comparison with NaN is true: a NaN interval never elapses, and the loop,
         # timed by the earliest of them, spun on a CPU or never passed over a change.
+        # A period of 0 (or less) elapses at once, every turn: the loop spun as well,
+        # on full passes (`full_every`) or health checks (`health_every`).
         for field in fields(self):
-            if math.isnan(getattr(self, field.name)):
+            value = getattr(self, field.name)
+            if math.isnan(value):
                 raise InvalidInput("WatchConfig", f"{field.name}: nan is not a number of seconds")
+            floor = 0.0 if field.name in _WAITS else _PERIOD_MIN
+            if value < floor:
+                raise InvalidInput(
+                    "WatchConfig", f"{field.name}: must be at least {floor} seconds, not {value}"
+                )
+
+
+# Waits after an event, which may be 0; every other field is a period of the loop.
+_WAITS = frozenset({"debounce", "max_wait", "final_grace"})
+_PERIOD_MIN = 0.01
 
 
 PassCallback = Callable[[PassReport, str], None]

@@ -345,6 +345,16 @@ def test_a_nan_timing_is_refused_by_the_api_too(field: str) -> None:
         WatchConfig(**{field: float("nan")})
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("full_every", 0.0), ("health_every", 0.0), ("retry_min", -1.0), ("debounce", -0.5)],
+)
+def test_a_timing_that_would_spin_the_loop_is_refused(field: str, value: float) -> None:
+    # full_every=0 ran a full pass every turn of the loop: thousands a second, a CPU busy.
+    with pytest.raises(InvalidInput, match=f"{field}: must be at least .* seconds, not {value}"):
+        WatchConfig(**{field: value})
+
+
 def test_cli_daemon_reports_progress_for_people(src: Path, dst: Path) -> None:
     proc = popen("mirror", src, dst, "--full-every", "3600", env=environ(NO_COLOR="1"))
     try:
