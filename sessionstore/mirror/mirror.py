@@ -79,7 +79,8 @@ class Mirror:
     `durable=False` skips every fsync (fast, not crash-proof). `delete=True`
     removes destination files this mirror wrote whose source is gone (never a
     sealed record or the store's files; not at all when the listing had
-    errors or the change cache is missing). `dest` is resolved here, once.
+    errors or the change cache is missing). `source` is made absolute and
+    `dest` resolved here, once: a later chdir moves neither.
     `racy_window_ns`: how old a file's ctime must be before it is trusted
     (default: the larger of one coarse clock tick and 10 ms; raise it for
     NFS, whose server clock and attribute caching need a second or more).
@@ -115,7 +116,8 @@ class Mirror:
             raise InvalidInput(
                 "mirror", f"chunk_size must be a number of bytes >= 1, not {chunk_size!r}"
             )
-        self.source = Path(fsread.user_path(source, "mirror source"))
+        # Absolute, once, as `dest` is resolved: a later chdir must not move the source.
+        self.source = Path(os.path.abspath(fsread.user_path(source, "mirror source")))
         self.remote = _remote(dest)
         if self.remote is not None:
             self.dest: Path | S3Dest = self.remote

@@ -356,3 +356,18 @@ def test_a_chunk_size_under_one_byte_is_refused(src: Path, dst: Path, chunk_size
     ):
         Mirror(src, dst, chunk_size=chunk_size)
     assert not dst.exists() or os.listdir(dst) == []
+
+
+def test_a_relative_source_stays_where_it_was_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Left relative, a chdir after the Mirror was made moved its source: a pass then
+    # mirrored a missing directory, nothing, and said all was well.
+    write(tmp_path / "ws" / "a.txt", b"a")
+    settle()
+    monkeypatch.chdir(tmp_path)
+    mirror = Mirror("ws", tmp_path / "dst", durable=False)
+    monkeypatch.chdir("/")
+    report = mirror.run_once()
+    assert report.ok and report.copied == ["a.txt"]
+    assert (tmp_path / "dst" / "a.txt").read_bytes() == b"a"
