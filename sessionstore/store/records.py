@@ -350,8 +350,22 @@ class RecordWriter:
     def write_text(
         self, relpath: str | os.PathLike[str], text: str, encoding: str = "utf-8"
     ) -> Path:
-        """Write text exactly as given (no newline translation)."""
-        return self.write_bytes(relpath, text.encode(encoding))
+        """Write text exactly as given (no newline translation).
+
+        Raises `InvalidInput`, before anything is written, for text `encoding`
+        cannot encode (a lone surrogate in UTF-8) or an unknown `encoding`.
+        """
+        try:
+            data = text.encode(encoding)
+        except (UnicodeEncodeError, LookupError) as exc:
+            where = self.path / relpath
+            problem = (
+                f"{exc.reason} at character {exc.start}"
+                if isinstance(exc, UnicodeEncodeError)
+                else str(exc)
+            )
+            raise InvalidInput(str(where), f"text not written as {encoding}: {problem}") from None
+        return self.write_bytes(relpath, data)
 
     def write_json(self, relpath: str | os.PathLike[str], obj: Any) -> Path:
         """Write a JSON document (a Mapping, list, scalar or pydantic model).

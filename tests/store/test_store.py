@@ -409,6 +409,25 @@ def test_a_misspelt_record_attribute_fails_type_checking_too(store: Store) -> No
         _ = record.marker  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize(
+    ("text", "encoding", "problem"),
+    [
+        ("ok \udcff", "utf-8", "surrogates not allowed at character 3"),
+        ("caf\u00e9", "ascii", "ordinal not in range"),
+        ("x", "no-such-codec", "unknown encoding"),
+    ],
+)
+def test_write_text_that_cannot_be_encoded_is_invalid_input(
+    store: Store, text: str, encoding: str, problem: str
+) -> None:
+    writer = store.create().trials.begin()
+    with pytest.raises(
+        InvalidInput, match=f"task.yml: text not written as {encoding}: .*{problem}"
+    ):
+        writer.write_text("task.yml", text, encoding)
+    assert os.listdir(writer.path) == []
+
+
 @pytest.mark.parametrize("record", [[1, 2], "text", 3, None])
 def test_complete_refuses_non_objects(store: Store, record: object) -> None:
     writer = store.create().trials.begin()
