@@ -202,12 +202,19 @@ def read_capped(fd: int, limit: int) -> bytes | None:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def user_path(path: str | os.PathLike[str], what: str) -> str:
+def user_path(path: str | os.PathLike[str], what: str, *, file: bool = False) -> str:
     """`path`, a path the caller named, as a str; `InvalidInput` naming `what` if it holds a
-    NUL, which no path can (every os call would raise a bare ValueError, far from here)."""
+    NUL, which no path can (every os call would raise a bare ValueError, far from here).
+
+    An empty directory path is refused too, as the command line refuses it: pathlib reads
+    it as `.`, so an unset variable (`Mirror(os.environ.get("WS", ""), ...)`) named the
+    working directory. A `file` path that is empty fails as any missing file does.
+    """
     where = os.fspath(path)
     if "\0" in where:
         raise InvalidInput(what, f"{where!r} contains a NUL byte, which no path can hold")
+    if not where and not file:
+        raise InvalidInput(what, "is empty; write . for the current directory")
     return where
 
 
@@ -219,7 +226,7 @@ def read_named(path: str, limit: int) -> bytes | None:
     checked by fstat), never waited on, and a device (`/dev/zero`) never read
     without end. `--exclude-from`, `--secrets-file` and `@FILE` values read so.
     """
-    user_path(path, "file")
+    user_path(path, "file", file=True)
     try:
         fd = os.open(path, FILE_FLAGS & ~os.O_NOFOLLOW)
     except OSError as exc:
