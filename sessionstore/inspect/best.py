@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from sessionstore.errors import InvalidInput
 from sessionstore.harness.verdict import Outcome, Verdict
 from sessionstore.store.session import Record, RecordState
 
@@ -69,6 +70,16 @@ class Objective:
 
     path: str = DEFAULT_OBJECTIVE
     direction: Direction = "higher"
+
+    def __post_init__(self) -> None:
+        # `better` reads anything but "higher" as lower: "max" (from a config read as
+        # JSON, which mypy cannot check) ranked the worst trial best, silently.
+        if self.direction not in ("higher", "lower"):
+            raise InvalidInput(
+                "objective", f"direction must be higher or lower, not {self.direction!r}"
+            )
+        if not isinstance(self.path, str) or not self.path:
+            raise InvalidInput("objective", f"path must be a dotted key path, not {self.path!r}")
 
     @property
     def name(self) -> str:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from inspect_helpers import metrics, torn_trial, trial
 
+from sessionstore.errors import InvalidInput
 from sessionstore.inspect.best import (
     Objective,
     Score,
@@ -182,3 +184,21 @@ def test_best_trial_accepts_records_directly(tmp_path: Path) -> None:
     trial(session, metrics(5.0))
     best = best_trial(session.trials.records(), {})
     assert best is not None and best.to_dict()["value"] == 5.0
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (
+            ("benchmark.metrics.output_tok_per_s", "max"),
+            "direction must be higher or lower, not 'max'",
+        ),
+        (("", "higher"), "path must be a dotted key path, not ''"),
+    ],
+)
+def test_an_objective_that_would_rank_silently_wrong_is_refused(
+    args: tuple[Any, Any], problem: str
+) -> None:
+    # `better` read anything but "higher" as lower: "max" made the worst trial best.
+    with pytest.raises(InvalidInput, match=f"objective: {problem}"):
+        Objective(*args)
