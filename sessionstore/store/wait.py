@@ -333,6 +333,10 @@ def _check_arguments(n: int, marker: str, timeout: float | None) -> None:
     # never be reached, and the wait would hang whatever the caller meant.
     if timeout is not None and not timeout >= 0:
         raise InvalidInput("wait", f"timeout must be >= 0 or None, not {timeout!r}")
+    if isinstance(n, bool) or not isinstance(n, int):
+        # 1.5 (a number read from JSON, which mypy cannot check) names no record that can
+        # ever exist: without a timeout the wait never ended.
+        raise InvalidInput("wait", f"a record number is an integer, not {n!r}")
     if n < 0 or (n == 0) != (marker == REPORT):
         raise InvalidInput("wait", f"record numbers start at 1 (n=0 is the report only), not {n}")
 

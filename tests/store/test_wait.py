@@ -127,6 +127,13 @@ def test_times_out_with_the_record_still_in_flight(session: Session) -> None:
         session.trials.wait(7, timeout=0)
 
 
+@pytest.mark.parametrize("n", [1.5, 1.0, True])
+def test_a_record_number_that_is_no_integer_is_refused(session: Session, n: object) -> None:
+    # trials/1.5 can never appear: with no timeout, the wait never ended.
+    with pytest.raises(InvalidInput, match=f"a record number is an integer, not {n!r}"):
+        session.trials.wait(n, timeout=0)  # type: ignore[arg-type]
+
+
 def test_bad_arguments_are_refused(session: Session) -> None:
     with pytest.raises(InvalidInput, match="record numbers start at 1") as caught:
         session.trials.wait(0, timeout=0)
