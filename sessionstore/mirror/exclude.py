@@ -19,7 +19,15 @@ would remove. Two corrections make pathspec answer as git does:
 - pathspec's expressions end with `$`, which Python also lets match before a
   final newline, and `.` does not match a newline: names and patterns are
   matched with every newline written as NUL, which no name can contain (a
-  pattern holding NUL is refused).
+  pattern holding NUL is refused);
+- pathspec lets a pattern that matches a directory match everything inside
+  it too, and then lets the last such pattern decide for a path below, where
+  git asks only the patterns that match the path itself (`a/b` then `!/*`:
+  git keeps `a` and excludes `a/b`, pathspec's `/*` re-includes `a/b`). The
+  walk never asks about a path below an excluded directory, so a path is
+  decided by the last pattern whose expression matches it to its end
+  (`_exact`); pathspec's compiled set only says first, at its speed, whether
+  any pattern matches at all.
 
 A name that is not UTF-8 (each byte that is not, a surrogate escape in the
 str) is matched with each such byte written as U+FFFF, a noncharacter: the
@@ -73,6 +81,7 @@ MAX_PATTERNS = 1000
 MAX_PATTERN_LEN = 1024
 MAX_PATTERNS_LEN = 1 << 15
 _DIR_SUFFIX, _DIR_SUFFIX_FOR_DIRS = "/**", "/*/**"
+_DIR_MARK = "ps_d"  # the group pathspec's expressions end with where a directory matches
 # The surrogate escapes of the bytes that are not UTF-8 (see the module docstring).
 _NOT_UTF8 = dict.fromkeys(range(0xDC80, 0xDD00), "\uffff")
 
@@ -98,6 +107,27 @@ def _for_dirs(line: str) -> str:
     if core.endswith(_DIR_SUFFIX) and not core.endswith("\\" + _DIR_SUFFIX):
         return core[: -len(_DIR_SUFFIX)] + _DIR_SUFFIX_FOR_DIRS
     return line
+
+
+def _exact(spec: GitIgnoreSpec) -> list[tuple[bool, re.Pattern[str]]]:
+    """The patterns of `spec`, last first, each with an expression that matches a path
+    only itself, never by matching a directory above it (see the module docstring).
+
+    pathspec ends an expression with its directory mark (`/`, then anything may
+    follow) or `$`; `\\Z` after it leaves only the path itself. One without the mark
+    (`dir/**`, `*`) matches everything it reaches, as in git.
+    """
+    exact = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # as in `_compile`
+        for pattern in reversed(spec.patterns):
+            regex = pattern.regex
+            if pattern.include is None or regex is None:
+                continue  # a blank line or a comment
+            if _DIR_MARK in regex.groupindex:
+                regex = re.compile(regex.pattern + r"\Z", regex.flags)
+            exact.append((pattern.include, regex))
+    return exact
 
 
 def check_pattern(pattern: str, origin: str) -> bool:
@@ -190,12 +220,24 @@ class Exclude:
         dirs = [_for_dirs(line) for line in matchable]
         # Most sets hold no `dir/**`: their two are one, compiled once.
         self._dirs = self._files if dirs == matchable else _compile_checked(dirs, origin)
+        self._files_exact = _exact(self._files)
+        self._dirs_exact = self._files_exact if dirs == matchable else _exact(self._dirs)
 
     def excluded(self, path: str, is_dir: bool) -> bool:
-        """Whether the source path `path` (relative to the root, no trailing slash) is excluded."""
+        """Whether the source path `path` (relative to the root, no trailing slash) is excluded.
+
+        Asked only of a path whose directories are not excluded (see the module docstring).
+        """
         if is_dir:
-            return self._dirs.match_file(_matchable(path) + "/")
-        return self._files.match_file(_matchable(path))
+            spec, exact, name = self._dirs, self._dirs_exact, _matchable(path) + "/"
+        else:
+            spec, exact, name = self._files, self._files_exact, _matchable(path)
+        if spec.check_file(name).include is None:
+            return False  # no pattern matches it, nor a directory above it
+        for include, regex in exact:
+            if regex.search(name) is not None:
+                return include
+        return False
 
     def kept(self, base: str, entries: list[os.DirEntry[str]]) -> list[os.DirEntry[str]]:
         """The entries of the source directory `base` ("" the root) that are not excluded.

@@ -75,6 +75,9 @@ PATTERN_SETS = [
     pytest.param(["*.log"], id="star-vs-newline-names"),
     pytest.param(["?.log", "raw?/"], id="question-mark-on-a-byte-not-utf8"),
     pytest.param(["[!a].log", "!\\!bang"], id="negated-class-on-a-byte-not-utf8"),
+    # A negation matching a directory does not re-include what a pattern excludes in it.
+    pytest.param(["dir/sub", "!/*"], id="negated-parent-keeps-child-excluded"),
+    pytest.param(["build/", "!src/"], id="negated-parent-keeps-dir-only-child-excluded"),
 ]
 
 
