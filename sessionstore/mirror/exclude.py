@@ -13,9 +13,10 @@ re-included with `!`. `--delete` asks `covers` of each destination file it
 would remove. Two corrections make pathspec answer as git does:
 
 - a directory is matched as `path/`, which pathspec also takes to be inside
-  itself for a pattern ending in `/**` (git: `dir/**` matches what is inside
-  `dir`, not `dir`), so for directories those patterns are matched as
-  `/*/**` (something inside, then anything);
+  itself for a pattern ending in `/**` or `/**/` (git: `dir/**` matches what
+  is inside `dir`, not `dir`, and `dir/**/` the directories inside it), so
+  for directories those patterns are matched as `/*/**` (something inside,
+  then anything) and `/**/*/` (a directory inside, at any depth);
 - pathspec's expressions end with `$`, which Python also lets match before a
   final newline, and `.` does not match a newline: names and patterns are
   matched with every newline written as NUL, which no name can contain (a
@@ -80,7 +81,8 @@ MAX_PATTERN_FILE = 1 << 20
 MAX_PATTERNS = 1000
 MAX_PATTERN_LEN = 1024
 MAX_PATTERNS_LEN = 1 << 15
-_DIR_SUFFIX, _DIR_SUFFIX_FOR_DIRS = "/**", "/*/**"
+# What a pattern ending in the first of each pair is matched as against a directory.
+_FOR_DIRS = (("/**", "/*/**"), ("/**/", "/**/*/"))
 _DIR_MARK = "ps_d"  # the group pathspec's expressions end with where a directory matches
 # The surrogate escapes of the bytes that are not UTF-8 (see the module docstring).
 _NOT_UTF8 = dict.fromkeys(range(0xDC80, 0xDD00), "\uffff")
@@ -104,8 +106,9 @@ def _matchable(text: str) -> str:
 def _for_dirs(line: str) -> str:
     """`line` as it must be matched against a directory's `path/` (see the module docstring)."""
     core = line.rstrip(" ")
-    if core.endswith(_DIR_SUFFIX) and not core.endswith("\\" + _DIR_SUFFIX):
-        return core[: -len(_DIR_SUFFIX)] + _DIR_SUFFIX_FOR_DIRS
+    for suffix, for_dirs in _FOR_DIRS:
+        if core.endswith(suffix) and not core.endswith("\\" + suffix):
+            return core[: -len(suffix)] + for_dirs
     return line
 
 

@@ -65,6 +65,7 @@ PATTERN_SETS = [
     pytest.param(["build/"], id="dir-pattern"),
     pytest.param(["build/", "!build/keep"], id="no-reinclude-under-excluded-dir"),
     pytest.param(["dir/**", "!dir/keep"], id="trailing-double-star-keeps-dir"),
+    pytest.param(["dir/**/"], id="trailing-double-star-slash-keeps-dir-and-its-files"),
     pytest.param(["/top.txt"], id="anchored"),
     pytest.param(["foo/*"], id="single-star-one-level"),
     pytest.param(["a/**/b"], id="middle-double-star"),
