@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Container
 
 from sessionstore.format.names import MARKERS, record_number
+from sessionstore.mirror.sealing import seals
 from sessionstore.storage.local_tree import LocalDir
 
 TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
@@ -93,7 +94,7 @@ class Walker:
         if parent is None or parent.name not in MARKERS or record_number(d.name) is None:
             return None
         marker = self.run.name(MARKERS[parent.name])
-        return d.rel if self.tree.lstat(d, marker) is not None else None
+        return d.rel if seals(self.tree.lstat(d, marker)) else None
 
     def pop(self) -> None:
         level = self.stack.pop()

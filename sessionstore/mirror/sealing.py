@@ -12,14 +12,28 @@ not commit for that is a difference from a sealed record: diverged
 
 from __future__ import annotations
 
+import stat
+
 from sessionstore.format.names import MARKERS
 
 TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
+    import os
     from collections.abc import Callable
 
     from sessionstore.mirror.frame import Frame
     from sessionstore.storage.trees import DestTree
+
+
+def seals(st: os.stat_result | None) -> bool:
+    """Whether the entry at a record's marker name (its lstat) seals the record.
+
+    Anything there does, but a directory: a record whose source holds a directory of
+    that name gets one from the mirror itself, and a marker can never be linked where
+    it is, so it would otherwise seal its own record, unsealable and half copied
+    (readers call the record torn either way: format.md).
+    """
+    return st is not None and not stat.S_ISDIR(st.st_mode)
 
 
 class Sealing:
@@ -37,7 +51,7 @@ class Sealing:
             if record.sealed is None:
                 assert record.parent_name is not None
                 marker = self.name(MARKERS[record.parent_name])
-                record.sealed = self.tree.lstat(record, marker) is not None
+                record.sealed = seals(self.tree.lstat(record, marker))
             if record.sealed:
                 return record
             record = record.up.record if record.up else None
@@ -60,7 +74,7 @@ class Sealing:
         once, when the walk entered the record.
         """
         for record, marker in self.guards(frame):
-            if self.tree.lstat(record, marker) is not None:
+            if seals(self.tree.lstat(record, marker)):
                 record.sealed = True
                 return record.rel
         return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 
 from sessionstore._fs.atomic import fsync_dir
 from sessionstore.storage.local_tree_dirs import _OPEN, LocalDir
@@ -98,10 +99,11 @@ def sealed_by(guards: Guards) -> str | None:
         if fd is None:  # closed: the pass unwinds; nothing is committed below it
             raise OSError(errno.EBADF, "the record's directory was closed")
         try:
-            os.stat(marker, dir_fd=fd, follow_symlinks=False)
+            found = os.stat(marker, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
             continue
-        return record.rel
+        if not stat.S_ISDIR(found.st_mode):  # a directory seals nothing (`sealing.seals`)
+            return record.rel
     return None
 
 

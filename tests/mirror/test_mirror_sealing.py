@@ -354,3 +354,27 @@ def test_a_record_sealed_by_another_writer_during_the_pass_is_never_overwritten(
     later = run(src, dst)  # sealed now: compared, never written
     assert theirs.read_bytes() == b'{"theirs": 1}'
     assert [d["path"] for d in later.diverged] == ["trials/1"]
+
+
+@pytest.mark.parametrize("durable", [False, True], ids=["no-fsync", "durable"])
+def test_a_directory_named_like_the_marker_does_not_seal_its_record(
+    tmp_path: Path, durable: bool
+) -> None:
+    # The mirror made `trials/1/trial.json/` itself, then took it for the marker: the
+    # record's files below it were reported diverged on every pass, never copied, and a
+    # dry run (which makes no directory) said they would be.
+    src = tmp_path / "src"
+    write(src / "trials" / "1" / "log.txt", b"log")
+    write(src / "trials" / "1" / "trial.json" / "d" / "f", b"f")
+    settle()
+    mirror = Mirror(src, tmp_path / "dst", durable=durable)
+    dry = mirror.run_once(dry_run=True).to_dict()
+    report = mirror.run_once()
+    assert report.ok and not report.diverged, report.to_dict()
+    assert tree(tmp_path / "dst") == tree(src)
+    real = report.to_dict()
+    for each in (dry, real):
+        del each["duration"], each["dry_run"]
+    assert dry == real
+    again = run(src, tmp_path / "dst")
+    assert (again.copied, again.diverged, again.unchanged) == ([], [], 2)
