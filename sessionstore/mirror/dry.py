@@ -14,6 +14,7 @@ What a dry run cannot know: whether an emptied directory would be removed by
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Callable, Sequence
@@ -84,4 +85,7 @@ class DryTree(DryChanges, LocalTree):
             return None
         sink = Count()
         fill(cast(AtomicFile, sink))  # `fill` only ever calls `write`
+        found = self.lstat(d, name)
+        if found is not None and stat.S_ISDIR(found.st_mode):  # the real rename fails so
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
         return os.stat_result((stat.S_IFREG | mode, 0, 0, 1, 0, 0, sink.size, 0, 0, 0))

@@ -190,3 +190,26 @@ def test_verbose_real_pass_itemizes_in_the_same_format(tmp_path: Path) -> None:
     assert real.stderr.startswith("mirror: 4 copied, 2 unchanged")
     again = mirror_cli(src, dst, "--once", "-v", "--delete")
     assert [line[0] for line in again.stdout.splitlines()] == ["S", "E", "X", "H"]
+
+
+def test_dry_run_reports_a_directory_where_a_file_belongs_as_the_pass_does(
+    tmp_path: Path,
+) -> None:
+    # The source replaced a directory with a file: no rename replaces the destination's
+    # directory, so the real pass reports an error; the dry run said `M d` (copied).
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "d" / "x", b"x")
+    settle()
+    assert run(src, dst).ok
+    (src / "d" / "x").unlink()
+    (src / "d").rmdir()
+    write(src / "d", b"a file now")
+    settle()
+    before = exact(dst)
+    dry = Mirror(src, dst, durable=False).run_once(dry_run=True).to_dict()
+    assert exact(dst) == before
+    real = Mirror(src, dst, durable=False).run_once().to_dict()
+    for each in (dry, real):
+        del each["duration"], each["dry_run"]
+    assert dry == real
+    assert real["errors"] == [{"path": "d", "error": "Is a directory (EISDIR)"}]
