@@ -30,11 +30,12 @@ would remove. Two corrections make pathspec answer as git does:
   (`_exact`); pathspec's compiled set only says first, at its speed, whether
   any pattern matches at all.
 
-A name that is not UTF-8 (each byte that is not, a surrogate escape in the
-str) is matched with each such byte written as U+FFFF, a noncharacter: the
-Hyperscan backend encodes names as strict UTF-8, and a wildcard (`*`, `?`,
-`[!x]`) then matches the byte as git's byte-wise matching does. A pattern
-must be UTF-8 (as a pattern file must be).
+git matches bytes: `?` is one byte, so it does not match `é` (two bytes in
+UTF-8) and `??` does. Names and patterns that are not ASCII are matched with
+each of their bytes written as the character of that number (Latin-1), so
+every wildcard and class (`*`, `?`, `[!x]`, `[é]`) counts bytes as git's
+does, also the bytes of a name that is not UTF-8 (a surrogate escape in the
+str). A pattern must be UTF-8 (as a pattern file must be).
 
 A set is bounded (`MAX_PATTERNS`, `MAX_PATTERN_LEN`, `MAX_PATTERNS_LEN`):
 Hyperscan, pathspec's backend where it is installed, compiles in time that
@@ -84,8 +85,6 @@ MAX_PATTERNS_LEN = 1 << 15
 # What a pattern ending in the first of each pair is matched as against a directory.
 _FOR_DIRS = (("/**", "/*/**"), ("/**/", "/**/*/"))
 _DIR_MARK = "ps_d"  # the group pathspec's expressions end with where a directory matches
-# The surrogate escapes of the bytes that are not UTF-8 (see the module docstring).
-_NOT_UTF8 = dict.fromkeys(range(0xDC80, 0xDD00), "\uffff")
 
 
 def _compile(lines: list[str], backend: str | None = None) -> GitIgnoreSpec:
@@ -100,7 +99,13 @@ def _compile(lines: list[str], backend: str | None = None) -> GitIgnoreSpec:
 
 def _matchable(text: str) -> str:
     text = text.replace("\n", "\0")
-    return text if text.isascii() else text.translate(_NOT_UTF8)
+    if text.isascii():
+        return text
+    try:  # a byte per character (see the module docstring)
+        data = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no file system name holds (a hand-made cache)
+        data = text.encode("utf-8", "surrogatepass")
+    return data.decode("latin-1")
 
 
 def _for_dirs(line: str) -> str:
@@ -181,8 +186,11 @@ def _check_all(lines: Sequence[str], origin: Callable[[int], str]) -> None:
             raise InvalidInput(origin(i), problem)
 
 
-def _compile_checked(lines: list[str], origin: Callable[[int], str]) -> GitIgnoreSpec:
-    """The set compiled; `InvalidInput` naming the pattern its backend refuses.
+def _compile_checked(
+    lines: list[str], origin: Callable[[int], str], given: Sequence[str]
+) -> GitIgnoreSpec:
+    """The set compiled; `InvalidInput` naming the pattern its backend refuses (its
+    length as `given`, before `_matchable` wrote each byte as a character).
 
     Hyperscan refuses a pattern too large for it, which Python's `re` takes
     (about 16,000 characters of regex, or 64 `[!x]` of a 4-byte character).
@@ -198,7 +206,7 @@ def _compile_checked(lines: list[str], origin: Callable[[int], str]) -> GitIgnor
         try:
             _compile([line])
         except hyperscan.error as exc:
-            problem = f"a pattern of {len(line)} characters cannot be compiled: {exc}"
+            problem = f"a pattern of {len(given[i])} characters cannot be compiled: {exc}"
             raise InvalidInput(origin(i), problem) from None  # said without the pattern
     raise InvalidInput(origin(0), f"the patterns cannot be compiled together: {failed}")
 
@@ -219,10 +227,10 @@ class Exclude:
 
         _check_all(lines, origin)
         matchable = [_matchable(line) for line in lines]
-        self._files = _compile_checked(matchable, origin)
+        self._files = _compile_checked(matchable, origin, lines)
         dirs = [_for_dirs(line) for line in matchable]
         # Most sets hold no `dir/**`: their two are one, compiled once.
-        self._dirs = self._files if dirs == matchable else _compile_checked(dirs, origin)
+        self._dirs = self._files if dirs == matchable else _compile_checked(dirs, origin, lines)
         self._files_exact = _exact(self._files)
         self._dirs_exact = self._files_exact if dirs == matchable else _exact(self._dirs)
 

@@ -56,6 +56,8 @@ HOSTILE_FILES = [
     "t.json",
     "\udcff.log",  # names that are not UTF-8 (bytes 0xff, 0xfe)
     "raw\udcfe/x.o",
+    "é",  # two bytes in UTF-8: git's `?` is one byte
+    "ü/x",
 ]
 
 PATTERN_SETS = [
@@ -76,6 +78,8 @@ PATTERN_SETS = [
     pytest.param(["*.log"], id="star-vs-newline-names"),
     pytest.param(["?.log", "raw?/"], id="question-mark-on-a-byte-not-utf8"),
     pytest.param(["[!a].log", "!\\!bang"], id="negated-class-on-a-byte-not-utf8"),
+    pytest.param(["?"], id="question-mark-is-one-byte-not-one-utf8-character"),
+    pytest.param(["??/", "[é]"], id="classes-and-wildcards-count-utf8-bytes"),
     # A negation matching a directory does not re-include what a pattern excludes in it.
     pytest.param(["dir/sub", "!/*"], id="negated-parent-keeps-child-excluded"),
     pytest.param(["build/", "!src/"], id="negated-parent-keeps-dir-only-child-excluded"),
@@ -351,7 +355,7 @@ def test_a_pattern_longer_than_the_bound_is_one_line_without_it(tmp_path: Path) 
 
 def test_a_pattern_hyperscan_refuses_is_named_by_its_file_and_line(tmp_path: Path) -> None:
     pytest.importorskip("hyperscan")  # pathspec's backend where installed; `re` takes it
-    big = "[!\U0001f600]" * 64  # 256 characters, each class many UTF-8 states
+    big = "[!\U0001f600]" * 64  # 256 characters, each class of 4 bytes
     write(tmp_path / "src" / "f", b"f")
     rules = write(tmp_path / "rules", f"ok\n# a comment\n{big}\n".encode())
     problem = "a pattern of 256 characters cannot be compiled: Pattern is too large."
