@@ -25,6 +25,15 @@ TOO_DEEP = sys.getrecursionlimit() + 100  # the daemon runs this interpreter, wi
 GUARD = 20.0
 
 
+def _stop_and_remove_chains(daemon: DaemonProcess, src: Path, dst: Path) -> tuple[int, str]:
+    """Stop the daemon, then remove the too-deep chains (rmtree would recurse too far)."""
+    code, err = daemon.stop()
+    for root in (src / "chain", dst / "chain"):
+        if root.exists():
+            remove_deep(root)
+    return code, err
+
+
 def test_files_written_after_the_inotify_reader_died_are_mirrored_at_once(
     src: Path, dst: Path, tmp_path: Path
 ) -> None:
@@ -45,10 +54,7 @@ def test_files_written_after_the_inotify_reader_died_are_mirrored_at_once(
         assert report["pass"] == "full"
         assert daemon.running(), "the daemon exited"
     finally:
-        code, err = daemon.stop()
-        for root in (src / "chain", dst / "chain"):
-            if root.exists():
-                remove_deep(root)
+        code, err = _stop_and_remove_chains(daemon, src, dst)
     assert (dst / "late.txt").read_bytes() == b"written after the reader died"
     assert code == 1, err  # the chain is deeper than the mirror goes: an error, every pass
     lines = err.splitlines()
@@ -74,10 +80,7 @@ def test_a_quiet_daemon_whose_inotify_reader_died_prints_its_errors_alone(
         write(src / "late.txt", b"late")
         cli_runner.wait_for(lambda: (dst / "late.txt").exists(), "a pass after the death")
     finally:
-        code, err = daemon.stop()
-        for root in (src / "chain", dst / "chain"):
-            if root.exists():
-                remove_deep(root)
+        code, err = _stop_and_remove_chains(daemon, src, dst)
     assert code == 1, err  # the chain is deeper than the mirror goes: an error
     # -q: errors only, each a stamped line; a watcher restarted is no error (it said
     # `mirror: a watcher thread stopped: RecursionError`).
@@ -91,10 +94,7 @@ def test_a_quiet_daemon_that_cannot_watch_prints_its_errors_alone(src: Path, dst
     try:
         cli_runner.wait_for(lambda: (dst / "a.txt").exists(), "the initial pass")
     finally:
-        code, err = daemon.stop()
-        for root in (src / "chain", dst / "chain"):
-            if root.exists():
-                remove_deep(root)
+        code, err = _stop_and_remove_chains(daemon, src, dst)
     assert code == 1, err  # the chain is deeper than the mirror goes: an error
     lines = err.splitlines()
     assert lines, "the error was not said"
