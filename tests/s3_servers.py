@@ -167,15 +167,30 @@ def moto_server() -> Iterator[S3Server]:
         server.stop()
 
 
+# `weed mini`'s servers, on consecutive ports in this order.
+_WEED_SERVERS = ("master", "volume", "filer", "s3", "admin")
+
+
 def _weed_ports() -> dict[str, int]:
     """Free ports for `weed mini`'s servers; each gRPC port is its HTTP port + 10000."""
-    names = ("master", "volume", "filer", "s3", "admin")
     for _ in range(50):
         base = free_port() % 20000 + 20000
-        ports = {name: base + i for i, name in enumerate(names)}
-        if all(_free(p) and _free(p + 10000) for p in ports.values()):
+        ports = {name: base + i for i, name in enumerate(_WEED_SERVERS)}
+        if all(_free(p) and _free(p + 10000) for p in ports.values()) and not _sockets(ports):
             return ports
     raise RuntimeError("no free ports for weed mini")
+
+
+def _sockets(ports: dict[str, int]) -> list[Path]:
+    """The unix sockets in /tmp that `weed mini` on these ports binds, whatever TMPDIR
+    says. One left by a killed run (its server died with it: no cleanup) of another user
+    cannot be replaced in the sticky /tmp: `bind: permission denied`, and no S3 port."""
+    return [
+        sock
+        for port in ports.values()
+        for p in (port, port + 10000)
+        for sock in Path("/tmp").glob(f"seaweedfs-*-{p}.sock")
+    ]
 
 
 # `weed mini` binds many ports: one taken between our check and its bind (another test run
@@ -247,11 +262,20 @@ def _wait_bucket_ready(server: S3Server) -> None:
 
 def _remove_weed_sockets(ports: dict[str, int]) -> None:
     """The unix sockets `weed mini` makes in /tmp whatever TMPDIR says: only ours."""
-    for port in ports.values():
-        for p in (port, port + 10000):
-            for sock in Path("/tmp").glob(f"seaweedfs-*-{p}.sock"):
-                with contextlib.suppress(FileNotFoundError):
-                    sock.unlink()
+    for sock in _sockets(ports):
+        with contextlib.suppress(FileNotFoundError):
+            sock.unlink()
+
+
+def weed_ports(s3_port: int) -> dict[str, int]:
+    """The ports of the `weed mini` whose S3 port is `s3_port` (`_weed_ports`' layout)."""
+    base = s3_port - _WEED_SERVERS.index("s3")
+    return {name: base + i for i, name in enumerate(_WEED_SERVERS)}
+
+
+def remove_weed_sockets(endpoint: str) -> None:
+    """After a `weed mini` of `endpoint` died with a killed run: its /tmp sockets."""
+    _remove_weed_sockets(weed_ports(int(endpoint.rpartition(":")[2])))
 
 
 @contextlib.contextmanager

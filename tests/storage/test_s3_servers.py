@@ -13,6 +13,7 @@ from pathlib import Path
 
 import cli_runner
 import pytest
+import s3_servers
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -27,10 +28,10 @@ import s3_servers
 from pathlib import Path
 
 start = getattr(s3_servers, sys.argv[2])
-with start(Path(sys.argv[3])):
+with start(Path(sys.argv[3])) as server:
     me = os.getpid()
     children = Path(f"/proc/{me}/task/{me}/children").read_text().split()
-    print(" ".join(children), flush=True)
+    print(" ".join(children), server.endpoint, flush=True)
     time.sleep(100)
 """
 
@@ -56,6 +57,8 @@ def test_a_killed_test_run_leaves_no_server_running(tmp_path: Path, server: str)
             line = holder.stdout.readline()  # bounded by the server's own readiness timeout
         finally:
             holder.send_signal(signal.SIGKILL)
-    pids = [int(pid) for pid in line.split()]
+    *pids, endpoint = line.decode().split() or [""]
     assert len(pids) == 1, line
-    cli_runner.wait_for(lambda: not _running(pids[0]), f"{server} to die with its parent", 30)
+    cli_runner.wait_for(lambda: not _running(int(pids[0])), f"{server} to die with its parent", 30)
+    if server == "seaweedfs_server":  # no teardown ran: its sockets in /tmp stayed
+        s3_servers.remove_weed_sockets(endpoint)
