@@ -143,12 +143,7 @@ class S3Storage:
     def remove_tree(self, prefix: str) -> None:
         check_key(prefix, "storage prefix")
         self._writable()
-        # The object at `prefix` itself too (a key may be both an object and a prefix).
-        below = self.url.key(prefix)
-        found = s3_keys.objects_below(self, below)
-        s3_keys.delete(self, [below, *(k for k, _, _ in found)], prefix)
-        if any(size == 0 for _, size, _ in found):  # maybe a folder marker (`s3_keys`)
-            s3_keys.delete_markers(self, below, prefix)
+        s3_keys.remove_prefix(self, prefix)
 
     def claim(self, prefix: str) -> bool:
         """Take `prefix` by a conditional create of its claim object (module docstring).

@@ -40,6 +40,7 @@ __all__ = [
     "list_below",
     "objects_below",
     "real_objects",
+    "remove_prefix",
 ]
 
 
@@ -135,6 +136,17 @@ def delete_markers(storage: S3Storage, below: str, at: str) -> None:
                 client.delete_object(Bucket=url.bucket, Key=key)
     except Exception as exc:
         raise _from_boto3(exc, at, url, settings) from None
+
+
+def remove_prefix(storage: S3Storage, prefix: str, *, keep: str | None = None) -> None:
+    """Delete the object at the store key `prefix` (a key may be both an object and a
+    prefix) and every object below it, the store key `keep` excepted."""
+    below = storage.url.key(prefix)
+    kept = storage.url.key(keep) if keep is not None else None
+    found = objects_below(storage, below)
+    delete(storage, [below, *(k for k, _, _ in found if k != kept)], prefix)
+    if any(size == 0 for _, size, _ in found):  # maybe a folder marker (`delete_markers`)
+        delete_markers(storage, below, prefix)
 
 
 def addressable(key: str) -> bool:

@@ -131,22 +131,22 @@ def _regular_files(record: Record, record_fd: int | None) -> tuple[list[str], li
     """The record's regular files, and the other entries with why each is skipped.
 
     `record_fd` None: a record of an `s3://` store, whose objects are all files."""
-    files: list[str] = []
     listed, not_entered = record.walk(record_fd)
     skipped = [{"file": rel, "reason": reason} for rel, reason in not_entered]
+    if record_fd is None:
+        # A key of a bucket may be `../x` or `a//b`: refused before the staging tree
+        # makes (or chmods) a directory for it, which `..` would find outside the tree.
+        from sessionstore.storage.s3_keys import check_addressable  # imports obstore
+        from sessionstore.storage.s3_open import storage_at
+
+        assert isinstance(record.path, S3Path)
+        storage, key = storage_at(record.path, 3)
+        for rel in listed:
+            check_addressable(storage, f"{key}/{rel}")
+        return [rel for rel in listed if rel != EXPORT_MANIFEST], skipped
+    files: list[str] = []
     for rel in listed:
         if rel == EXPORT_MANIFEST:
-            continue
-        if record_fd is None:
-            # A key of a bucket may be `../x` or `a//b`: refused before the staging tree
-            # makes (or chmods) a directory for it, which `..` would find outside the tree.
-            from sessionstore.storage.s3_keys import check_addressable  # imports obstore
-            from sessionstore.storage.s3_open import storage_at
-
-            assert isinstance(record.path, S3Path)
-            storage, key = storage_at(record.path, 3)
-            check_addressable(storage, f"{key}/{rel}")
-            files.append(rel)
             continue
         try:
             fd, _ = fsread.open_under(record_fd, rel.split("/"))

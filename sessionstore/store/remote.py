@@ -127,9 +127,5 @@ def _take_debris(storage: S3Storage, session_id: str, constraints: bytes) -> boo
         return False
     if not replace_if(storage, key, constraints, older=DEBRIS_AGE):
         return False  # absent, another writer's create in progress, or taken meanwhile
-    below, kept = storage.url.key(session_id), storage.url.key(key)
-    found = s3_keys.objects_below(storage, below)
-    s3_keys.delete(storage, [below, *(k for k, _, _ in found if k != kept)], session_id)
-    if any(size == 0 for _, size, _ in found):  # maybe a folder marker (`s3_keys`)
-        s3_keys.delete_markers(storage, below, session_id)
+    s3_keys.remove_prefix(storage, session_id, keep=key)
     return True
