@@ -62,12 +62,8 @@ def rm(
     for session in sessions:
         try:
             path = remove_session(session, force=force)
-        except SessionStoreError as exc:
-            click.echo(f"Error: {escape(str(exc))}", err=True)
-            failed = True
-            continue
-        except OSError as exc:
-            click.echo(f"Error: {os_error_message(exc)}", err=True)
+        except (SessionStoreError, OSError) as exc:
+            _say_error(exc)
             failed = True
             continue
         removed.append(path.name)
@@ -94,10 +90,13 @@ def _resolve_all(targets: tuple[str, ...], store_dir: Path | None) -> tuple[list
     for target in targets:
         try:
             sessions.append(resolve_target(target, store_dir))
-        except SessionStoreError as exc:
-            click.echo(f"Error: {escape(str(exc))}", err=True)
-            failed = True
-        except OSError as exc:
-            click.echo(f"Error: {os_error_message(exc)}", err=True)
+        except (SessionStoreError, OSError) as exc:
+            _say_error(exc)
             failed = True
     return sessions, failed
+
+
+def _say_error(exc: SessionStoreError | OSError) -> None:
+    """One target's error line; the others are tried all the same."""
+    message = escape(str(exc)) if isinstance(exc, SessionStoreError) else os_error_message(exc)
+    click.echo(f"Error: {message}", err=True)
