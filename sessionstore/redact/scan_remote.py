@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from sessionstore.errors import RedactionUnsafe, StorageError
+from sessionstore.errors import StorageError
 from sessionstore.redact.scan import Scanner
-from sessionstore.redact.scan_tree import Event, Finding, ScanError, ScanTotals
+from sessionstore.redact.scan_tree import Event, Finding, ScanError, ScanTotals, display_path
 
 if TYPE_CHECKING:
     from sessionstore.storage.s3 import S3Storage
@@ -33,13 +33,13 @@ def scan_objects(
     seen: set[str] = set()
     for rel in keys:
         parts = rel.split("/")
-        path = _name(scanner, f"{shown}/{rel}")  # whole: a secret may span `shown`
+        path = display_path(scanner, f"{shown}/{rel}")  # whole: a secret may span `shown`
         for i in range(len(parts)):
             named = "/".join(parts[: i + 1])
             if named in seen:
                 continue
             seen.add(named)
-            where = _name(scanner, f"{shown}/{named}")
+            where = display_path(scanner, f"{shown}/{named}")
             for hit in scanner.scan_bytes(parts[i].encode("utf-8", "surrogateescape")):
                 totals.findings += 1
                 yield Finding(where, hit.offset, "name", hit.kind, hit.source)
@@ -56,10 +56,3 @@ def scan_objects(
         except StorageError as exc:
             totals.errors += 1
             yield ScanError(path, exc.problem)
-
-
-def _name(scanner: Scanner, name: str) -> str:
-    try:
-        return scanner.display_name(name)
-    except RedactionUnsafe:
-        return "<a name that cannot be shown redacted>"
