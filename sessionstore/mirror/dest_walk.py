@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Container
 
 from sessionstore.format.names import MARKERS, record_number
-from sessionstore.mirror.sealing import seals
 from sessionstore.storage.local_tree import LocalDir
+from sessionstore.storage.local_tree_jobs import seals
 
 TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:

@@ -12,28 +12,15 @@ not commit for that is a difference from a sealed record: diverged
 
 from __future__ import annotations
 
-import stat
-
 from sessionstore.format.names import MARKERS
+from sessionstore.storage.local_tree_jobs import seals
 
 TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
-    import os
     from collections.abc import Callable
 
     from sessionstore.mirror.frame import Frame
     from sessionstore.storage.trees import DestTree
-
-
-def seals(st: os.stat_result | None) -> bool:
-    """Whether the entry at a record's marker name (its lstat) seals the record.
-
-    Anything there does, but a directory: a record whose source holds a directory of
-    that name gets one from the mirror itself, and a marker can never be linked where
-    it is, so it would otherwise seal its own record, unsealable and half copied
-    (readers call the record torn either way: format.md).
-    """
-    return st is not None and not stat.S_ISDIR(st.st_mode)
 
 
 class Sealing:

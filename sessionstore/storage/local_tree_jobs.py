@@ -102,9 +102,20 @@ def sealed_by(guards: Guards) -> str | None:
             found = os.stat(marker, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
             continue
-        if not stat.S_ISDIR(found.st_mode):  # a directory seals nothing (`sealing.seals`)
+        if seals(found):
             return record.rel
     return None
+
+
+def seals(st: os.stat_result | None) -> bool:
+    """Whether the entry at a record's marker name (its lstat) seals the record.
+
+    Anything there does, but a directory: a record whose source holds a directory of
+    that name gets one from the mirror itself, and a marker can never be linked where
+    it is, so it would otherwise seal its own record, unsealable and half copied
+    (readers call the record torn either way: format.md).
+    """
+    return st is not None and not stat.S_ISDIR(st.st_mode)
 
 
 def in_place(d: LocalDir, root: LocalDir) -> bool:
