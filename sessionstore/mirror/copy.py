@@ -1,6 +1,6 @@
 """Reading one source file so that what we commit is a version it really had.
 
-The torn-read guard. A file is opened with `O_NOFOLLOW|O_NONBLOCK` relative to
+The torn-read guard. A file is opened with `O_NOFOLLOW|O_NONBLOCK|O_NOCTTY` relative to
 its directory's fd, and `fstat` must show the regular file the listing saw
 (same inode and device), so a swap to a symlink, a fifo or another file
 between listing and open is caught without ever reading the impostor. Then:
@@ -30,6 +30,8 @@ import stat
 import time
 from collections.abc import Callable
 
+from sessionstore._fs.read import FILE_FLAGS
+
 TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
     from typing import Protocol
@@ -47,7 +49,6 @@ if TYPE_CHECKING:
 
 # CLOCK_REALTIME_COARSE is in `time` only from Python 3.13; the Linux value is 5.
 CLOCK_COARSE: int = getattr(time, "CLOCK_REALTIME_COARSE", 5)
-OPEN_SOURCE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 Signature = tuple[int, int, int, int, int]
 
@@ -91,7 +92,7 @@ def open_source(
     """
     now = coarse_now_ns()  # sampled before the fstat that the settled rule relies on
     try:
-        fd = os.open(name, OPEN_SOURCE, dir_fd=dir_fd)
+        fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
     except FileNotFoundError:
         raise Vanished from None
     except OSError as exc:

@@ -43,7 +43,6 @@ OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # pass opens one per directory. Listing and fsync reopen "." through it.
 _OPEN_PATH = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: a fifo planted in the destination must not hang a comparison.
-_OPEN_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 _UNKNOWN, _OPEN, _MISSING, _BAD = range(4)
 UNKNOWN = _UNKNOWN  # a node not yet opened nor found missing (Frame sets it inline)

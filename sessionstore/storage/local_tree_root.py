@@ -21,8 +21,9 @@ import stat
 from collections.abc import Iterable
 
 from sessionstore._fs.atomic import AtomicFile, fsync_dir, write_all
+from sessionstore._fs.read import FILE_FLAGS
 from sessionstore.storage import journal
-from sessionstore.storage.local_tree_dirs import _OPEN_READ, LocalDir
+from sessionstore.storage.local_tree_dirs import LocalDir
 from sessionstore.storage.local_tree_sync import LocalSync
 
 __all__ = ["FdFile", "LocalRoot"]
@@ -58,7 +59,7 @@ class LocalRoot(LocalSync):
         if fd is None:
             return None
         try:
-            ffd = os.open(name, _OPEN_READ, dir_fd=fd)
+            ffd = os.open(name, FILE_FLAGS, dir_fd=fd)
         except OSError:
             return None
         try:
@@ -118,7 +119,8 @@ class LocalRoot(LocalSync):
         assert root.fd is not None
         if not self.check(root):
             raise OSError(errno.ESTALE, "the destination was moved or replaced")
-        flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+        flags |= os.O_CLOEXEC
         try:
             fd: int | None = os.open(name, flags, dir_fd=root.fd)
         except FileNotFoundError:

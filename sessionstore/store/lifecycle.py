@@ -49,8 +49,6 @@ __all__ = [
     "recorded_writer",
 ]
 
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
 
 @dataclass(frozen=True)
 class Writer:
@@ -103,7 +101,7 @@ def mirror_daemon(session: Session) -> Writer | None:
         return None
     try:
         try:
-            fd = os.open(MIRROR_LOCK, _READ_FLAGS, dir_fd=top)
+            fd = os.open(MIRROR_LOCK, fsread.FILE_FLAGS, dir_fd=top)
         except OSError:
             return None
         try:
