@@ -23,13 +23,15 @@ Rules (docs/viewer.md, "Safety"):
 - On loopback, a request whose `Host` names anything but loopback is 403: a
   page of another site whose name was rebound to 127.0.0.1 (DNS rebinding)
   reads nothing. A non-loopback `--host` serves any `Host`: the user chose it.
-- Malformed requests (a bad request line, huge or too many headers, HTTP/0.9
-  but GET) get a plain-text error with the same headers as any answer.
+- Malformed requests (a bad request line, a target with a byte that is not
+  printable ASCII, huge or too many headers, HTTP/0.9 but GET) get a plain-text
+  error with the same headers as any answer.
 """
 
 from __future__ import annotations
 
 import io
+import re
 import socket
 import sys
 from collections.abc import Callable
@@ -62,6 +64,7 @@ BACKLOG = 128
 _ALLOWED = "GET, HEAD"
 _PAGE_CSP = page_csp(served=True, header=True)
 _HTML = "text/html; charset=utf-8"
+_PRINTABLE_ASCII = re.compile(r"[!-~]+")
 # (status, content type, Content-Security-Policy, body, extra headers); a file past the
 # read limit is a `Stream`, sent in chunks.
 Response = tuple[int, str, str, bytes | Stream, dict[str, str]]
@@ -226,12 +229,19 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             self.rfile = rfile
             self.deadlines.done(self.connection)  # the head is read (or refused)
-        if parsed:
-            # The target as sent: the standard library reduces a leading `//` to `/`
-            # (against open redirects, which a server that never redirects has none
-            # of), and an empty segment is 404 here like any other.
-            self.path = self.requestline.split()[1]
-        return parsed
+        if not parsed:
+            return False
+        # The target as sent: the standard library reduces a leading `//` to `/`
+        # (against open redirects, which a server that never redirects has none
+        # of), and an empty segment is 404 here like any other.
+        self.path = self.requestline.split()[1]
+        if not _PRINTABLE_ASCII.fullmatch(self.path):
+            # A raw byte past ASCII (or a control) is no URL: RFC 9112 answers 400, not
+            # a guess. Read as Latin-1 (as the standard library decodes the line), raw
+            # `\xff` named the file `ÿ` (bytes c3 bf), not the one `%FF` names.
+            self.send_error(400, "request target holds bytes that are not printable ASCII")
+            return False
+        return True
 
     def finish(self) -> None:
         self.deadlines.done(self.connection)  # no request line came

@@ -312,6 +312,25 @@ def test_malformed_requests_are_answered_with_the_safety_headers(
         assert b"<" not in body  # the client's bytes are never echoed as markup
 
 
+def test_a_raw_byte_past_ascii_in_the_target_is_400_not_another_file(tmp_path: Path) -> None:
+    # The request line is read as Latin-1: a raw `\xff` named the file `ÿ` (UTF-8 c3 bf),
+    # not the file `%FF` names, and a raw `é` (c3 a9) was 404 while `%C3%A9` served it.
+    # RFC 9112: a target is ASCII; a server answers 400 rather than guess.
+    store = Store(tmp_path / "store")
+    session = store.create(id="names001", pid=None)
+    files = {"é.txt": "e-acute\n", "ÿ.txt": "y-umlaut\n", os.fsdecode(b"\xff.txt"): "ff\n"}
+    trial(session, {"failed": False}, files)
+    base = "/s/names001/trials/1/files/"
+    with viewer(store.root) as view:
+        for encoded, body in (("%C3%A9.txt", b"e-acute\n"), ("%FF.txt", b"ff\n")):
+            response = view.raw(f"GET {base}{encoded} HTTP/1.0")
+            assert _status(response) == 200 and response.endswith(b"\r\n\r\n" + body)
+        for raw in ("\xc3\xa9.txt", "\xff.txt", "a\x01b", "\x7f"):
+            response = view.raw(f"GET {base}{raw} HTTP/1.0")
+            assert _status(response) == 400, (raw, response[:200])
+            assert b"y-umlaut" not in response and b"X-Content-Type-Options: nosniff" in response
+
+
 def test_headers_past_64_kib_in_all_are_431(site: tuple[Viewer, Path]) -> None:
     # Each line under 64 KiB and fewer than 100 of them, which is all the standard
     # library bounds: 100 such lines held about 30 MB a connection, and 64 connections
