@@ -52,7 +52,6 @@ def view(store_dir: Path | None, host: str, port: int, objective: str | None, hi
     from sessionstore.storage.s3_path import S3Path
     from sessionstore.store.session import Store
     from sessionstore.store.target import store_root
-    from sessionstore.view.hosts import is_loopback
     from sessionstore.view.server import serve
 
     root = store_root(store_dir)
@@ -62,16 +61,22 @@ def view(store_dir: Path | None, host: str, port: int, objective: str | None, hi
         # One listing: a missing bucket or refused credentials is this one line, as
         # `inspect` says it, not a 500 on every page with the reason in the log.
         Store(root).storage.list("")
-    if not is_loopback(host):
-        click.echo(
-            escape(
-                f"warning: listening on {host}: the store {root} becomes visible to the "
-                "network, to anyone who can reach this address"
-            ),
-            err=True,
-        )
+
+    def announce(url: str, loopback: bool) -> None:
+        # Decided by the address bound, not by how `--host` spells it: `127.1` or a name
+        # resolving to 127.0.0.1 is loopback, `0` is every interface.
+        if not loopback:
+            click.echo(
+                escape(
+                    f"warning: listening on {host}: the store {root} becomes visible to the "
+                    "network, to anyone who can reach this address"
+                ),
+                err=True,
+            )
+        click.echo(url)
+
     try:
-        serve(root, host, port, objective_of(objective, higher), lambda url: click.echo(url))
+        serve(root, host, port, objective_of(objective, higher), announce)
     except OSError as exc:
         if exc.filename is None:  # the socket's: the address, the port or the name
             raise InvalidInput(

@@ -357,7 +357,10 @@ class _Server(BoundedServer):
 
 
 def make_server(root: Path, host: str, port: int, objective: Objective) -> ThreadingHTTPServer:
-    """A server of the store at `root` bound to (host, port); port 0 picks a free one."""
+    """A server of the store at `root` bound to (host, port); port 0 picks a free one.
+    `[::1]` is `::1`, as a URL spells it."""
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
     attrs = {"site": Site(root, objective), "own_host": host, "deadlines": HeadDeadlines()}
     handler: type[Handler] = type("SiteHandler", (Handler,), attrs)
     server_class: type[ThreadingHTTPServer] = _Server
@@ -366,8 +369,13 @@ def make_server(root: Path, host: str, port: int, objective: Objective) -> Threa
     server = server_class((host, port), handler)
     # Loopback is the address bound, however `--host` spelled it: `127.1`, `localhost.`
     # or a host name resolving to 127.0.1.1 keep the Host check (DNS rebinding) on.
-    handler.any_host = not is_loopback(str(server.server_address[0]))
+    handler.any_host = not bound_loopback(server)
     return server
+
+
+def bound_loopback(server: ThreadingHTTPServer) -> bool:
+    """Whether the address `server` is bound to is loopback (`--host`'s spelling aside)."""
+    return is_loopback(str(server.server_address[0]))
 
 
 def url_of(server: ThreadingHTTPServer) -> str:
@@ -379,13 +387,14 @@ def url_of(server: ThreadingHTTPServer) -> str:
 
 
 def serve(
-    root: Path, host: str, port: int, objective: Objective, announce: Callable[[str], None]
+    root: Path, host: str, port: int, objective: Objective, announce: Callable[[str, bool], None]
 ) -> None:
-    """Serve until interrupted, ranking trials by `objective`; `announce` gets the URL
-    once the socket listens."""
+    """Serve until interrupted, ranking trials by `objective`; `announce` gets the URL and
+    whether the address bound is loopback, once the socket listens and before any
+    request is answered."""
     server = make_server(root, host, port, objective)
     try:
-        announce(url_of(server))
+        announce(url_of(server), bound_loopback(server))
         server.serve_forever()
     finally:
         server.server_close()

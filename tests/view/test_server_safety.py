@@ -149,15 +149,62 @@ def test_a_script_named_file_is_text(site: tuple[Viewer, Path]) -> None:
     assert headers["Content-Security-Policy"] == "default-src 'none'; sandbox"
 
 
-def test_a_non_loopback_host_is_warned_about(tmp_path: Path) -> None:
+def _listening(store: Path, host: str) -> tuple[str, str]:
+    """(the URL line, stderr) of `view --host HOST --port 0`, stopped once it listens."""
+    proc = popen("view", "--store", store, "--host", host, "--port", "0")
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        proc.send_signal(signal.SIGINT)
+        code, _, err = finish(proc)
+    finally:
+        reap(proc)
+    assert code == 130 and line.startswith("http://"), (host, line, err)
+    return line, err
+
+
+def _loopback_name() -> str:
+    """A host name (not `localhost`) this machine resolves to a loopback address."""
+    name = socket.gethostname()
+    try:
+        if name != "localhost" and socket.gethostbyname(name).startswith("127."):
+            return name
+    except OSError:
+        pass
+    pytest.skip(f"the host name {name!r} does not resolve to loopback here")
+
+
+@pytest.mark.parametrize("spelled", ["127.1", "0x7f000001", "127.0.0.2", "[::1]", "name"])
+def test_loopback_however_spelled_is_not_warned_about(tmp_path: Path, spelled: str) -> None:
+    # Decided by the spelling, `127.1` or a name resolving to 127.0.0.1 was warned about
+    # as the network; `[::1]` (as a URL spells it) could not be bound at all.
+    if spelled == "[::1]" and not socket.has_ipv6:
+        pytest.skip("no IPv6 here")
+    host = _loopback_name() if spelled == "name" else spelled
     (tmp_path / "store").mkdir()
-    # 192.0.2.1 (TEST-NET-1) is no address of this machine: the warning is printed,
-    # then binding fails; nothing ever listens beyond loopback.
+    line, err = _listening(tmp_path / "store", host)
+    assert "warning" not in err, err
+    assert re.fullmatch(r"http://(127\.0\.0\.[12]|\[::1\]):\d+/\n", line), line
+
+
+def test_every_interface_is_warned_about(tmp_path: Path) -> None:
+    # `0` binds 0.0.0.0: the warning comes before the URL, so before any request is
+    # answered. (The store is empty, and the server stops as soon as it listens.)
+    (tmp_path / "store").mkdir()
+    line, err = _listening(tmp_path / "store", "0")
+    assert re.fullmatch(r"http://0\.0\.0\.0:\d+/\n", line), line
+    (warning,) = err.splitlines()[:1]
+    assert warning.startswith("warning: listening on 0: the store ")
+    assert "visible to the network" in warning
+
+
+def test_an_address_that_cannot_be_bound_is_the_error_alone(tmp_path: Path) -> None:
+    (tmp_path / "store").mkdir()
+    # 192.0.2.1 (TEST-NET-1) is no address of this machine: nothing listens, so nothing
+    # becomes visible to the network and there is no warning; the error names it.
     result = run("view", "--store", tmp_path / "store", "--host", "192.0.2.1", "--port", "9")
     assert result.returncode == 1
-    warning, error = result.stderr.splitlines()
-    assert warning.startswith("warning: listening on 192.0.2.1: the store ")
-    assert "visible to the network" in warning
+    (error,) = result.stderr.splitlines()
     assert error.startswith("Error: --host 192.0.2.1 --port 9: cannot listen:")
     assert result.stdout == ""
 
@@ -377,9 +424,8 @@ def test_an_address_that_cannot_be_bound_names_it_even_with_port_0(
     (tmp_path / "store").mkdir()
     result = run("view", "--store", tmp_path / "store", "--host", host, "--port", "0")
     assert result.returncode == 1
-    error = result.stderr.splitlines()[-1]
+    (error,) = result.stderr.splitlines()  # no network warning: nothing listens
     assert error.startswith(f"Error: --host {host} --port 0: cannot listen: "), error
-    assert len(result.stderr.splitlines()) == 2  # the network warning, then the error
 
 
 def test_a_client_dribbling_its_request_head_is_cut_off(site: tuple[Viewer, Path]) -> None:
