@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import difflib
 import re
+from collections.abc import Iterable
 
 from sessionstore._orjson import orjson
 from sessionstore.harness.verdict import Outcome, last_line_outcome
@@ -50,6 +51,22 @@ def is_binary(data: bytes, *, head: bool = False, tail: bool = False) -> bool:
     except UnicodeDecodeError:
         return True
     return False
+
+
+def is_binary_chunks(chunks: Iterable[bytes]) -> bool:
+    """`is_binary` of the bytes `chunks` make, one chunk held at a time (a character may
+    be cut between two): a large download is checked whole, never held whole."""
+    left = b""
+    for chunk in chunks:
+        if b"\0" in chunk:
+            return True
+        data = left + chunk
+        try:
+            _, used = codecs.utf_8_decode(data, "strict", False)
+        except UnicodeDecodeError:
+            return True
+        left = data[used:]
+    return bool(left)  # a character cut by the end of the file
 
 
 def kind(path: str) -> str:

@@ -49,13 +49,12 @@ from sessionstore.inspect.summary import SessionView, session_summary
 from sessionstore.store.lineage import lineage_info
 from sessionstore.store.session import Session, Store
 from sessionstore.store.status import session_status
-from sessionstore.view.files import Stream, read_file, stream
+from sessionstore.view.files import Stream, raw_file
 from sessionstore.view.hosts import is_loopback, is_loopback_host
 from sessionstore.view.html import FILE_CSP, page, page_csp, text, url_name
 from sessionstore.view.limits import BoundedServer
 from sessionstore.view.list_page import ListQuery, list_body
 from sessionstore.view.record_page import RecordRef, file_parts, listed_record, record_body
-from sessionstore.view.render import is_binary
 from sessionstore.view.session_page import Links, live_signature, session_body
 from sessionstore.view.watchdog import HeadDeadlines, HeadReader
 
@@ -186,14 +185,11 @@ class Site:
         key = file_parts(ref, parts)
         if key is None:
             raise NotFound
-        content = read_file(ref.session.storage, key)
-        body: bytes | Stream | None = content.data
-        if body is None and content.large:
-            body = stream(ref.session.storage, key)
-        if body is None:
+        found = raw_file(ref.session.storage, key)
+        if found is None:
             raise NotFound
-        # Past `READ_LIMIT` the first chunk decides: the whole file is never read at once.
-        if not (is_binary(body) if isinstance(body, bytes) else is_binary(body.first, head=True)):
+        body, binary = found
+        if not binary:
             return 200, "text/plain; charset=utf-8", FILE_CSP, body, {}
         disposition = f"attachment; filename*=UTF-8''{url_name(parts[-1])}"
         return 200, "application/octet-stream", FILE_CSP, body, {"Content-Disposition": disposition}

@@ -135,3 +135,65 @@ def test_a_config_diff_compares_at_most_the_shown_count_one_pair_at_a_time(
     assert "binary; not diffed" in sibling(doc.select("h3")[1], "p").get_text()
     notes = [p.get_text() for p in doc.select("p.dim")]
     assert f"{PAST * 100} more configuration files not compared" in " ".join(notes)
+
+
+def _peak_rss(pid: int) -> int:
+    """The process's peak resident memory in bytes (`VmHWM`)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM in /proc/PID/status")
+
+
+def test_slow_clients_of_a_file_under_the_read_limit_hold_a_chunk_each(tmp_path: Path) -> None:
+    # A file up to READ_LIMIT was read whole and held until its slowest client had it:
+    # 48 clients not reading a 15 MiB file held 720 MB (64: over 1 GB). Sent in chunks,
+    # each holds about one; the type is still decided by the whole file.
+    store = Store(tmp_path / "store")
+    trial(store.create(id="slow0001", pid=None), {"failed": False}, {"a.txt": "a\n"})
+    record = store.open("slow0001").trials.get(1).path
+    (record / "mid.txt").write_bytes(b"x" * (15 << 20))
+    path = "/s/slow0001/trials/1/files/mid.txt"
+    with viewer(store.root) as view:
+        socks: list[socket.socket] = []
+        try:
+            for _ in range(48):
+                sock = socket.create_connection(("127.0.0.1", view.port), timeout=30)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                socks.append(sock)
+                sock.sendall(f"GET {path} HTTP/1.0\r\n\r\n".encode())
+            for sock in socks:  # each answer begun: its body is being sent, and waits
+                head = b""
+                for _ in range(100):
+                    head += sock.recv(1024)
+                    if b"\r\n\r\n" in head:
+                        break
+                assert head.startswith(b"HTTP/1.0 200 ") and b"text/plain" in head, head
+            peak = _peak_rss(view.proc.pid)
+        finally:
+            for sock in socks:
+                sock.close()
+    assert peak < 400 << 20, f"{peak >> 20} MB"
+
+
+@pytest.mark.parametrize(
+    ("tail", "kind"),
+    [
+        (b"\xc3\xa9\n", "text/plain; charset=utf-8"),
+        (b"\xff", "application/octet-stream"),
+        (b"\xc3", "application/octet-stream"),  # a character cut by the file's end
+        (b"\0", "application/octet-stream"),
+    ],
+)
+def test_a_file_of_many_chunks_is_typed_by_all_of_them(
+    tmp_path: Path, tail: bytes, kind: str
+) -> None:
+    # Checked chunk by chunk: an `é` cut between two 1 MiB chunks is text, and a bad
+    # byte three chunks in makes the file binary.
+    store = Store(tmp_path / "store")
+    trial(store.create(id="type0001", pid=None), {"failed": False}, {"a.txt": "a\n"})
+    data = b"a" * ((1 << 20) - 1) + b"\xc3\xa9" + b"b" * (2 << 20) + tail
+    (store.open("type0001").trials.get(1).path / "f.txt").write_bytes(data)
+    with viewer(store.root) as view:
+        status, headers, body = view.get("/s/type0001/trials/1/files/f.txt")
+    assert (status, headers["Content-Type"], body == data) == (200, kind, True)

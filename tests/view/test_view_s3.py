@@ -20,6 +20,8 @@ from sessionstore.view.record_page import MAX_RENDERED
 
 # Past the read limit: tailed by a ranged GET, served by a streamed one.
 HUGE_LOG = b"".join(b"step %08d\n" % i for i in range(READ_LIMIT // 14 + 10)) + b"PASS\n"
+# Under the read limit but of several 1 MiB chunks: typed by all of them, sent in chunks.
+SEVERAL = b"a" * ((1 << 20) - 1) + "é".encode() + b"b" * (2 << 20)
 
 
 @pytest.fixture
@@ -35,6 +37,8 @@ def s3_viewer(
         "run.log": "ttft 182 ms\nPASS\n",
         "task.yml": "model: x\n",
         "huge.log": HUGE_LOG,
+        "several.txt": SEVERAL,
+        "several.bin": SEVERAL + b"\xff",
     }
     trial(session, metrics(812.5), files)
     trial(session, None, {"progress.log": "step 3\n"})
@@ -155,3 +159,16 @@ def test_a_missing_bucket_or_an_unreachable_endpoint_is_one_line_not_a_server_of
     problem = "bucket 'no-such-bucket-x' does not exist" if endpoint == "moto" else "cannot reach"
     assert done.stderr.startswith("Error: ") and problem in done.stderr
     assert moto_s3.secret_key not in done.stderr
+
+
+def test_a_file_of_several_chunks_is_typed_by_all_and_sent_whole(
+    s3_viewer: tuple[Viewer, str],
+) -> None:
+    # Checked by a second GET, chunk by chunk, then sent from the first: never held whole.
+    site, _ = s3_viewer
+    for name, data, kind in (
+        ("several.txt", SEVERAL, "text/plain; charset=utf-8"),
+        ("several.bin", SEVERAL + b"\xff", "application/octet-stream"),
+    ):
+        status, headers, body = site.get(f"/s/ab12cd34/trials/1/files/{name}")
+        assert (status, headers["Content-Type"], body == data) == (200, kind, True), name
