@@ -40,6 +40,11 @@ from sessionstore.view.render import (
 
 # Files whose contents one page shows; the rest are listed with their sizes, never read.
 MAX_RENDERED = 200
+# Characters of contents (files shown, configuration diffs) one page holds; past them the
+# rest are listed or counted the same way. A file shows at most `SHOW_LIMIT` bytes, but
+# its escapes and markup multiply them (a diff of `+` lines 15 times): 200 such files made
+# one page of 760 MB, which took the server to 2.7 GB and 71 s.
+PAGE_LIMIT = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -102,17 +107,18 @@ def _unread(storage: Storage, key: str) -> Content:
     return Content(None, found, "unreadable or removed; not read" if found is None else None)
 
 
-def _files(ref: RecordRef) -> str:
+def _files(ref: RecordRef, room: int = PAGE_LIMIT) -> str:
     """The files table, then each text file's contents (binary ones: download only).
 
-    Past `MAX_RENDERED` files shown, the rest are listed by size, not read."""
+    Past `MAX_RENDERED` files shown, or `room` characters of them, the rest are
+    listed by size, not read."""
     storage = ref.session.storage
     listing = list_files(storage, ref.key)
     rows: list[str] = []
     sections: list[str] = []
     for i, path in enumerate(listing.files):
         key = f"{ref.key}/{path}"
-        if len(sections) >= MAX_RENDERED:
+        if len(sections) >= MAX_RENDERED or room <= 0:
             rows.append(_row(ref, None, path, _unread(storage, key), "not shown", "raw"))
             continue
         content = read_file(storage, key)
@@ -130,6 +136,7 @@ def _files(ref: RecordRef) -> str:
         if data is not None:
             shown = binary_note(len(data)) if binary else render(path, data)
         sections.append(f'<h3 id="f{i}" class="mono">{text(path)}</h3>{shown}')
+        room -= len(sections[-1])
     skipped = "".join(
         f"<li><code>{text(path)}</code>: {text(why)}</li>" for path, why in listing.skipped
     )
@@ -182,15 +189,19 @@ def _diff_form(ref: RecordRef, numbers: list[int], against: int | None) -> str:
 def config_diff_html(ref: RecordRef, other: RecordRef) -> str:
     """Each configuration file that differs between `other` and `ref` (other first).
 
-    At most `MAX_RENDERED` names are compared, one pair held at a time: the rest are
-    counted, never read. A side that is binary is not diffed (never shown, as on the
-    record page). With every file of both held at once and diffed, two records of
-    4,000 sparse 64 KiB configs took 2 GiB and over five minutes (each NUL shown as
-    four characters)."""
+    At most `MAX_RENDERED` names are compared, one pair held at a time, until the
+    differences pass `PAGE_LIMIT` characters: the rest are counted, never read. A
+    side that is binary is not diffed (never shown, as on the record page). With
+    every file of both held at once and diffed, two records of 4,000 sparse 64 KiB
+    configs took 2 GiB and over five minutes (each NUL shown as four characters)."""
     mine, theirs = _config_names(ref), _config_names(other)
     names = sorted(mine | theirs)
-    parts = []
+    parts: list[str] = []
+    compared = held = 0
     for name in names[:MAX_RENDERED]:
+        if held >= PAGE_LIMIT:
+            break
+        compared += 1
         old, new = _config(other, name, theirs), _config(ref, name, mine)
         a, b = (old.data if old else None), (new.data if new else None)
         if (old is not None and old.large) or (new is not None and new.large):
@@ -201,10 +212,12 @@ def config_diff_html(ref: RecordRef, other: RecordRef) -> str:
             diff = config_diff(f"trials/{other.n}/{name}", a, f"trials/{ref.n}/{name}", b)
         if diff:
             parts.append(f'<h3 class="mono">{text(name)}</h3>{diff}')
-    if len(names) > MAX_RENDERED:
+            held += len(parts[-1])
+    if len(names) > compared:
         parts.append(
-            f'<p class="dim">{len(names) - MAX_RENDERED} more configuration files not '
-            f"compared (at most {MAX_RENDERED} a page); compare the raw files</p>"
+            f'<p class="dim">{len(names) - compared} more configuration files not '
+            f"compared (at most {MAX_RENDERED} a page, and {PAGE_LIMIT // (1024 * 1024)} MiB "
+            "of differences); compare the raw files</p>"
         )
     if not parts:
         return f'<p class="dim">No configuration difference with trial {other.n}.</p>'
@@ -228,11 +241,12 @@ def record_body(
     if verdict is not None:
         facts.append(f'<dt>log verdict</dt><dd class="{verdict.outcome}">{text(verdict)}</dd>')
     body = f'<h1>{what} {ref.n}</h1><dl class="facts">{"".join(facts)}</dl>'
+    diff = ""
     if ref.collection == "trials":
         body += _diff_form(ref, numbers, against.n if against else None)
         if against is not None:
-            body += config_diff_html(ref, against)
-    return body + _files(ref)
+            diff = config_diff_html(ref, against)
+    return body + diff + _files(ref, PAGE_LIMIT - len(diff))  # one page's room for both
 
 
 def listed_record(ref: RecordRef) -> tuple[Record, list[int]] | None:

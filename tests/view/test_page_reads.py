@@ -14,7 +14,7 @@ from view_helpers import Viewer, sibling, soup, viewer
 
 from sessionstore.store.session import Store
 from sessionstore.view.files import READ_LIMIT
-from sessionstore.view.record_page import MAX_RENDERED
+from sessionstore.view.record_page import MAX_RENDERED, PAGE_LIMIT
 from sessionstore.view.render import DIFF_LIMIT
 
 BIG = 64 << 20
@@ -135,6 +135,34 @@ def test_a_config_diff_compares_at_most_the_shown_count_one_pair_at_a_time(
     assert "binary; not diffed" in sibling(doc.select("h3")[1], "p").get_text()
     notes = [p.get_text() for p in doc.select("p.dim")]
     assert f"{PAST * 100} more configuration files not compared" in " ".join(notes)
+
+
+def test_a_page_holds_a_bounded_share_of_contents_however_they_are_escaped(
+    tmp_path: Path,
+) -> None:
+    # Each file shows at most 256 KiB, but escapes and markup multiply it: a diff of `+`
+    # lines 15 times, `"` 6 times. 200 such files made one page of 760 MB (2.7 GB of
+    # server memory, 71 s). Past PAGE_LIMIT characters the rest are listed, or counted.
+    store = Store(tmp_path / "store")
+    session = store.create(id="bulky001", pid=None)
+    quotes = "\n".join('"' * 64 for _ in range(999))  # a config just under the diff limits
+    for n in (1, 2):
+        files: dict[str, str | bytes] = {f"p{i:02d}.diff": "+\n" * (128 << 10) for i in range(12)}
+        files |= {f"c{i:02d}.yml": f"{n}\n{quotes}" for i in range(12)}
+        trial(session, {"failed": False}, files)
+    with viewer(store.root) as view:
+        status, _, body = view.get("/s/bulky001/trials/2?against=1")
+    assert status == 200
+    assert len(body) < 3 * PAGE_LIMIT, f"a page of {len(body) >> 20} MiB"
+    doc = soup(body)
+    notes = " ".join(p.get_text() for p in doc.select("p.dim"))
+    assert "more configuration files not compared" in notes
+    kinds = {}
+    for row in doc.select("table.files tbody tr"):
+        cells = row.find_all("td")
+        kinds[cells[0].get_text()] = cells[2].get_text()
+    assert kinds["p11.diff"] == "not shown" and len(kinds) == 25  # every file still listed
+    assert doc.select("h3")[0].get_text() == "c00.yml"  # the first diff is shown
 
 
 def _peak_rss(pid: int) -> int:
