@@ -113,7 +113,7 @@ def _controls(query: ListQuery) -> str:
     return (
         '<form class="bar" method="get" action="/">'
         f'<label>status <select name="status">{statuses}</select></label>'
-        f'<label>label <input name="label" value="{text(query.label)}" '
+        f'<label>label <input name="label" value="{text(query.label, whole=True)}" '
         'placeholder="key or key=value"></label>'
         f'<label>sort <select name="sort">{sorts}</select></label>'
         f'<select name="order" aria-label="order">{order}</select>'
@@ -152,9 +152,9 @@ def _pager(query: ListQuery, total: int) -> str:
     page = _page_of(query, total)
     parts = [f"<span>page {page} of {pages} ({total} sessions)</span>"]
     if page > 1:
-        parts.append(f'<a href="{text(query.url(page=page - 1))}">previous</a>')
+        parts.append(f'<a href="{text(query.url(page=page - 1), whole=True)}">previous</a>')
     if page < pages:
-        parts.append(f'<a href="{text(query.url(page=page + 1))}">next</a>')
+        parts.append(f'<a href="{text(query.url(page=page + 1), whole=True)}">next</a>')
     return f'<p class="pager">{"".join(parts)}</p>'
 
 

@@ -84,7 +84,7 @@ def _row(ref: RecordRef, i: int | None, path: str, content: Content, label: str,
     return (
         f"<tr><td>{name}</td>"
         f'<td class="num">{_size(content)}</td><td>{label}</td>'
-        f'<td><a href="{text(ref.file_url(path))}">{link}</a></td></tr>'
+        f'<td><a href="{text(ref.file_url(path), whole=True)}">{link}</a></td></tr>'
     )
 
 
@@ -231,7 +231,7 @@ def record_body(
     session_url = f"/s/{url_name(ref.session.key)}"
     what = "trial" if ref.collection == "trials" else "verification attempt"
     facts = [
-        f'<dt>session</dt><dd><a href="{text(session_url)}">'
+        f'<dt>session</dt><dd><a href="{text(session_url, whole=True)}">'
         f"{text(ref.session.id or ref.session.key)}</a></dd>",
         f'<dt>state</dt><dd class="{record.state}">{record.state}</dd>',
     ]

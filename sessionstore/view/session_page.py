@@ -8,7 +8,6 @@ record or another session is: pages of the server, or anchors of the report.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +34,7 @@ class Links:
 
 def link(href: str | None, label: str) -> str:
     """`label` (HTML) as a link to `href`, or as it is without one."""
-    return f'<a href="{text(href)}">{label}</a>' if href else label
+    return f'<a href="{text(href, whole=True)}">{label}</a>' if href else label
 
 
 def live_signature(status: str, trials: list[Record], service: list[Record]) -> str:
@@ -55,9 +54,7 @@ def _facts(rows: list[tuple[str, str]]) -> str:
 def _constraints(values: dict[str, Any]) -> str:
     if not values:
         return '<span class="dim">none</span>'
-    return ", ".join(
-        f"<code>{text(k)}</code> = {html.escape(scalar(v))}" for k, v in values.items()
-    )
+    return ", ".join(f"<code>{text(k)}</code> = {text(scalar(v))}" for k, v in values.items())
 
 
 def labels_html(labels: Any) -> str:
@@ -277,7 +274,7 @@ def attempts_table(view: SessionView, links: Links) -> str:
         result = data.get("status")
         reason = record.error or data.get("reason")
         # A JSON value (`{"oom":true}`), not Python's repr of it; none: empty.
-        shown = "" if reason is None else html.escape(scalar(reason))
+        shown = "" if reason is None else text(scalar(reason))
         bad = record.error or result == "failed"
         cells = [
             f"<td>{link(links.record('service', record.n), str(record.n))}</td>",

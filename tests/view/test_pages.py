@@ -29,6 +29,7 @@ from sessionstore._display import escape
 from sessionstore.harness.verdict import LINE_LIMIT, Outcome, evaluate_output_contract
 from sessionstore.store.session import Session, Store
 from sessionstore.view.files import READ_LIMIT
+from sessionstore.view.html import VALUE_LIMIT
 from sessionstore.view.render import SHOW_LIMIT
 
 MANY = 120  # sessions beyond the rich one: three pages of 50
@@ -485,3 +486,23 @@ def test_a_large_text_file_cut_inside_a_character_is_still_text(
     status, headers, body = view.get("/s/logs0001/trials/2/files/cut.log")
     assert (status, headers["Content-Type"]) == (200, "text/plain; charset=utf-8")
     assert "Content-Disposition" not in headers and body == CUT_LOG
+
+
+def test_a_huge_value_is_cut_on_the_page_and_whole_in_the_json(tmp_path: Path) -> None:
+    # A trial's 40 MB `learned` note made a session page of 160 MB (escaped `<` is four
+    # characters), the server's peak 680 MB; a name or label is as long as its manifest.
+    store = Store(tmp_path / "store")
+    long = "<" * 1_000_000
+    session = store.create(id="long0001", name=long, labels={"k": long}, pid=None)
+    trial(session, metrics(1.0) | {"learned": long}, {"a.txt": "a\n"})
+    more = f"… ({len(long) - VALUE_LIMIT} more characters)"
+    with viewer(store.root) as view:
+        status, _, page = view.get("/s/long0001")
+        listed = view.get("/")[2]
+        _, _, api = view.get("/api/sessions/long0001")
+    assert status == 200 and len(page) < 200_000, len(page)
+    doc = soup(page)
+    assert one(doc, "span.note").get_text() == "<" * VALUE_LIMIT + more
+    assert one(doc, "span.label").get_text() == "k=" + "<" * VALUE_LIMIT + more
+    assert len(listed) < 200_000 and more.encode() in listed
+    assert json.loads(api)["trials"][0]["record"]["learned"] == long  # the JSON is exact
