@@ -13,7 +13,7 @@ Rules (docs/viewer.md, "Safety"):
   Content-Security-Policy; a file's contents are `text/plain` (or a download)
   under a policy that forbids everything (`html.FILE_CSP`).
 - A connection idle for `TIMEOUT` seconds is closed, and one that has not sent
-  its whole request head within `HEAD_TIMEOUT` is cut off (`view.watchdog`):
+  its whole request head within `HEAD_TIMEOUT` is cut off, 408 (`view.watchdog`):
   a stalled or dribbling client holds one thread for a while, never the
   server. At most `MAX_CONNECTIONS` are handled at once (`view.limits`); the
   kernel queues `BACKLOG` more while the accepting thread is busy or waits,
@@ -56,7 +56,7 @@ from sessionstore.view.limits import BoundedServer
 from sessionstore.view.list_page import ListQuery, list_body
 from sessionstore.view.record_page import RecordRef, file_parts, listed_record, record_body
 from sessionstore.view.session_page import Links, live_signature, session_body
-from sessionstore.view.watchdog import HeadDeadlines, HeadReader
+from sessionstore.view.watchdog import HEAD_TIMEOUT, HeadDeadlines, HeadReader
 
 TIMEOUT = 30.0
 BACKLOG = 128
@@ -224,8 +224,11 @@ class Handler(BaseHTTPRequestHandler):
             parsed = super().parse_request()
         finally:
             self.rfile = rfile
-            self.deadlines.done(self.connection)  # the head is read (or refused)
+            late = self.deadlines.done(self.connection)  # the head is read (or refused)
         if not parsed:
+            return False
+        if late:  # what was read by the deadline is no whole request: never served
+            self.send_error(408, f"request head not complete within {HEAD_TIMEOUT} s")
             return False
         # The target as sent: the standard library reduces a leading `//` to `/`
         # (against open redirects, which a server that never redirects has none

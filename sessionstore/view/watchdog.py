@@ -4,8 +4,10 @@ for `view.server`.
 A socket timeout bounds each read, not a request: a client sending a header
 byte every few seconds (slowloris) would hold its thread for ever. One
 thread watches every connection still reading its head and shuts down the
-reading side of those past `HEAD_TIMEOUT`: the handler's read ends, it
-answers what it got, and its thread is free.
+reading side of those past `HEAD_TIMEOUT`: the handler's read ends, `done`
+says the head was cut, the handler answers 408 (never the request it did
+not finish: served, 64 such clients made 64 pages at once), and its thread
+is free.
 
 The standard library bounds each header line (64 KiB) and their number
 (100), not their sum: 100 lines of 64 KiB, held while they arrive and then
@@ -52,6 +54,7 @@ class HeadDeadlines:
 
     def __init__(self) -> None:
         self._due: dict[socket.socket, float] = {}
+        self._cut: set[socket.socket] = set()
         self._lock = threading.Lock()
         threading.Thread(target=self._watch, name="view-deadlines", daemon=True).start()
 
@@ -59,9 +62,14 @@ class HeadDeadlines:
         with self._lock:
             self._due[sock] = time.monotonic() + HEAD_TIMEOUT
 
-    def done(self, sock: socket.socket) -> None:
+    def done(self, sock: socket.socket) -> bool:
+        """Stop watching `sock`; whether its deadline had passed (its reading side cut)."""
         with self._lock:
             self._due.pop(sock, None)
+            if sock in self._cut:
+                self._cut.discard(sock)
+                return True
+            return False
 
     def _watch(self) -> None:
         while True:
@@ -71,6 +79,7 @@ class HeadDeadlines:
                 late = [sock for sock, due in self._due.items() if due < now]
                 for sock in late:
                     del self._due[sock]
+                self._cut.update(late)
             for sock in late:
                 with contextlib.suppress(OSError):  # closed meanwhile
                     sock.shutdown(socket.SHUT_RD)
