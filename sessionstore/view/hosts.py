@@ -7,6 +7,7 @@ rebinding, docs/viewer.md "Safety"), and warns before it binds anything else.
 from __future__ import annotations
 
 import ipaddress
+from email.message import Message
 from urllib.parse import urlsplit
 
 
@@ -34,3 +35,19 @@ def is_loopback_host(header: str, own: str = "localhost") -> bool:
     except ValueError:  # `[`, `[::1`: no name at all (it was an error outside any answer)
         return False
     return name in ("localhost", own.lower()) or name.endswith(".localhost") or is_loopback(name)
+
+
+def single_host(headers: Message) -> str | None:
+    """The request's one `Host` header, None if it has none.
+
+    ValueError for two (which one would the Host check read?) or for a line
+    that is no header (`Host : evil.example`, whitespace before the colon): the
+    standard library takes it and every line after it for a body, so such a
+    `Host` was not checked at all. RFC 9112 answers both 400.
+    """
+    if headers.defects or headers.get_payload():
+        raise ValueError("a header line is not 'name: value'")
+    found = headers.get_all("Host") or []
+    if len(found) > 1:
+        raise ValueError("more than one Host header")
+    return found[0] if found else None

@@ -50,7 +50,7 @@ from sessionstore.store.lineage import lineage_info
 from sessionstore.store.session import Session, Store
 from sessionstore.store.status import session_status
 from sessionstore.view.files import Stream, raw_file
-from sessionstore.view.hosts import is_loopback, is_loopback_host
+from sessionstore.view.hosts import is_loopback, is_loopback_host, single_host
 from sessionstore.view.html import FILE_CSP, page, page_csp, text, url_name
 from sessionstore.view.limits import BoundedServer
 from sessionstore.view.list_page import ListQuery, list_body
@@ -280,7 +280,11 @@ class Handler(BaseHTTPRequestHandler):
         )
 
     def _answer(self, *, head: bool) -> None:
-        host = self.headers.get("Host")
+        try:
+            host = single_host(self.headers)
+        except ValueError as exc:
+            self.send_error(400, str(exc))
+            return
         if not self.any_host and host is not None and not is_loopback_host(host, self.own_host):
             self.send_error(403, "Host is not a loopback name (DNS rebinding?)")
             return
@@ -368,13 +372,8 @@ def make_server(root: Path, host: str, port: int, objective: Objective) -> Threa
     server = server_class((host, port), handler)
     # Loopback is the address bound, however `--host` spelled it: `127.1`, `localhost.`
     # or a host name resolving to 127.0.1.1 keep the Host check (DNS rebinding) on.
-    handler.any_host = not bound_loopback(server)
+    handler.any_host = not is_loopback(str(server.server_address[0]))
     return server
-
-
-def bound_loopback(server: ThreadingHTTPServer) -> bool:
-    """Whether the address `server` is bound to is loopback (`--host`'s spelling aside)."""
-    return is_loopback(str(server.server_address[0]))
 
 
 def url_of(server: ThreadingHTTPServer) -> str:
@@ -393,7 +392,7 @@ def serve(
     request is answered."""
     server = make_server(root, host, port, objective)
     try:
-        announce(url_of(server), bound_loopback(server))
+        announce(url_of(server), is_loopback(str(server.server_address[0])))
         server.serve_forever()
     finally:
         server.server_close()

@@ -270,6 +270,25 @@ def test_a_foreign_host_header_is_refused(site: tuple[Viewer, Path], host: str) 
 
 
 @pytest.mark.parametrize(
+    "hosts",
+    [
+        "Host: 127.0.0.1\r\nHost: evil.example.com",
+        "Host: evil.example.com\r\nHost: 127.0.0.1",
+        "Host : evil.example.com",
+        "Host\t: evil.example.com",
+    ],
+)
+def test_an_ambiguous_host_is_400(site: tuple[Viewer, Path], hosts: str) -> None:
+    # The Host check read the first of two Host headers, and `Host : x` (whitespace
+    # before the colon) as no Host at all: served. RFC 9112 answers both 400.
+    view, _ = site
+    request = f"GET /api/sessions HTTP/1.1\r\n{hosts}\r\n\r\n"
+    status, headers, body = _answer(view, request.encode())
+    assert status.startswith(b"HTTP/1.0 400 "), (hosts, status)
+    assert b"rich0001" not in body and headers["X-Content-Type-Options"] == "nosniff"
+
+
+@pytest.mark.parametrize(
     "host",
     [
         "127.0.0.1:{port}",
