@@ -362,7 +362,7 @@ class _Server(BoundedServer):
 def make_server(root: Path, host: str, port: int, objective: Objective) -> ThreadingHTTPServer:
     """A server of the store at `root` bound to (host, port); port 0 picks a free one.
     `[::1]` is `::1`, as a URL spells it."""
-    if host.startswith("[") and host.endswith("]"):
+    if len(host) > 2 and host.startswith("[") and host.endswith("]"):  # `[]` is no address
         host = host[1:-1]
     attrs = {"site": Site(root, objective), "own_host": host, "deadlines": HeadDeadlines()}
     handler: type[Handler] = type("SiteHandler", (Handler,), attrs)

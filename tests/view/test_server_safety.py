@@ -436,7 +436,7 @@ def test_a_burst_of_connections_is_queued_while_the_server_is_busy(
             sock.close()
 
 
-@pytest.mark.parametrize("host", ["192.0.2.1", "no-such-host.invalid"])
+@pytest.mark.parametrize("host", ["192.0.2.1", "no-such-host.invalid", "[]"])
 def test_an_address_that_cannot_be_bound_names_it_even_with_port_0(
     tmp_path: Path, host: str
 ) -> None:
