@@ -19,7 +19,7 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HOST = "127.0.0.1"
@@ -45,6 +45,9 @@ class Proxy:
         # test puts another writer's requests between this one's (counted as "HELD").
         self.hold = ""
         self.release = threading.Event()
+        # Each LIST's answer body is replaced by what this returns for (its path, the body),
+        # sent as a 200: a test makes a server that lists keys it should not, or pages forever.
+        self.listing: Callable[[str, bytes], bytes] | None = None
         self.lock = threading.Lock()
         self.endpoint = ""
 
@@ -104,7 +107,10 @@ def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
                 conn.request(self.command, self.path, body=body, headers=headers)
                 answer = conn.getresponse()
                 data = answer.read()
-                self.send_response(answer.status, answer.reason)
+                status, reason = answer.status, answer.reason
+                if proxy.listing is not None and kind == "LIST":
+                    data, status, reason = proxy.listing(self.path, data), 200, "OK"
+                self.send_response(status, reason)
                 for key, value in answer.getheaders():
                     if key.lower() not in ("transfer-encoding", "connection", "content-length"):
                         self.send_header(key, value)

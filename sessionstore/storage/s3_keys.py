@@ -17,6 +17,13 @@ folder", s3fs or rclone make) obstore lists as `a` and deletes as `a`: they
 are no file of a record (`real_objects`), and a removal deletes them too
 (`delete_markers`), both through boto3, asked only once a zero-byte object
 was listed.
+
+A listing is only believed while it stays below the prefix asked and names
+each key once (`_Listing`): a server that lists a key outside it (a bug, or
+one that ignores the prefix: `s10/...` for `s1`) would have `rm` delete
+another session's objects, and one that serves a page again (a continuation
+token that does not advance) would page forever, holding every key. Either
+is one error line, after the first bad page.
 """
 
 from __future__ import annotations
@@ -56,13 +63,18 @@ def list_below(storage: S3Storage, below: str, *, delimiter: bool) -> tuple[list
 
     try:
         found = obstore.list_with_delimiter(store, below or None)
-        return list(found["common_prefixes"]), [meta["path"] for meta in found["objects"]]
+        prefixes, keys = list(found["common_prefixes"]), [meta["path"] for meta in found["objects"]]
     except oe.InvalidPathError:
-        pass  # a key obstore cannot parse: boto3 lists it as it is
+        # a key obstore cannot parse: boto3 lists it as it is
+        prefixes, objects = _boto3_list(url, settings, below, delimiter=True)
+        return prefixes, [key for key, _, _ in objects]
     except Exception as exc:
         raise client_error(exc, _store_key(url, below), url, settings) from None
-    prefixes, objects = _boto3_list(url, settings, below, delimiter=True)
-    return prefixes, [key for key, _, _ in objects]
+    for each in (prefixes, keys):
+        listing = _Listing(url, settings, below)
+        for key in each:
+            listing.check(key)
+    return prefixes, keys
 
 
 def objects_below(storage: S3Storage, below: str) -> list[tuple[str, int, str | None]]:
@@ -71,12 +83,17 @@ def objects_below(storage: S3Storage, below: str) -> list[tuple[str, int, str | 
     import obstore
 
     store, url, settings = storage._store, storage.url, storage.settings
+    listing = _Listing(url, settings, below)  # checked as it streams: a loop ends soon
     try:
         return [
-            (meta["path"], meta["size"], meta["e_tag"])
-            for batch in obstore.list(store, below or None, chunk_size=1000)
+            (listing.check(meta["path"]), meta["size"], meta["e_tag"])
+            # Chunks of 100 (a tenth of a page): a chunk waits for its keys, so a loop of
+            # short pages would otherwise go on for hundreds of pages before one is seen.
+            for batch in obstore.list(store, below or None, chunk_size=100)
             for meta in batch
         ]
+    except StorageError:
+        raise
     except oe.InvalidPathError:
         pass  # as in `list_below`
     except Exception as exc:
@@ -189,14 +206,48 @@ def _boto3_list(
     asked: dict[str, str] = {"Bucket": url.bucket, "Prefix": f"{below}/" if below else ""}
     if delimiter:
         asked["Delimiter"] = "/"
+    listing = _Listing(url, settings, below)
     try:
         pages = boto3_client(settings).get_paginator("list_objects_v2")
         for page in pages.paginate(**asked):
-            prefixes += [p["Prefix"].rstrip("/") for p in page.get("CommonPrefixes", [])]
-            objects += [(i["Key"], i["Size"], i.get("ETag")) for i in page.get("Contents", [])]
+            prefixes += [
+                listing.check(p["Prefix"]).rstrip("/") for p in page.get("CommonPrefixes", [])
+            ]
+            objects += [
+                (listing.check(i["Key"]), i["Size"], i.get("ETag"))
+                for i in page.get("Contents", [])
+            ]
+    except StorageError:
+        raise
     except Exception as exc:
         raise _from_boto3(exc, _store_key(url, below), url, settings) from None
     return prefixes, objects
+
+
+class _Listing:
+    """The keys of one listing below the bucket key `below` seen so far (module docstring)."""
+
+    def __init__(self, url: S3Url, settings: S3Settings, below: str) -> None:
+        self.url, self.settings, self.below = url, settings, below
+        self.seen: dict[str, int] = {}
+
+    def check(self, key: str) -> str:
+        """`key`, if it is below the prefix (or it, as obstore lists a folder marker) and
+        not seen twice already (obstore lists `a` and the marker `a/` both as `a`); else
+        `StorageError` (one line naming the prefix, not the key)."""
+        below = self.below
+        if below and key != below and not key.startswith(f"{below}/"):
+            problem = "holds a key outside the prefix asked for"
+        elif self.seen.get(key, 0) >= 2:
+            problem = "names a key again and again (a page served again: it might never end)"
+        else:
+            self.seen[key] = self.seen.get(key, 0) + 1
+            return key
+        where = f"{below or '/'} in bucket {self.url.bucket!r} at {self.settings.where}"
+        raise StorageError(
+            _store_key(self.url, below),
+            self.settings.scrub(f"the server's listing of {where} {problem}; not believed"),
+        )
 
 
 def _from_boto3(exc: Exception, key: str, url: S3Url, settings: S3Settings) -> StorageError:
