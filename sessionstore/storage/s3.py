@@ -45,7 +45,7 @@ from sessionstore.storage import s3_keys
 from sessionstore.storage.base import Listed, check_key, check_names, check_prefix, join
 from sessionstore.storage.s3_ahead import ReadAhead
 from sessionstore.storage.s3_config import S3Settings, S3Url, client_error, open_bucket
-from sessionstore.storage.s3_create import Conflict, Lost, put_if_absent
+from sessionstore.storage.s3_create import Conflict, Lost, put_if_absent, refuses_stale_match
 
 __all__ = ["CLAIM", "PROBE_PREFIX", "S3Storage"]
 
@@ -278,18 +278,21 @@ class S3Storage:
         self._writable()
         self._call(key, obstore.delete, self._store, self.url.key(key))
 
-    def probe_conditional(self) -> bool:
-        """Whether the server refuses a second `If-None-Match: *` create of one key.
-
-        The probe key is under the store's own prefix
-        (`.sessionstore-probe/<token>`) and removed afterwards. A missing
-        bucket, bad credentials or an unreachable endpoint raise here.
+    def probe_conditional(self) -> str:
+        """ "" if the server refuses a second `If-None-Match: *` create of one key and a
+        PUT with `If-Match` on an ETag it does not have (S3 added them months apart; a
+        debris takeover needs it); else the condition it ignores. The probe key is under
+        the store's own prefix
+        (`.sessionstore-probe/<token>`) and removed afterwards. A missing bucket,
+        bad credentials or an unreachable endpoint raise here.
         """
         key = f"{PROBE_PREFIX}/{secrets.token_hex(8)}"
         try:
             if not self.create(key, b"1"):
                 raise StorageError(key, "a fresh probe key already exists; try again")
-            return not self.create(key, b"2")
+            if self.create(key, b"2"):
+                return "If-None-Match: * (conditional create)"
+            return "" if refuses_stale_match(self, key) else "If-Match (conditional replace)"
         finally:
             self.remove(key)
 

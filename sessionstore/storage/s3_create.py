@@ -18,7 +18,7 @@ from sessionstore.storage.s3_config import STATUS
 if TYPE_CHECKING:
     from sessionstore.storage.s3 import S3Storage
 
-__all__ = ["Conflict", "Lost", "put_if_absent", "replace_if"]
+__all__ = ["Conflict", "Lost", "put_if_absent", "refuses_stale_match", "replace_if"]
 
 
 class Lost(Exception):
@@ -78,6 +78,18 @@ def replace_if(
     except Exception as exc:
         raise storage._error(exc, key) from None
     return True
+
+
+def refuses_stale_match(storage: S3Storage, key: str) -> bool:
+    """Whether the server refuses (412) a PUT of the store's existing `key` with `If-Match`
+    on an ETag it does not have: the probe's question (`S3Storage.probe_conditional`)."""
+    try:
+        obstore.put(storage._once, storage.url.key(key), b"3", mode={"e_tag": '"0"'})
+    except oe.PreconditionError:
+        return True
+    except Exception as exc:
+        raise storage._error(exc, key) from None
+    return False
 
 
 def _kind(exc: Any) -> str:

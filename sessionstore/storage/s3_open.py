@@ -1,7 +1,7 @@
 """Opening an `s3://` store: one `S3Storage` per URL per process, its server probed once.
 
 `open_store` is how the engine opens a store in a bucket (`Store(url)`): before
-its first write it probes the server for `If-None-Match: *` (once per process
+its first write it probes the server for `If-None-Match: *` and `If-Match` (once per process
 per endpoint and bucket) and refuses one that ignores it, unless the store is accepted as
 single-writer (`check_conditional`, which a mirror destination runs too).
 `storage_at` finds the opened store that holds an `S3Path`
@@ -26,7 +26,7 @@ SINGLE_WRITER_ENV = "SESSIONSTORE_S3_SINGLE_WRITER"
 # Stores opened by this process, by URL, and what each (endpoint, bucket)'s probe found:
 # a process probes a bucket once, so `inspect` pays one probe, not one per session.
 _OPENED: dict[str, S3Storage] = {}
-_PROBED: dict[tuple[str, str], bool] = {}
+_PROBED: dict[tuple[str, str], str] = {}  # "" or the condition the server ignores
 _OPEN_LOCK = threading.Lock()
 
 
@@ -60,23 +60,24 @@ def open_store(url: S3Url, *, single_writer: bool | None = None) -> S3Storage:
 
 
 def check_conditional(storage: S3Storage, single_writer: bool | None, risk: str) -> None:
-    """Probe `storage`'s server for `If-None-Match: *` (once per process per endpoint and
-    bucket) and set `storage.enforced`; `StorageError` naming the endpoint and `risk` (what
-    could go wrong there) if it ignores the condition, unless `single_writer` (None: the
-    `SESSIONSTORE_S3_SINGLE_WRITER` variable is `1`)."""
+    """Probe `storage`'s server for `If-None-Match: *` and `If-Match` (once per process per
+    endpoint and bucket) and set `storage.enforced`; `StorageError` naming the endpoint,
+    the condition and `risk` (what could go wrong there) if it ignores one, unless
+    `single_writer` (None: the `SESSIONSTORE_S3_SINGLE_WRITER` variable is `1`)."""
     if single_writer is None:
         single_writer = os.environ.get(SINGLE_WRITER_ENV, "") == "1"
     probe = (storage.settings.where, storage.url.bucket)
     with _OPEN_LOCK:
         if probe not in _PROBED:
             _PROBED[probe] = storage.probe_conditional()
-        storage.enforced = _PROBED[probe]
-    if not storage.enforced and not single_writer:
+        ignored = _PROBED[probe]
+        storage.enforced = not ignored
+    if ignored and not single_writer:
         raise StorageError(
             str(storage.url),
-            f"the server at {storage.settings.where} ignores If-None-Match: * (conditional "
-            f"create), so {risk}; use a server that enforces it, or accept one writer at "
-            f"a time with --single-writer ({SINGLE_WRITER_ENV}=1)",
+            f"the server at {storage.settings.where} ignores {ignored}, so {risk}; use a "
+            f"server that enforces it, or accept one writer at a time with --single-writer "
+            f"({SINGLE_WRITER_ENV}=1)",
         )
 
 

@@ -3,7 +3,7 @@
 `S3Dest` is made once per `Mirror`: the URL, the settings, the obstore
 clients and the upload threads, reused by every pass (one connection pool).
 Opening it probes that the server refuses a second `If-None-Match: *`
-create, as a store's open does: a record's marker is sealed only by that
+create (and a stale `If-Match`), as a store's open does: a record's marker is sealed only by that
 condition, so a server that ignores it (`rclone serve s3`) is refused unless
 the user accepts one writer at a time (`--single-writer`).
 

@@ -154,7 +154,7 @@ def test_a_no_op_pass_makes_a_handful_of_requests_whatever_the_size(
 ) -> None:
     small = _noop_requests(moto_s3, bucket, tmp_path / "small", 20)
     large = _noop_requests(moto_s3, bucket, tmp_path / "large", 1500)
-    # No HEAD or GET per file: the probe (2 PUTs, 1 DELETE), the LIST (1,000 keys a page)
+    # No HEAD or GET per file: the probe (3 PUTs, 1 DELETE), the LIST (1,000 keys a page)
     # and the change cache's GET.
     assert large.get("HEAD", 0) == 0 and large.get("GET", 0) == 1
     assert large["LIST"] == small["LIST"] + 1

@@ -40,6 +40,7 @@ class FaultProxy:
         self.mode = "conflict"
         self.faults = 0
         self.injected: list[str] = []
+        self.drop = ""  # a request header never forwarded: a server that ignores it
         self._lock = threading.Lock()
         proxy = self
 
@@ -94,7 +95,8 @@ class FaultProxy:
         host = self.upstream.hostname or "127.0.0.1"
         conn = http.client.HTTPConnection(host, self.upstream.port, timeout=30)
         try:
-            conn.request(method, path, body, dict(headers.items()))
+            forwarded = {k: v for k, v in headers.items() if k.lower() != self.drop.lower()}
+            conn.request(method, path, body, forwarded)
             response = conn.getresponse()
             data = b"" if method == "HEAD" else response.read()
             return response.status, response.getheaders(), data
@@ -204,3 +206,20 @@ def test_two_creates_taking_one_ids_debris_leave_the_winner_whole(
     assert json.loads(direct.get("x/session.json", 1000) or b"") == {"who": winner}
     assert json.loads(direct.get("x/constraints.json", 1000) or b"") == {winner[0]: 1}
     assert moto_s3.keys(bucket) == ["runs/x/constraints.json", "runs/x/session.json"]
+
+
+def test_a_server_that_ignores_if_match_is_refused_unless_single_writer(
+    proxy: FaultProxy, moto_s3: S3Server
+) -> None:
+    # It enforced If-None-Match, so the probe let it write; but a crashed create's debris
+    # is taken over with If-Match, which it ignored: two `new`s of that id both replaced
+    # its constraints, and the loser's removal of the debris took the winner's lineage.
+    from sessionstore.errors import StorageError
+
+    proxy.drop = "If-Match"
+    bucket = moto_s3.new_bucket()
+    with pytest.raises(StorageError, match=r"ignores If-Match \(conditional replace\)"):
+        Store(f"s3://{bucket}/runs").create(id="abc")
+    assert moto_s3.keys(bucket) == []  # the probe cleaned up; nothing else was written
+    Store(f"s3://{bucket}/one", single_writer=True).create(id="abc")
+    assert moto_s3.keys(bucket) == ["one/abc/constraints.json", "one/abc/session.json"]
