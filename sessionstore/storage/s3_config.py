@@ -151,6 +151,11 @@ class S3Settings:
     secret_access_key: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
 
+    def __repr__(self) -> str:
+        # Not the dataclass's: the endpoint's user info (a proxy's password) is a secret too.
+        endpoint = self.where if self.endpoint else None
+        return f"S3Settings(endpoint={endpoint!r}, region={self.region!r})"
+
     @property
     def where(self) -> str:
         """The endpoint as messages name it: a `USER:PASSWORD@` in it (a proxy's basic

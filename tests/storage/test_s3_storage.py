@@ -274,3 +274,13 @@ def test_reads_sent_ahead_are_each_answered_once_as_the_server_would(
         assert [item.name for item in s3.list("s/trials")] == ["1", "2"]
         assert list(s3.list("s/service")) == []
     assert s3.get("s/session.json", 100) == b'{"big": "xxxxxxxx"}'  # outside: the server's
+
+
+def test_no_credential_is_in_a_repr() -> None:
+    # The dataclass's repr showed the endpoint whole: a proxy's password in its user info.
+    secrets = ("proxy-pass-5e1", "AKIDEXAMPLE12345", "wJalrXUtnFEMIsecretkey", "tok-en-12345")
+    settings = S3Settings("http://proxy-user:proxy-pass-5e1@127.0.0.1:9", "us-east-1", *secrets[1:])
+    storage = S3Storage(parse_s3_url("s3://b-x/p"), settings)
+    for text in (repr(settings), str(settings), repr(storage), str(storage)):
+        assert "http://***@127.0.0.1:9" in text
+        assert not any(secret in text for secret in secrets), text
