@@ -41,9 +41,11 @@ class Proxy:
         # GETs whose path holds `cut[0]` send the first `cut[1]` bytes of their body (with
         # the whole body's Content-Length), then the connection is closed.
         self.cut: tuple[str, int] | None = None
-        # Requests whose path holds `hold` wait (at most 30 s) until `release` is set: a
-        # test puts another writer's requests between this one's (counted as "HELD").
+        # Requests whose path holds `hold` (and whose method is `hold_method`, if set) wait
+        # (at most 30 s) until `release` is set: a test puts another writer's requests
+        # between this one's (counted as "HELD").
         self.hold = ""
+        self.hold_method = ""
         self.release = threading.Event()
         # Each LIST's answer body is replaced by what this returns for (its path, the body),
         # sent as a 200: a test makes a server that lists keys it should not, or pages forever.
@@ -88,7 +90,7 @@ def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
                 proxy.counts[kind] += 1
             if kind == "PART" and proxy.part_delay:
                 time.sleep(proxy.part_delay)
-            if proxy.hold and proxy.hold in self.path:
+            if proxy.hold and proxy.hold in self.path and proxy.hold_method in ("", self.command):
                 with proxy.lock:
                     proxy.counts["HELD"] += 1
                 proxy.release.wait(30)

@@ -14,9 +14,8 @@ The seven operations map onto S3 requests (docs/object-storage.md):
 - `get`: one `GetObject`; past `limit` the body is never read (`TooLarge`);
   `get_each`: the GETs at once on a small thread pool (obstore releases the
   GIL while it waits). `list`: a delimiter listing, claims never listed.
-  Either may be answered by a read sent ahead (`s3_ahead`).
-- `put`: an unconditional `PutObject`; `remove_tree`: a listing, then bulk
-  `DeleteObjects`.
+  Either may be answered by a read sent ahead (`s3_ahead`). `put`: an
+  unconditional `PutObject`; `remove_tree`: a listing, then `DeleteObjects`.
 
 Every key is checked by the base rules before a request is made, and the
 store's prefix is put before it, so nothing outside the prefix is reached.
@@ -72,8 +71,8 @@ class S3Storage:
         self._once_client: Any = None  # made on the first conditional write (`_once`)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
-        # False once the probe found a server that ignores `If-None-Match: *` (a store
-        # opened single-writer): every create then looks for the key first.
+        # False once the probe found a server that ignores a condition (a store opened
+        # single-writer): every create then looks for the key first.
         self.enforced = True
         # What must pass before the first write (`s3_open`: the probe); None: nothing.
         self._gate: Callable[[], None] | None = None
@@ -238,18 +237,23 @@ class S3Storage:
         return end - start, stream()
 
     def tail(self, key: str, length: int) -> tuple[int, bytes] | None:
-        """The size of the object `key` and its last `length` bytes (at most); None if absent."""
+        """The size of the object `key` and its last `length` bytes (at most), both of one
+        suffix-range GET (never one version's size, another's bytes); None if absent."""
         check_key(key)
+        failed: StorageError | None = None
+        if length > 0:
+            try:
+                ask = {"range": {"suffix": length}}
+                got = self._call(key, obstore.get, self._store, self.url.key(key), options=ask)
+                return None if got is None else (got.meta["size"], bytes(got.bytes()))
+            except StorageError as exc:
+                failed = exc  # maybe an empty object: it has no range to ask for
+            except Exception as exc:  # the body cut short
+                raise self._error(exc, key) from None
         meta = self._call(key, obstore.head, self._store, self.url.key(key))
-        if meta is None:
-            return None
-        if meta["size"] == 0 or length == 0:  # no range to ask for (`length` 0: the size)
-            return meta["size"], b""
-        start, end = max(0, meta["size"] - length), meta["size"]
-        data = self._call(
-            key, obstore.get_range, self._store, self.url.key(key), start=start, end=end
-        )
-        return None if data is None else (meta["size"], bytes(data))
+        if meta is not None and meta["size"] > 0 and failed is not None:
+            raise failed
+        return None if meta is None else (meta["size"], b"")
 
     def files_below(self, prefix: str) -> builtins.list[str]:
         """The relative keys of the objects below `prefix` ("" for the whole store), sorted,
@@ -281,11 +285,9 @@ class S3Storage:
     def probe_conditional(self) -> str:
         """ "" if the server refuses a second `If-None-Match: *` create of one key and a
         PUT with `If-Match` on an ETag it does not have (S3 added them months apart; a
-        debris takeover needs it); else the condition it ignores. The probe key is under
-        the store's own prefix
-        (`.sessionstore-probe/<token>`) and removed afterwards. A missing bucket,
-        bad credentials or an unreachable endpoint raise here.
-        """
+        debris takeover needs it); else the condition it ignores. The probe key is below
+        the store's prefix (`.sessionstore-probe/<token>`), removed afterwards. A missing
+        bucket, bad credentials or an unreachable endpoint raise here."""
         key = f"{PROBE_PREFIX}/{secrets.token_hex(8)}"
         try:
             if not self.create(key, b"1"):

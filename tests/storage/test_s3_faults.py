@@ -223,3 +223,35 @@ def test_a_server_that_ignores_if_match_is_refused_unless_single_writer(
     assert moto_s3.keys(bucket) == []  # the probe cleaned up; nothing else was written
     Store(f"s3://{bucket}/one", single_writer=True).create(id="abc")
     assert moto_s3.keys(bucket) == ["one/abc/constraints.json", "one/abc/session.json"]
+
+
+def test_a_tail_is_the_size_and_bytes_of_one_version(
+    moto_s3: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A HEAD for the size, then a range of the bytes: an object replaced between the two
+    # (a log the mirror puts again) was read as one version's size and another's bytes,
+    # or failed when it had shrunk. One suffix-range GET answers both.
+    for name, value in moto_s3.env().items():
+        if name.startswith("AWS_"):
+            monkeypatch.setenv(name, value)
+    bucket = moto_s3.new_bucket()
+    client = moto_s3.client()
+    client.put_object(Bucket=bucket, Key="runs/log", Body=b"x" * 100 + b"\nold last line\n")
+    url = parse_s3_url(f"s3://{bucket}/runs")
+    found: list[object] = []
+    with counting_proxy(moto_s3.endpoint) as proxy:
+        storage = S3Storage(url, replace(S3Storage(url).settings, endpoint=proxy.endpoint))
+        proxy.hold, proxy.hold_method = "/runs/log", "GET"
+        thread = threading.Thread(target=lambda: found.append(storage.tail("log", 20)))
+        thread.start()
+        for _ in range(300):  # until the GET is held
+            if proxy.snapshot().get("HELD") or not thread.is_alive():
+                break
+            time.sleep(0.05)
+        client.put_object(Bucket=bucket, Key="runs/log", Body=b"new\n")
+        proxy.release.set()
+        thread.join(timeout=60)
+    assert found == [(4, b"new\n")]
+    client.put_object(Bucket=bucket, Key="runs/empty", Body=b"")
+    assert S3Storage(url).tail("empty", 20) == (0, b"")  # no range to ask of it
+    assert S3Storage(url).tail("absent", 20) is None
