@@ -54,6 +54,9 @@ def open_store(url: S3Url, *, single_writer: bool | None = None) -> S3Storage:
 
     if known:
         gate()  # no request: a server known to ignore the condition is refused at once
+        # Passed: an earlier opening's gate, left pending by its refusal, would refuse this
+        # one's writes too (the storage is shared), though it accepts one writer.
+        storage.gate_writes(None)
     else:
         storage.gate_writes(gate)  # a command that only reads never sends the probe
     return storage
