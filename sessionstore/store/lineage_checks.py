@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from sessionstore._display import escape
 from sessionstore.errors import LineageWarning, PreviousRunning, PreviousUnknown
+from sessionstore.format.names import MANIFEST
 from sessionstore.storage.s3_path import S3Path
 from sessionstore.store.lifecycle import mirror_daemon
 from sessionstore.store.lineage_info import pinned
@@ -37,12 +38,17 @@ def check_usable(session: Session, session_id: str) -> None:
     mirror daemon still writes into.
 
     Raises `PreviousRunning` for a running session and `PreviousUnknown` (a
-    `PreviousRunning`) for one whose status is unknown; `done`, `failed` and
+    `PreviousRunning`) for one whose status is unknown, or that reads as running only
+    because it has no manifest to read (torn or missing); `done`, `failed` and
     `interrupted` sessions pass, unless a mirror daemon holds the session's
     lock (`PreviousRunning`): its records may still be changing whatever the
     status says (a harness that died leaves its daemon mirroring).
     """
     status = session_status(session)
+    if status == "running" and session.manifest is None:
+        # No manifest to read (torn, or gone) reads as running (inspect.md), but says
+        # nothing: whether its writer still runs, or it ended, cannot be told.
+        raise PreviousUnknown(session_id, session.manifest_error or f"{MANIFEST}: missing")
     if status == "running":
         raise PreviousRunning(session_id)
     if status == "unknown":

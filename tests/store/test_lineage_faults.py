@@ -356,6 +356,33 @@ def test_a_previous_session_whose_status_is_unknown_is_refused(tmp_path: Path) -
     assert (tmp_path / "new" / "previous" / "odd" / "trials" / "1" / "task.yml").is_file()
 
 
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        pytest.param(b'{"format": 1, "id": "od', "invalid JSON: unexpected end", id="torn"),
+        pytest.param(b"[1]", "not a JSON object (a JSON list)", id="list"),
+        pytest.param(None, "missing", id="missing"),
+    ],
+)
+def test_a_previous_session_with_no_manifest_to_read_is_not_called_running(
+    tmp_path: Path, content: bytes | None, reason: str
+) -> None:
+    # It reads as running (no report, no manifest status), but "finish it" would be the
+    # wrong advice: what its manifest said, a writer or an end, cannot be told.
+    odd = Store(tmp_path).create(id="odd", pid=None)
+    odd.trials.begin().complete(metrics(1.0))
+    (odd.path / "session.json").unlink()
+    if content is not None:
+        (odd.path / "session.json").write_bytes(content)
+    result = new(tmp_path, "odd")
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.startswith(
+        f"Error: previous session 'odd' has status unknown (session.json: {reason}"
+    )
+    assert "so whether it still runs cannot be told" in result.stderr
+    assert sorted(os.listdir(tmp_path)) == ["odd"]
+
+
 def test_a_patches_tree_deeper_than_the_walk_goes_is_warned_not_a_crash(
     tmp_path: Path,
 ) -> None:
