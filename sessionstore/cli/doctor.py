@@ -28,7 +28,10 @@ if TYPE_CHECKING:
 # Each check `doctor` makes, by the kinds of problem it reports (store.doctor.Problem);
 # the last two walk the directory tree, which an object store does not have.
 CHECKS = (
-    ("session.json: present, parses, fields of the right types", ("manifest",)),
+    (
+        "session.json: present, parses, fields of the right types, status the report's",
+        ("manifest",),
+    ),
     ("constraints.json: present and parses", ("constraints",)),
     ("report.json: not torn", ("report",)),
     ("trials/ and service/: directories", ("collection",)),
@@ -55,8 +58,9 @@ CHECKS = (
 def doctor(target: str, store_dir: Path | None, repair: bool, quiet: bool, verbose: bool) -> None:
     """Check session TARGET: one line per problem, `path: kind: detail`.
 
-    Looked for: a manifest that is missing, does not parse or has fields of
-    the wrong type; a missing or torn constraints.json; a torn report.json;
+    Looked for: a manifest that is missing, does not parse, has fields of
+    the wrong type, or a status other than report.json's (a finish cut
+    short: finishing again mends it); a missing or torn constraints.json; a torn report.json;
     missing or symlinked collections; torn markers; foreign entries in trials/ and
     service/; a lineage copy in previous/ that inspect shows a problem for (a
     symlink or not a directory) or a pinned id that is no id; leftover temp

@@ -44,7 +44,9 @@ def finish(
     the report's own "status" field if it has one, else done. The manifest's
     status follows the report. A report that `sessionstore schema report`
     rejects, or whose best_trial is not a completed trial of the session, is
-    refused (exit 1) and nothing is written.
+    refused (exit 1) and nothing is written. A finish killed between report.json
+    and session.json is completed by finishing again: the manifest's status is
+    brought to the report's, and the same report exits 0 (another is refused).
 
     \b
     Examples:

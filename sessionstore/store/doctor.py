@@ -2,7 +2,8 @@
 
 `doctor(session)` reports, one `Problem` each: a manifest that is missing,
 does not parse or has fields of the wrong type (or an id that is not the
-directory's name); a missing or torn `constraints.json`, a torn
+directory's name, or a status other than the completed report's: a finish
+cut short); a missing or torn `constraints.json`, a torn
 `report.json`; a collection that is missing, a symlink or not a
 directory; each torn marker; each foreign entry of a collection; each
 lineage copy `inspect` shows a problem for (a `previous` or
@@ -55,7 +56,7 @@ from sessionstore.store.files import exists
 from sessionstore.store.lifecycle import mirror_daemon, recorded_writer
 from sessionstore.store.lineage_info import lineage_info, valid_id
 from sessionstore.store.records import RecordState
-from sessionstore.store.status import manifest_problem, read_constraints
+from sessionstore.store.status import manifest_problem, read_constraints, report_status
 
 if TYPE_CHECKING:
     from sessionstore.store.collection import Collection
@@ -156,6 +157,19 @@ def _files(session: Session) -> list[Problem]:
     report = session.report()
     if report.state is RecordState.TORN:
         found.append(Problem(top / REPORT, "report", _strip(report.error or "torn", REPORT)))
+    elif report.data is not None and session.manifest is not None:
+        # The report ended the session and the manifest follows it: a status that does
+        # not is a finish cut short between the two (a kill). The status reads right
+        # (the report decides), but a reader of session.json alone is misled. A status
+        # of the wrong type is told above (`manifest_problem`).
+        ended, said = report_status(report.data), session.manifest.get("status", "running")
+        if said != ended and said in ("running", "done", "failed"):
+            detail = (
+                f"status {said}, but {REPORT} ended the session as {ended} (a finish cut "
+                "short); finishing it again brings it to the report's (the report is not "
+                "replaced)"
+            )
+            found.append(Problem(top / MANIFEST, "manifest", detail))
     return found
 
 

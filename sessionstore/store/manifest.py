@@ -1,4 +1,5 @@
-"""A new session's manifest and constraints, made and checked before anything is written."""
+"""A session's manifest: a new one and its constraints, made and checked before anything is
+written, and its status brought to the report's once the report ends the session."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ from typing import Any
 
 from sessionstore import _json as jsonio
 from sessionstore.errors import InvalidInput
-from sessionstore.format.names import FORMAT_VERSION
+from sessionstore.format.names import FORMAT_VERSION, MANIFEST
+from sessionstore.storage.base import Storage
+from sessionstore.store.files import read_object
 from sessionstore.store.sealed import refuse_torn, schema_problem
+from sessionstore.store.status import report_status
 
 
 def new_manifest(**fields: Any) -> dict[str, Any]:
@@ -52,3 +56,20 @@ def new_constraints(constraints: Mapping[str, Any], manifest: dict[str, Any]) ->
     refuse_torn(obj, "constraints")
     refuse_torn(manifest, "session manifest")
     return obj
+
+
+def follow_report(storage: Storage, key: str, report: dict[str, Any]) -> dict[str, Any] | None:
+    """Set the status of session `key`'s manifest to the one `report` ends it with; return
+    the manifest written, or None when none was (it says so already, or is not readable).
+
+    The manifest is read afresh, not taken from a `Session` opened earlier: a finish
+    cut short between its report and its manifest (a kill) is completed by the next
+    one, which must see what is there now.
+    """
+    _, manifest, _ = read_object(storage, f"{key}/{MANIFEST}", key)
+    status = report_status(report)
+    if manifest is None or manifest.get("status") == status:
+        return None
+    manifest = {**manifest, "status": status}
+    storage.put(f"{key}/{MANIFEST}", jsonio.dumps(manifest))
+    return manifest

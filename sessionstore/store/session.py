@@ -52,7 +52,7 @@ from sessionstore.store.collection import Collection
 from sessionstore.store.created import created_key
 from sessionstore.store.export import export_record
 from sessionstore.store.files import constraints_of, exists, locate, read_object
-from sessionstore.store.manifest import new_constraints, new_manifest
+from sessionstore.store.manifest import follow_report, new_constraints, new_manifest
 from sessionstore.store.records import (
     MAX_RECORD_DEPTH,
     Record,
@@ -193,7 +193,9 @@ class Session:
         place: that does not end the session, and cannot be replaced either.
         `InvalidInput` too, before anything is written, for a report readers
         would read as torn, one the published schema rejects, or a
-        `best_trial` that names no completed trial (`store.sealed`).
+        `best_trial` that names no completed trial (`store.sealed`). A finish cut
+        short after its report (a kill) is completed by the next: the manifest
+        follows the report there, and a finish asking for that same report returns.
         """
         source = str(self.path / REPORT)
         obj = jsonio.to_object(report, source)
@@ -212,12 +214,20 @@ class Session:
                     f"reads as torn ({there.error}); a report is written once, so it is "
                     "not replaced and this session cannot be finished",
                 )
+            # A finish cut short after its report (a kill) left the manifest behind.
+            if there.data is not None and self._follow(there.data) and there.data == obj:
+                return
             raise SessionFinished(self.path / REPORT)
         # The report is what ends the session; the manifest status follows it, so
         # a crash between the two still reads as ended (readers trust report.json).
-        if self.manifest is not None:
-            self.manifest = {**self.manifest, "status": final}
-            self.storage.put(f"{self.key}/{MANIFEST}", jsonio.dumps(self.manifest))
+        self._follow(obj)
+
+    def _follow(self, report: dict[str, Any]) -> bool:
+        """Bring the manifest's status to the report's (`follow_report`); whether it was."""
+        manifest = follow_report(self.storage, self.key, report)
+        if manifest is not None:
+            self.manifest = manifest
+        return manifest is not None
 
     def export(self, n: int, dest: str | os.PathLike[str]) -> Path:
         """Write a self-contained copy of completed trial `n` to the new directory `dest`.

@@ -114,11 +114,16 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:40] + "..."
 
 
+def report_status(report: dict[str, Any]) -> str:
+    """The status a completed report ends its session with: failed if it says so, else done."""
+    return "failed" if report.get("status") == "failed" else "done"
+
+
 def session_status(session: Session, report: Record | None = None) -> str:
     """running | interrupted | done | failed | unknown (see the module docstring)."""
     report = report if report is not None else session.report()
     if report.state is RecordState.COMPLETED and report.data is not None:
-        return "failed" if report.data.get("status") == "failed" else "done"
+        return report_status(report.data)
     manifest = session.manifest or {}
     if manifest_problem(manifest) is not None:
         return "unknown"

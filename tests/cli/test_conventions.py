@@ -159,8 +159,9 @@ def test_verbose_says_each_thing_done(tmp_path: Path) -> None:
     assert healthy.exit_code == 0 and healthy.stdout == ""
     lines = healthy.stderr.splitlines()
     assert len(lines) == 10 and all(line.endswith(": ok") for line in lines[:9])
-    assert (
-        lines[0] == "doctor: checked session.json: present, parses, fields of the right types: ok"
+    assert lines[0] == (
+        "doctor: checked session.json: present, parses, fields of the right types, "
+        "status the report's: ok"
     )
     assert lines[9] == f"doctor: {session.path}: healthy"
     (record / "trial.json").chmod(0o666)

@@ -148,3 +148,50 @@ def test_a_torn_report_leaves_the_session_running_for_every_command(
         "); a report is written once, so it is not replaced and this session cannot be finished\n"
     )
     assert orjson.loads(ss(tmp_path, "inspect", "abc", "--json").stdout)["status"] == "running"
+
+
+def _finish_killed_before_its_manifest(store: Path, session_id: str) -> None:
+    """Run `finish` under strace, which SIGKILLs it at its first rename: the manifest's
+    `os.replace`, after report.json was linked into place."""
+    inject = "inject=rename,renameat,renameat2:signal=SIGKILL"
+    cmd = ["strace", "-f", "-qq", "-o", os.devnull, "-e", inject, *cli_runner.SESSIONSTORE]
+    args = ["finish", session_id, "--store", str(store), "--report", '{"best_trial": 1}']
+    result = subprocess.run([*cmd, *args], capture_output=True, timeout=cli_runner.TIMEOUT)
+    assert result.returncode == -9, result.stderr  # strace dies of what killed its tracee
+
+
+def test_a_finish_killed_between_report_and_manifest_is_told_and_converges(
+    tmp_path: Path,
+) -> None:
+    session = _trials(Store(tmp_path).create(id="abc", pid=None), 1)
+    _finish_killed_before_its_manifest(tmp_path, "abc")
+    assert _read(session.path / "report.json") == {"best_trial": 1, "status": "done"}
+    manifest = _read(session.path / "session.json")
+    assert isinstance(manifest, dict) and manifest["status"] == "running"  # left behind
+    doctor = ss(tmp_path, "doctor", "abc")
+    assert doctor.returncode == 1
+    assert (
+        f"{session.path / 'session.json'}: manifest: status running, but report.json ended "
+        "the session as done (a finish cut short); finishing it again brings it to the "
+        "report's (the report is not replaced)\n"
+    ) in doctor.stdout
+    # The same finish again completes the one cut short, and only that once.
+    again = ss(tmp_path, "finish", "abc", "--report", '{"best_trial": 1}')
+    assert (again.returncode, again.stdout, again.stderr) == (0, "finished abc: done\n", "")
+    manifest = _read(session.path / "session.json")
+    assert isinstance(manifest, dict) and manifest["status"] == "done"
+    assert ss(tmp_path, "doctor", "abc", "--repair", "-q").returncode == 0  # the dead temp
+    third = ss(tmp_path, "finish", "abc", "--report", '{"best_trial": 1}')
+    assert third.returncode == 1 and "finished already" in third.stderr
+
+
+def test_another_report_after_a_killed_finish_is_refused_but_the_manifest_follows(
+    tmp_path: Path,
+) -> None:
+    session = _trials(Store(tmp_path).create(id="abc", pid=None), 1)
+    _finish_killed_before_its_manifest(tmp_path, "abc")
+    result = ss(tmp_path, "finish", "abc", "--failed")
+    assert result.returncode == 1 and "finished already" in result.stderr
+    assert _read(session.path / "report.json") == {"best_trial": 1, "status": "done"}
+    manifest = _read(session.path / "session.json")
+    assert isinstance(manifest, dict) and manifest["status"] == "done"
