@@ -1,4 +1,6 @@
-"""Removing a directory tree by directory fd: the one way sessionstore removes a tree.
+"""Removing a directory tree by directory fd: the one way sessionstore removes a tree; and
+swapping two entries of a directory atomically (`exchange_at`), so a tree is replaced
+without a moment when its name is absent.
 
 `remove_tree_at` removes a tree as coreutils' `rm -r` does (fts over
 openat): every step relative to a directory fd, nothing followed, no
@@ -14,10 +16,36 @@ import contextlib
 import errno
 import os
 import stat
+import sys
 
 from sessionstore._fs import read as fsread
 
-__all__ = ["remove_tree_at"]
+__all__ = ["exchange_at", "remove_tree_at"]
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+
+
+def exchange_at(dir_fd: int, a: str, b: str) -> bool:
+    """Swap the entries `a` and `b` of the directory open at `dir_fd` in one step
+    (`renameat2(RENAME_EXCHANGE)`); False when this system or file system cannot
+    (not Linux, no such call in the C library, EINVAL/ENOSYS), and nothing changed.
+
+    Both names must exist; any other failure is raised as the `OSError` it is.
+    """
+    if sys.platform != "linux":
+        return False
+    import ctypes  # on use: only a replacement pays for it
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    call = getattr(libc, "renameat2", None)
+    if call is None:  # a C library older than glibc 2.28, or without the wrapper
+        return False
+    if call(dir_fd, os.fsencode(a), dir_fd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), a)
 
 
 def _identity(fd: int) -> tuple[int, int]:

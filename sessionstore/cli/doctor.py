@@ -37,7 +37,10 @@ CHECKS = (
     ("trials/ and service/: directories", ("collection",)),
     ("markers: none torn", ("torn",)),
     ("trials/ and service/: no foreign entries", ("foreign",)),
-    ("previous/: each pinned session's copy readable (as inspect reads it)", ("lineage",)),
+    (
+        "previous/: each pinned session's copy readable (as inspect reads it), there if due",
+        ("lineage",),
+    ),
     ("temp files (.sstmp-*): none of dead writers", ("temp",)),
     ("modes and readability of every entry", ("mode", "unreadable")),
 )
@@ -63,7 +66,8 @@ def doctor(target: str, store_dir: Path | None, repair: bool, quiet: bool, verbo
     short: finishing again mends it); a missing or torn constraints.json; a torn report.json;
     missing or symlinked collections; torn markers; foreign entries in trials/ and
     service/; a lineage copy in previous/ that inspect shows a problem for (a
-    symlink or not a directory) or a pinned id that is no id; leftover temp
+    symlink or not a directory), or that is missing while the pinned session,
+    still in the store, has records to copy; a pinned id that is no id; leftover temp
     files (.sstmp-*); modes other than the format's (0700 directories, 0644
     store files). Temps of live writers are writes in progress, not problems.
 

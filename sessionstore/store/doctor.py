@@ -8,7 +8,8 @@ cut short); a missing or torn `constraints.json`, a torn
 directory; each torn marker; each foreign entry of a collection; each
 lineage copy `inspect` shows a problem for (a `previous` or
 `previous/<id>` that is a symlink or not a directory, a pinned id that is
-not a valid id); each
+not a valid id), or that is missing while the pinned session, still in the
+store, has records to copy; each
 leftover temp entry (`.sstmp-*`, anywhere in the session); the modes of
 what the format defines (the session, its collections and records
 `0700`, the store's files `0644`, a marker the owner cannot read or
@@ -54,7 +55,7 @@ from sessionstore.format.names import (
 from sessionstore.storage.s3_path import S3Path
 from sessionstore.store.files import exists
 from sessionstore.store.lifecycle import mirror_daemon, recorded_writer
-from sessionstore.store.lineage_info import lineage_info, valid_id
+from sessionstore.store.lineage_info import copy_expected, lineage_info, valid_id
 from sessionstore.store.records import RecordState
 from sessionstore.store.status import manifest_problem, read_constraints, report_status
 
@@ -227,12 +228,19 @@ def _collection_records(collection: Collection) -> list[Problem]:
 
 def _lineage(session: Session) -> list[Problem]:
     """Each problem `inspect` shows for a pinned previous session's copy, read as it reads
-    them (nothing followed). A missing copy is none: a session without records has none."""
+    them (nothing followed). A missing copy is one only when the pinned session, still in
+    the store, has records to copy: a session without records has none."""
     found: list[Problem] = []
     top = session.path
     local = not isinstance(top, S3Path)
     for item in lineage_info(session):
         problem = item["problem"]
+        if problem is None and not item["copied"] and local and copy_expected(top, item["id"]):
+            detail = (
+                f"missing, while previous session {item['id']} has records to copy (a copy "
+                "cut short, or removed); `lineage.include_previous` copies it again"
+            )
+            found.append(Problem(Path(item["path"]), "lineage", detail))
         if problem is None or (local and "unreadable: " in problem):
             continue  # what cannot be read, the walk reports where it is (`_walk`)
         if not valid_id(item["id"]):  # never a path: `../x` names no copy

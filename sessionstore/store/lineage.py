@@ -71,7 +71,7 @@ from sessionstore._fs.atomic import (
     write_all,
 )
 from sessionstore._fs.staging import StagingTree
-from sessionstore._fs.tree import remove_tree_at
+from sessionstore._fs.tree import exchange_at, remove_tree_at
 from sessionstore.errors import CorruptFile, LineageWarning, SessionNotFound
 from sessionstore.format.names import PREVIOUS_DIR
 from sessionstore.storage.s3_path import S3Path
@@ -210,8 +210,14 @@ def _replace_dir(dir_fd: int, staging: str, name: str) -> None:
     except FileNotFoundError:
         os.rename(staging, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         return
-    # rename(2) cannot replace a non-empty directory: move it aside, then drop it.
-    # A crash in between leaves `name` absent (never partial); the next call recopies.
+    # rename(2) cannot replace a non-empty directory. Swapped in one step, `name` is
+    # never absent: a kill leaves the old copy or the new one there, and a temp that
+    # is garbage either way (never the only copy of a pinned session since deleted).
+    if exchange_at(dir_fd, staging, name):
+        remove_tree_at(dir_fd, staging)
+        return
+    # Where it cannot be swapped: moved aside, then dropped. A crash in between leaves
+    # `name` absent (never partial); the next call recopies, and `doctor` tells.
     old = temp_name()
     os.rename(name, old, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     os.rename(staging, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)

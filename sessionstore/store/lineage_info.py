@@ -16,13 +16,14 @@ from sessionstore.format.names import (
     validate_id,
 )
 from sessionstore.storage.s3_path import S3Path
+from sessionstore.store.lineage_walk import walk_session
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from sessionstore.store.session import Session
 
-__all__ = ["has_copy", "lineage_info", "pinned", "valid_id"]
+__all__ = ["copy_expected", "has_copy", "lineage_info", "pinned", "valid_id"]
 
 
 def pinned(session: Session) -> list[str]:
@@ -48,6 +49,28 @@ def has_copy(session_path: Path, session_id: str) -> bool:
     if fd is not None:
         os.close(fd)
     return copied
+
+
+def copy_expected(session_path: Path, session_id: str) -> bool:
+    """Whether the pinned session `session_id`, still beside the session at `session_path`
+    in their store, has records a copy would hold (so a missing `previous/<id>` is a copy
+    cut short, or removed, not one never made). Read by fd, nothing followed."""
+    if not valid_id(session_id):
+        return False
+    try:
+        root = fsread.open_dir(session_path.parent, follow=True)
+    except OSError:
+        return False
+    try:
+        source = fsread.open_dir(session_id, root)
+    except OSError:
+        return False
+    finally:
+        os.close(root)
+    try:
+        return walk_session(source).has_records
+    finally:
+        os.close(source)
 
 
 def _copy_state(session_path: Path, session_id: str) -> tuple[bool, str | None, int | None]:

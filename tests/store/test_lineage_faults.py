@@ -25,7 +25,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from inspect_helpers import metrics, run_cli, set_manifest
+from inspect_helpers import dead_pid, metrics, run_cli, set_manifest
 
 from sessionstore.errors import CorruptFile, LineageWarning
 from sessionstore.store.lineage import include_previous
@@ -498,3 +498,54 @@ def test_entries_swapped_for_fifos_and_symlinks_during_the_copy_never_hang_or_le
         assert copy.get("trials/1/task.yml", b"real\n") == b"real\n"
         assert not any(SECRET.encode() in data for data in copy.values())
     assert snapshot(known) == before
+
+
+_INCLUDE = (
+    "import sys\n"
+    "from sessionstore.store.lineage import include_previous\n"
+    "from sessionstore.store.session import Session, Store\n"
+    "include_previous(Store(sys.argv[1]), Session.open(sys.argv[2]))\n"
+)
+
+
+@pytest.mark.parametrize("call", ["renameat", "renameat2"])
+@pytest.mark.parametrize("when", [1, 2])
+def test_a_copy_replaced_by_a_killed_include_previous_is_never_absent(
+    tmp_path: Path, call: str, when: int
+) -> None:
+    # strace SIGKILLs the copier at its `when`-th call of `call`: moving the old copy
+    # aside, or swapping the new one in. Whichever, a whole copy stands at the name.
+    store = Store(tmp_path)
+    finished(store, "old")
+    session = store.create(id="new", pid=None, previous=["old"])
+    inject = f"inject={call}:signal=SIGKILL:when={when}"
+    cmd = ["strace", "-f", "-qq", "-o", os.devnull, "-e", inject, sys.executable, "-c", _INCLUDE]
+    subprocess.run([*cmd, str(tmp_path), str(session.path)], capture_output=True, timeout=60)
+    copy = session.path / "previous" / "old"
+    assert (copy / "trials" / "1" / "patches" / "fix.diff").read_bytes() == b"+x\n"
+    doctor = run_cli("doctor", "--store", str(tmp_path), "new", "--repair")
+    assert doctor.returncode == 0, doctor.stdout
+
+
+def test_doctor_tells_a_pinned_copy_missing_while_its_session_has_records(
+    tmp_path: Path,
+) -> None:
+    # What a copy killed between moving the old copy aside and renaming the new one in
+    # left (where the swap cannot be made in one step): the name absent, the copy a temp.
+    store = Store(tmp_path)
+    finished(store, "old")
+    store.create(id="empty", pid=None).finish({})  # no records: no copy, none missing
+    with pytest.warns(LineageWarning, match="empty has no records"):
+        session = store.create(id="new", pid=None, previous=["old", "empty"])
+    previous = session.path / "previous"
+    pid, _ = dead_pid()
+    (previous / "old").rename(previous / f".sstmp-{pid}-0123456789abcdef")
+    doctor = run_cli("doctor", "--store", str(tmp_path), "new", "--repair")
+    assert doctor.returncode == 1
+    assert (
+        f"{previous / 'old'}: lineage: missing, while previous session old has records to "
+        "copy (a copy cut short, or removed); `lineage.include_previous` copies it again\n"
+    ) in doctor.stdout
+    with pytest.warns(LineageWarning, match="empty has no records"):
+        include_previous(store, Session.open(session.path))
+    assert run_cli("doctor", "--store", str(tmp_path), "new").returncode == 0
