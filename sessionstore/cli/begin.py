@@ -7,7 +7,13 @@ from pathlib import Path
 import click
 
 from sessionstore._display import escape
-from sessionstore.cli.common import command, json_option, library_errors, target_options
+from sessionstore.cli.common import (
+    command,
+    json_option,
+    library_errors,
+    print_made,
+    target_options,
+)
 from sessionstore.cli.plain import emit_json
 from sessionstore.store.target import resolve_target
 
@@ -26,7 +32,8 @@ def begin(target: str, store_dir: Path | None, trial: bool, attempt: bool, as_js
     The record is made by an atomic mkdir, so two harnesses never get the same
     number, and it stays in flight (no marker) until `sessionstore complete`
     writes its marker. A finished session is refused (exit 1); a torn report.json does
-    not finish a session.
+    not finish a session. If the number cannot be printed (stdout closed or full, a
+    closed pipe), the record is begun all the same and the error line (exit 1) names it.
 
     \b
     Examples:
@@ -42,7 +49,11 @@ def begin(target: str, store_dir: Path | None, trial: bool, attempt: bool, as_js
         raise click.UsageError("give exactly one of --trial and --attempt")
     session = resolve_target(target, store_dir)
     writer = begin_record(session, TRIALS if trial else SERVICE)
-    if as_json:
-        emit_json({"n": writer.n, "path": str(writer.path)})
-    else:
-        click.echo(escape(f"{writer.n} {writer.path}"))
+    print_made(
+        lambda: (
+            emit_json({"n": writer.n, "path": str(writer.path)})
+            if as_json
+            else click.echo(escape(f"{writer.n} {writer.path}"))
+        ),
+        f"{'trial' if trial else 'attempt'} {writer.n} was begun: {writer.path}",
+    )

@@ -6,6 +6,7 @@ import errno
 import functools
 import math
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -351,6 +352,20 @@ def errors_exit(exception: type[click.ClickException]) -> Callable[[F], F]:
         return wrapper  # type: ignore[return-value]
 
     return decorate
+
+
+def print_made(print_it: Callable[[], None], made: str) -> None:
+    """Print what the command has just made (`print_it`: an id, a record's number).
+
+    A stdout that cannot take it (closed, full, a reader gone: a closed pipe
+    too, of which nothing is said elsewhere) must not leave a session or a
+    record made with nobody told: the error line (exit 1) says what was `made`.
+    """
+    try:
+        print_it()
+        sys.stdout.flush()
+    except OSError as exc:
+        raise click.ClickException(escape(f"stdout: {exc.strerror or exc}; {made}")) from None
 
 
 def usage_error(exc: Usage) -> click.UsageError:

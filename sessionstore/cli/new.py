@@ -13,6 +13,7 @@ from sessionstore.cli.common import (
     command,
     json_option,
     library_errors,
+    print_made,
     record_number_type,
     store_option,
 )
@@ -51,7 +52,9 @@ def new(
     """Create a session and print its id.
 
     No writer process is recorded unless --pid is given, so the session does
-    not read as interrupted just because this command exited.
+    not read as interrupted just because this command exited. If the id cannot
+    be printed (stdout closed or full, a closed pipe), the session is made all
+    the same and the error line (exit 1) names it.
 
     \b
     Examples:
@@ -90,7 +93,6 @@ def new(
             warnings.warn_explicit(
                 warning.message, warning.category, warning.filename, warning.lineno
             )
-    if as_json:
-        emit_json({"id": session.id, "path": str(session.path)})
-    else:
-        click.echo(session.id)
+    shown = {"id": session.id, "path": str(session.path)}
+    made = f"session {session.id} was made: {session.path}"
+    print_made(lambda: emit_json(shown) if as_json else click.echo(session.id), made)

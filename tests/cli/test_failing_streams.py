@@ -184,3 +184,31 @@ def test_check_whose_reader_is_gone_never_exits_1_the_fail_status(
     if not fmt:  # quiet writes nothing: the status is the verdict, as ever
         quiet = run(*args, "-q", preexec_fn=reader_gone(1)).returncode
         assert quiet == {"P": 0, "F": 1}.get(line[0], 4)
+
+
+def _closed(fd: int) -> Callable[[], None]:
+    return lambda: os.close(fd)
+
+
+@pytest.mark.parametrize(
+    ("put", "reason"),
+    [
+        pytest.param(_closed(1), "Bad file descriptor", id="closed"),
+        pytest.param(onto(1, "/dev/full"), "No space left on device", id="full"),
+        pytest.param(reader_gone(1), "Broken pipe", id="reader-gone"),
+    ],
+)
+@pytest.mark.parametrize("json", [[], ["--json"]], ids=["text", "json"])
+def test_new_and_begin_name_what_they_made_when_stdout_cannot_take_it(
+    store: Path, put: Callable[[], None], reason: str, json: list[str]
+) -> None:
+    # The session (the record) is made before its id can be printed: an error line that
+    # did not name it left it made with nobody told, a closed pipe's with no line at all.
+    made = run("new", "--store", store, "--id", "s2", *json, preexec_fn=put)
+    assert (made.returncode, made.stdout) == (1, "")
+    assert made.stderr == f"Error: stdout: {reason}; session s2 was made: {store / 's2'}\n"
+    begun = run("begin", "s2", "--store", store, "--trial", *json, preexec_fn=put)
+    assert (begun.returncode, begun.stdout) == (1, "")
+    trial = store / "s2" / "trials" / "1"
+    assert begun.stderr == f"Error: stdout: {reason}; trial 1 was begun: {trial}\n"
+    assert trial.is_dir()
