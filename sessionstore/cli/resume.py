@@ -43,7 +43,7 @@ def _writer(writer: Writer | None, what: str) -> str:
 def _collection(title: str, plan: CollectionPlan) -> list[str]:
     lines = [
         f"{title}: completed (keep) {_numbers(plan.completed)}; failed {_numbers(plan.failed)}; "
-        f"next {plan.next}"
+        f"next {'none left (start a new session)' if plan.next is None else plan.next}"
     ]
     for redo in plan.redo:
         state = redo.state.replace("_", " ")
@@ -146,8 +146,9 @@ def resume(
     marker) and torn ones (a marker that is not a JSON object) are to redo,
     each with its directory and the files it holds; failed ones are those a
     completed marker says failed. "next" is the number `sessionstore begin`
-    allocates; the recorded writer is shown alive or not, so a harness can
-    tell whether the old run is still going.
+    allocates (null in --json when none is left: begin refuses); the recorded
+    writer is shown alive or not, so a harness can tell whether the old run is
+    still going.
 
     --json prints the whole plan as one object; --nl and --csv one row per
     record (collection, n, status, action keep or redo, path, files,

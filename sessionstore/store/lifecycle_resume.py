@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessionstore.format.names import SERVICE, TRIALS, record_number
+from sessionstore.format.names import MAX_RECORD, SERVICE, TRIALS, record_number
 from sessionstore.store.lifecycle import Writer, mirror_daemon, recorded_writer
 from sessionstore.store.records import Record, RecordState
 from sessionstore.store.status import session_status
@@ -50,7 +50,8 @@ class Redo:
 @dataclass(frozen=True)
 class CollectionPlan:
     """One collection's plan: completed numbers (keep), the failed ones among them,
-    the records to redo, foreign entries, and the next number `begin` allocates."""
+    the records to redo, foreign entries, and the next number `begin` allocates (None:
+    none is left, past `MAX_RECORD`, and `begin` refuses)."""
 
     name: str
     path: Path
@@ -58,7 +59,7 @@ class CollectionPlan:
     failed: list[int]
     redo: list[Redo]
     foreign: list[str]
-    next: int
+    next: int | None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -126,7 +127,13 @@ def _plan(collection: Collection) -> CollectionPlan:
     while following in taken:  # at most once per foreign entry
         following += 1
     return CollectionPlan(
-        collection.name, collection.path, completed, failed, redo, foreign, following
+        collection.name,
+        collection.path,
+        completed,
+        failed,
+        redo,
+        foreign,
+        following if following <= MAX_RECORD else None,
     )
 
 

@@ -151,3 +151,14 @@ def test_label_keeps_the_rows_of_a_session_that_carries_it(tmp_path: Path) -> No
     assert (other.returncode, other.stdout.strip()) == (0, ",".join(RECORD_COLUMNS))
     plain = ss(tmp_path, "resume", "lab", "--label", "team=ml")
     assert plain.returncode == 2 and "--label" in plain.stderr
+
+
+def test_next_is_none_once_no_record_number_is_left(tmp_path: Path) -> None:
+    session = Store(tmp_path).create(id="full", pid=None)
+    (session.path / "trials" / "999999999999999999").mkdir(mode=0o700)
+    begun = ss(tmp_path, "begin", "full", "--trial")
+    assert begun.returncode == 1 and "no record number left" in begun.stderr
+    plan = orjson.loads(ss(tmp_path, "resume", "full", "--json").stdout)
+    assert plan["trials"]["next"] is None and plan["service"]["next"] == 1
+    text = ss(tmp_path, "resume", "full").stdout
+    assert "; next none left (start a new session)\n" in text
