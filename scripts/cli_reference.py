@@ -34,9 +34,10 @@ worked exits 0), and /dev/null holds the descriptor meanwhile, so no file the
 command opens takes its number. Output that cannot be written (a full disk,
 `>/dev/full`) is one line naming stdout (`Error: stdout: No space left on
 device`, exit 1), and a closed pipe (`| head`) exits 1 in silence, except
-that `new` and `begin`, which have made a session or a record by then, say
-which in that one line (`Error: stdout: Bad file descriptor; session 1a2b3c4d
-was made: PATH`); a diagnostic that stderr cannot take is dropped as if it were closed, so the
+that `new`, `begin`, `complete` and `finish`, which have made a session or a
+record, or written a marker or a report by then, say which in that one line
+(`Error: stdout: Bad file descriptor; session 1a2b3c4d was made: PATH`); a
+diagnostic that stderr cannot take is dropped as if it were closed, so the
 exit status stays the command's. An empty path (`--store ""`, an empty SRC or
 DST) is a usage error, never the current directory that pathlib reads in it.
 

@@ -355,11 +355,13 @@ def errors_exit(exception: type[click.ClickException]) -> Callable[[F], F]:
 
 
 def print_made(print_it: Callable[[], None], made: str) -> None:
-    """Print what the command has just made (`print_it`: an id, a record's number).
+    """Print what the command has just made or done (`print_it`: an id, a record's
+    number, a confirmation).
 
     A stdout that cannot take it (closed, full, a reader gone: a closed pipe
     too, of which nothing is said elsewhere) must not leave a session or a
-    record made with nobody told: the error line (exit 1) says what was `made`.
+    record made, a marker or a report written, with nobody told: the error
+    line (exit 1) says what was `made`, so a harness knows not to do it again.
     """
     try:
         print_it()

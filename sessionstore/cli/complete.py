@@ -10,6 +10,7 @@ from sessionstore._display import escape
 from sessionstore.cli.common import (
     command,
     library_errors,
+    print_made,
     record_number_type,
     target_options,
     verbosity_options,
@@ -66,10 +67,14 @@ def complete(
     n = trial if trial is not None else attempt
     assert n is not None
     record = complete_record(session, collection, n, obj)
-    if verbose:
-        for name in record.files():
-            if name != MARKERS[collection]:
-                click.echo(escape(f"synced {record.path / name}"))
-        click.echo(escape(f"wrote {record.path / MARKERS[collection]}"))
-    if not quiet:
-        click.echo(escape(f"completed {what} {record.n}: {record.path}"))
+
+    def say() -> None:
+        if verbose:
+            for name in record.files():
+                if name != MARKERS[collection]:
+                    click.echo(escape(f"synced {record.path / name}"))
+            click.echo(escape(f"wrote {record.path / MARKERS[collection]}"))
+        if not quiet:
+            click.echo(escape(f"completed {what} {record.n}: {record.path}"))
+
+    print_made(say, f"{what} {record.n} was completed: {record.path}")

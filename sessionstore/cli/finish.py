@@ -10,6 +10,7 @@ from sessionstore._display import escape
 from sessionstore.cli.common import (
     command,
     library_errors,
+    print_made,
     target_options,
     verbosity_options,
 )
@@ -61,9 +62,13 @@ def finish(
 
     session.finish(obj, "failed" if failed else None)
     final = "failed" if failed else obj.get("status") or "done"
-    if verbose:
-        click.echo(escape(f"wrote {session.path / REPORT}"))
-        if session.manifest is not None:
-            click.echo(escape(f"set status {final} in {session.path / MANIFEST}"))
-    if not quiet:
-        click.echo(escape(f"finished {session.id or session.path}: {final}"))
+
+    def say() -> None:
+        if verbose:
+            click.echo(escape(f"wrote {session.path / REPORT}"))
+            if session.manifest is not None:
+                click.echo(escape(f"set status {final} in {session.path / MANIFEST}"))
+        if not quiet:
+            click.echo(escape(f"finished {session.id or session.path}: {final}"))
+
+    print_made(say, f"session {session.id or session.path} was finished ({final})")

@@ -212,3 +212,27 @@ def test_new_and_begin_name_what_they_made_when_stdout_cannot_take_it(
     trial = store / "s2" / "trials" / "1"
     assert begun.stderr == f"Error: stdout: {reason}; trial 1 was begun: {trial}\n"
     assert trial.is_dir()
+
+
+@pytest.mark.parametrize(
+    ("put", "reason"),
+    [
+        pytest.param(_closed(1), "Bad file descriptor", id="closed"),
+        pytest.param(onto(1, "/dev/full"), "No space left on device", id="full"),
+        pytest.param(reader_gone(1), "Broken pipe", id="reader-gone"),
+    ],
+)
+def test_complete_and_finish_say_what_was_written_when_stdout_cannot_confirm_it(
+    store: Path, put: Callable[[], None], reason: str
+) -> None:
+    assert run("begin", "s1", "--store", store, "--trial").returncode == 0
+    trial = store / "s1" / "trials" / "1"
+    done = run("complete", "s1", "--store", store, "--trial", "1", "--marker", "{}", preexec_fn=put)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == f"Error: stdout: {reason}; trial 1 was completed: {trial}\n"
+    assert (trial / "trial.json").read_bytes() == b"{}\n"
+    ended = run("finish", "s1", "--store", store, "--failed", preexec_fn=put)
+    assert (ended.returncode, ended.stdout) == (1, "")
+    assert ended.stderr == f"Error: stdout: {reason}; session s1 was finished (failed)\n"
+    quiet = run("complete", "s1", "--store", store, "--trial", "1", "--marker", "{}", "-q")
+    assert quiet.returncode == 1 and "completed" in quiet.stderr  # written once: refused
