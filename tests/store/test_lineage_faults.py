@@ -27,6 +27,7 @@ import orjson
 import pytest
 from inspect_helpers import dead_pid, metrics, run_cli, set_manifest
 
+from sessionstore._fs.tree import exchange_at
 from sessionstore.errors import CorruptFile, LineageWarning
 from sessionstore.store.lineage import include_previous
 from sessionstore.store.session import Session, Store
@@ -515,15 +516,23 @@ def test_a_copy_replaced_by_a_killed_include_previous_is_never_absent(
 ) -> None:
     # strace SIGKILLs the copier at its `when`-th call of `call`: moving the old copy
     # aside, or swapping the new one in. Whichever, a whole copy stands at the name.
-    store = Store(tmp_path)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if not exchange_at(fd, "a", "b"):
+            pytest.skip("this file system cannot swap two entries in one step")
+    finally:
+        os.close(fd)
+    store = Store(tmp_path / "store")
     finished(store, "old")
     session = store.create(id="new", pid=None, previous=["old"])
     inject = f"inject={call}:signal=SIGKILL:when={when}"
     cmd = ["strace", "-f", "-qq", "-o", os.devnull, "-e", inject, sys.executable, "-c", _INCLUDE]
-    subprocess.run([*cmd, str(tmp_path), str(session.path)], capture_output=True, timeout=60)
+    subprocess.run([*cmd, str(store.root), str(session.path)], capture_output=True, timeout=60)
     copy = session.path / "previous" / "old"
     assert (copy / "trials" / "1" / "patches" / "fix.diff").read_bytes() == b"+x\n"
-    doctor = run_cli("doctor", "--store", str(tmp_path), "new", "--repair")
+    doctor = run_cli("doctor", "--store", str(store.root), "new", "--repair")
     assert doctor.returncode == 0, doctor.stdout
 
 
