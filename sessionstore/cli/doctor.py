@@ -75,7 +75,9 @@ def doctor(target: str, store_dir: Path | None, repair: bool, quiet: bool, verbo
     is dead (no process has the pid in the temp's name, or the process that
     has it started after the temp was last changed), and temps that name no
     writer once unchanged for an hour while no writer of the session is
-    alive. Nothing else is ever removed, and nothing is followed.
+    alive. A temp right in previous/ while a pinned id has no copy there is
+    kept: it may be that copy, moved aside by a replace cut short. Nothing
+    else is ever removed, and nothing is followed.
 
     -q leaves out the closing verdict line (stderr); -v says, before it,
     each check made and how many problems it found.

@@ -55,7 +55,7 @@ from sessionstore.format.names import (
 from sessionstore.storage.s3_path import S3Path
 from sessionstore.store.files import exists
 from sessionstore.store.lifecycle import mirror_daemon, recorded_writer
-from sessionstore.store.lineage_info import copy_expected, lineage_info, valid_id
+from sessionstore.store.lineage_info import copy_expected, has_copy, lineage_info, pinned, valid_id
 from sessionstore.store.records import RecordState
 from sessionstore.store.status import manifest_problem, read_constraints, report_status
 
@@ -122,7 +122,8 @@ def doctor(session: Session, *, repair: bool = False, now: float | None = None) 
     problems = _files(session) + _collections(session) + _lineage(session)
     in_progress: list[Path] = []
     if not isinstance(session.path, S3Path):  # no modes or temps in an object store
-        walked, in_progress = _walk(session, repair, time.time() if now is None else now)
+        held = _copy_missing(session)
+        walked, in_progress = _walk(session, repair, time.time() if now is None else now, held)
         # A collection that cannot be listed is reported once, by `_collections` (which
         # says what it costs): the walk meets the same error on the same directory.
         told = {p.path for p in problems if p.kind == "unreadable"}
@@ -159,10 +160,9 @@ def _files(session: Session) -> list[Problem]:
     if report.state is RecordState.TORN:
         found.append(Problem(top / REPORT, "report", _strip(report.error or "torn", REPORT)))
     elif report.data is not None and session.manifest is not None:
-        # The report ended the session and the manifest follows it: a status that does
-        # not is a finish cut short between the two (a kill). The status reads right
-        # (the report decides), but a reader of session.json alone is misled. A status
-        # of the wrong type is told above (`manifest_problem`).
+        # The manifest's status follows the report: one that does not is a finish cut
+        # short between the two (a kill), misleading a reader of session.json alone. A
+        # status of the wrong type is told above (`manifest_problem`).
         ended, said = report_status(report.data), session.manifest.get("status", "running")
         if said != ended and said in ("running", "done", "failed"):
             detail = (
@@ -227,9 +227,8 @@ def _collection_records(collection: Collection) -> list[Problem]:
 
 
 def _lineage(session: Session) -> list[Problem]:
-    """Each problem `inspect` shows for a pinned previous session's copy, read as it reads
-    them (nothing followed). A missing copy is one only when the pinned session, still in
-    the store, has records to copy: a session without records has none."""
+    """Each problem `inspect` shows for a pinned session's copy (read as it reads them), and
+    a missing copy whose session, still in the store, has records (`copy_expected`)."""
     found: list[Problem] = []
     top = session.path
     local = not isinstance(top, S3Path)
@@ -256,8 +255,17 @@ def _lineage(session: Session) -> list[Problem]:
     return found
 
 
-def _walk(session: Session, repair: bool, now: float) -> tuple[list[Problem], list[Path]]:
-    """Modes and temps, over the whole session tree by fd (temps never entered)."""
+def _copy_missing(session: Session) -> bool:
+    """Whether a pinned id has no copy in previous/: a temp there may be it, moved aside by
+    a replace cut short, and the only copy left if its session was removed since: kept."""
+    return any(valid_id(i) and not has_copy(session.path, i) for i in pinned(session))
+
+
+def _walk(
+    session: Session, repair: bool, now: float, held: bool
+) -> tuple[list[Problem], list[Path]]:
+    """Modes and temps, over the session tree by fd (temps never entered); `held`: temps
+    right in previous/ are kept (`_copy_missing`)."""
     found: list[Problem] = []
     in_progress: list[Path] = []
     writers = _WritersAlive(session)
@@ -274,7 +282,8 @@ def _walk(session: Session, repair: bool, now: float) -> tuple[list[Problem], li
                 found.append(Problem(path, "unreadable", _strip(entry.error or "", "unreadable")))
             elif is_temp_name(entry.name):
                 path = session.path.joinpath(*entry.parts())
-                problem = _temp(entry, path, repair, writers, now)
+                kept = held and entry.parts()[:-1] == (PREVIOUS_DIR,)
+                problem = _temp(entry, path, repair, writers, now, kept)
                 if problem is None:
                     in_progress.append(path)
                 else:
@@ -287,11 +296,13 @@ def _walk(session: Session, repair: bool, now: float) -> tuple[list[Problem], li
 
 
 def _temp(
-    entry: Entry, path: Path, repair: bool, writers: Callable[[], bool], now: float
+    entry: Entry, path: Path, repair: bool, writers: Callable[[], bool], now: float, kept: bool
 ) -> Problem | None:
-    """A leftover temp as a problem (removed if `repair` and garbage); None: in progress."""
+    """A leftover temp as a problem (removed if `repair` and garbage, not `kept`), or None."""
     assert entry.st is not None
     garbage, why = temp_verdict(entry.name, entry.st, writers, now)
+    if garbage and kept:
+        garbage, why = False, f"{why}, but it may hold the copy a pinned id lacks"
     if garbage is None:
         return None
     if not garbage:

@@ -558,3 +558,27 @@ def test_doctor_tells_a_pinned_copy_missing_while_its_session_has_records(
     with pytest.warns(LineageWarning, match="empty has no records"):
         include_previous(store, Session.open(session.path))
     assert run_cli("doctor", "--store", str(tmp_path), "new").returncode == 0
+
+
+def test_doctor_repair_keeps_a_temp_in_previous_while_a_pinned_copy_is_missing(
+    tmp_path: Path,
+) -> None:
+    # The old copy moved aside by a replace cut short, its session removed since: that
+    # temp is the only copy left, so it is no provable garbage, whoever wrote it.
+    store = Store(tmp_path)
+    finished(store, "old")
+    session = store.create(id="new", pid=None, previous=["old"])
+    previous = session.path / "previous"
+    pid, _ = dead_pid()
+    temp = previous / f".sstmp-{pid}-0123456789abcdef"
+    (previous / "old").rename(temp)
+    shutil.rmtree(tmp_path / "old")
+    doctor = run_cli("doctor", "--store", str(tmp_path), "new", "--repair")
+    assert (doctor.returncode, doctor.stdout) == (
+        1,
+        f"{temp}: temp: no process has its pid {pid}, but it may hold the copy a pinned id "
+        "lacks; kept (not provably garbage)\n",
+    )
+    assert (temp / "trials" / "1" / "patches" / "fix.diff").read_bytes() == b"+x\n"
+    temp.rename(previous / "old")  # put back by hand: whole again
+    assert run_cli("doctor", "--store", str(tmp_path), "new", "--repair").returncode == 0
