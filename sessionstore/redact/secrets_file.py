@@ -12,6 +12,10 @@ reading of a line is registered:
   one pair of enclosing quotes removed (`value<TAB># comment` when dotenv
   reads `value`; `a\\'b` when dotenv reads `a'b`, as a shell would; an
   unclosed `"x` that dotenv rejects);
+* the value as a shell reads it (`set -a; . ./secrets.env`): its first word
+  with quotes removed and backslash escapes applied, nothing expanded
+  (`p\\@ss\\ w0rd` is `p@ss w0rd`, `"pa\\$\\$w0rd"` is `pa$$w0rd`); one under the
+  minimum length is dropped rather than refused, another reading being longer;
 * the whole line, when it is not an assignment (a raw secret), when its name
   is not a conventional variable name or its unquoted value holds `=`
   (a raw password such as `p@ss=w0rd=x`), or when the value is empty
@@ -136,6 +140,9 @@ def _line_readings(line: str, binding: Binding | None) -> list[str]:
     rest = written.group(2).strip() if written else ""
     if written:
         found.append(_unquoted(rest))
+        shell = _shell_word(rest)
+        if shell is not None and significant_len(_encode(shell)) >= MIN_NEEDLE_LEN:
+            found.append(shell)
     if (
         binding.value is None
         or not binding.value.strip()
@@ -144,6 +151,43 @@ def _line_readings(line: str, binding: Binding | None) -> list[str]:
     ):
         found.append(line)
     return found
+
+
+# What ends an unquoted shell word: a blank or an operator (`TOKEN=x;` assigns `x`).
+_WORD_END = frozenset(" \t;&|<>()")
+# The characters a backslash escapes inside double quotes (POSIX); before others it stays.
+_DOUBLE_ESCAPES = frozenset('$`"\\')
+
+
+def _shell_word(rest: str) -> str | None:
+    """The first word of `rest` as a POSIX shell assigns it, unexpanded (`$X` stays as
+    written, as dotenv's reading keeps `${X}`); None for an unclosed quote."""
+    out: list[str] = []
+    i, n = 0, len(rest)
+    while i < n and rest[i] not in _WORD_END:
+        ch = rest[i]
+        if ch == "\\":
+            out.append(rest[i + 1 : i + 2])
+            i += 2
+        elif ch == "'":
+            end = rest.find("'", i + 1)
+            if end < 0:
+                return None
+            out.append(rest[i + 1 : end])
+            i = end + 1
+        elif ch == '"':
+            i += 1
+            while i < n and rest[i] != '"':
+                escaped = rest[i] == "\\" and rest[i + 1 : i + 2] in _DOUBLE_ESCAPES
+                out.append(rest[i + 1] if escaped else rest[i])
+                i += 2 if escaped else 1
+            if i >= n:
+                return None
+            i += 1
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
 
 
 def _unquoted(rest: str) -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -94,6 +96,28 @@ def test_a_stray_quote_hides_no_later_assignment(tmp_path: Path) -> None:
     )
     for value in (b'"fake-unclosed', b"fake-after-stray-quote", b"fake-later-quoted"):
         assert hidden(r, value), value
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="no POSIX shell to source the file")
+def test_a_value_as_a_shell_reads_it_is_registered(tmp_path: Path) -> None:
+    # Escapes dotenv keeps and quotes it does not join: a program started by a shell
+    # that sourced the file holds (and may log) what the shell made of each value.
+    lines = {
+        "ESCAPED": r"fake\@pw\ with-space",
+        "DOLLARS": r'"fake-pa\$\$word"',
+        "JOINED": """'fake-'"joined"-word;""",
+    }
+    data = "".join(f"{name}={value}\n" for name, value in lines.items()).encode()
+    r = registered(data, tmp_path)
+    for name in lines:
+        shell = subprocess.run(
+            ["sh", "-c", f'. ./s.env && printf %s "${name}"'],
+            cwd=tmp_path,
+            capture_output=True,
+            check=True,
+        ).stdout
+        assert shell in (b"fake@pw with-space", b"fake-pa$$word", b"fake-joined-word")
+        assert hidden(r, shell), shell
 
 
 def test_a_multi_line_value_registers_and_its_short_lines_are_not_refused(
