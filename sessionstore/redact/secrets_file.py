@@ -28,7 +28,10 @@ reading of a line is registered:
 
 Bytes are read as UTF-8 with `surrogateescape`: a byte that is not UTF-8 is
 kept as it is, so every value registers the exact bytes of the file. A
-leading UTF-8 byte order mark is not part of the first line.
+leading UTF-8 byte order mark is not part of the first line. A file that
+starts with a UTF-16 or UTF-32 byte order mark (Windows PowerShell's `>`
+writes UTF-16) is decoded as such: read as UTF-8, every value would be its
+characters with NUL bytes between them, matching no text that holds it.
 """
 
 from __future__ import annotations
@@ -88,9 +91,10 @@ def file_secrets(data: bytes, where: str = "secrets file") -> Iterator[tuple[byt
     or past its bounds) parses no further: python-dotenv takes ~16 µs a line,
     8 s for a megabyte of `A=x` lines. Raises `InvalidInput` naming
     `where:LINE` (never a value) for a run of more than `MAX_BLANK_RUN`
-    blanks, which python-dotenv's parser cannot read in reasonable time.
+    blanks, which python-dotenv's parser cannot read in reasonable time, and
+    naming `where` for a UTF-16 or UTF-32 byte order mark the rest does not follow.
     """
-    text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8", "surrogateescape")
+    text = _text(data, where)
     if long_run := _LONG_BLANKS.search(text):
         line = len(_NEWLINE.findall(text, 0, long_run.start())) + 1
         raise InvalidInput(
@@ -121,6 +125,30 @@ def file_secrets(data: bytes, where: str = "secrets file") -> Iterator[tuple[byt
                 # dotenv rejected the whole span: each line is all there is, short or not.
                 if binding.error or significant_len(_encode(value)) >= MIN_NEEDLE_LEN:
                     yield _encode(value), n
+
+
+# Longest first: a UTF-32-LE mark starts with the UTF-16-LE one.
+_WIDE_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+def _text(data: bytes, where: str) -> str:
+    """The file's text: UTF-8 (surrogate-escaped), or what its UTF-16/32 byte order mark says."""
+    for bom, encoding in _WIDE_BOMS:
+        if data.startswith(bom):
+            try:
+                return data[len(bom) :].decode(encoding)
+            except UnicodeDecodeError as exc:
+                raise InvalidInput(
+                    where,
+                    f"starts with a {encoding} byte order mark but is not {encoding} "
+                    f"(byte {exc.start + len(bom)}); save it as UTF-8",
+                ) from None
+    return data.removeprefix(codecs.BOM_UTF8).decode("utf-8", "surrogateescape")
 
 
 def _encode(value: str) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 import shutil
 import subprocess
@@ -14,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mirror_helpers import settle, write
 
-from sessionstore.errors import SecretRefused
+from sessionstore.errors import InvalidInput, SecretRefused
 from sessionstore.redact.redactor import Redactor
 
 pytestmark = pytest.mark.timeout(120)
@@ -86,6 +87,25 @@ def test_a_line_that_is_not_utf8_registers_its_exact_bytes(tmp_path: Path) -> No
     r = registered(b"LATIN1_PASS=fake-caf\xe9-latin1\nfake-raw-\xff\xfe-bytes\n", tmp_path)
     assert hidden(r, b"fake-caf\xe9-latin1")
     assert hidden(r, b"fake-raw-\xff\xfe-bytes")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+def test_a_utf16_or_utf32_file_with_its_byte_order_mark_registers_its_text(
+    encoding: str, tmp_path: Path
+) -> None:
+    # What Windows PowerShell's `>` writes. Read as UTF-8 every value was its characters
+    # with NULs between them, and a log holding the secret was mirrored as it was.
+    text = "WIDE_TOKEN=fake-wide-value-1\r\nfake-wide-raw-line\r\n"
+    r = registered(("\ufeff" + text).encode(encoding), tmp_path)  # the mark first
+    assert hidden(r, b"fake-wide-value-1") and hidden(r, b"fake-wide-raw-line")
+
+
+def test_a_byte_order_mark_the_rest_does_not_follow_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.env", codecs.BOM_UTF16_LE + b"W\x00I\x00D")  # odd length
+    r = Redactor()
+    with pytest.raises(InvalidInput, match="utf-16-le byte order mark but is not utf-16-le"):
+        r.add_file(path)
+    assert not r
 
 
 def test_a_stray_quote_hides_no_later_assignment(tmp_path: Path) -> None:
@@ -218,3 +238,16 @@ def test_mirror_with_the_secrets_file_leaks_no_reading(tmp_path: Path) -> None:
             everything += Path(dirpath, name).read_bytes()
     for value in (b"fake-bom-first-value", b"fake-tab-value-1", b"not-real=x99", b"fake@pw"):
         assert value not in everything, value
+
+
+def test_mirror_with_a_utf16_secrets_file_redacts(tmp_path: Path) -> None:
+    secrets = write(
+        tmp_path / "secrets.env",
+        codecs.BOM_UTF16_LE + "TOKEN=fake-wide-mirrored\r\n".encode("utf-16-le"),
+    )
+    src, dst = tmp_path / "ws", tmp_path / "dst"
+    write(src / "run.log", b"token fake-wide-mirrored\n")
+    settle()
+    result = run("mirror", src, dst, "--once", "--secrets-file", secrets, text=False)
+    assert result.returncode == 0, result.stderr
+    assert (dst / "run.log").read_bytes() == b"token REDACTED\n"
