@@ -24,6 +24,7 @@ from pathlib import Path
 
 from sessionstore._display import escape
 from sessionstore.cli.mirror_output import NORMAL, QUIET, VERBOSE, print_summary
+from sessionstore.cli.mirror_secrets import redact_error
 from sessionstore.cli.plain import Usage, emit_json, secrets_file_input
 from sessionstore.errors import InvalidInput, SessionNotFound
 from sessionstore.format.names import is_id
@@ -86,32 +87,10 @@ def run(
             report = _run_daemon(the_mirror, (debounce, max_wait, full_every), level, as_json)
     except Exception as exc:
         if redactor is not None:
-            _redact_message(exc, redactor)
+            redact_error(exc, redactor)
         raise
     if not report.ok:
         sys.exit(1)
-
-
-def _redact_message(exc: Exception, redactor: Redactor) -> None:
-    """Redact, in place, the text the CLI prints of `exc` (it escapes it afterwards).
-
-    Errors name SRC and DST as they were typed (`source ./ws-<secret>: does not
-    exist`, a lock held there), and the user may have put a secret in either.
-    """
-    from sessionstore.errors import SessionStoreError, StorageError
-    from sessionstore.mirror.layout import redact_message
-
-    def clean(text: str) -> str:
-        return redact_message(redactor, text)
-
-    if isinstance(exc, Usage):
-        exc.message = clean(exc.message)
-    elif isinstance(exc, SessionStoreError):
-        exc.args = (clean(str(exc)),)  # what `failure_message` prints ...
-        if isinstance(exc, StorageError):
-            exc.problem = clean(exc.problem)  # ... or this, for the root itself
-    elif isinstance(exc, OSError) and exc.filename is not None:
-        exc.filename = clean(os.fsdecode(exc.filename))
 
 
 def _level(quiet: bool, verbose: bool) -> int:

@@ -1,5 +1,6 @@
 """The secrets of a `mirror` command line that click could not parse, to keep out of its
-usage error.
+usage error; and `redact_error`, which keeps the registered ones out of any error a
+command (`mirror`, `scan`) prints.
 
 click reports a usage error before the command runs, so before `cli.mirror_run`
 has a redactor; its message quotes what was typed (a value it could not
@@ -11,9 +12,15 @@ hidden where it can be, and standard input is never read here.
 
 from __future__ import annotations
 
+import os
+
 from sessionstore.errors import SessionStoreError
 
-__all__ = ["hide_secrets", "secret_options"]
+TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
+if TYPE_CHECKING:
+    from sessionstore.redact.redactor import Redactor
+
+__all__ = ["hide_secrets", "redact_error", "secret_options"]
 
 _OPTIONS = ("--secret", "--secret-env", "--secrets-file")
 
@@ -59,3 +66,27 @@ def hide_secrets(message: str, args: list[str]) -> str:
         except SessionStoreError:
             continue  # refused (a marker inside it...): the run says why, if it gets there
     return redact_message(redactor, message)
+
+
+def redact_error(exc: Exception, redactor: Redactor) -> None:
+    """Redact, in place, the text the CLI prints of `exc` (it escapes it afterwards).
+
+    Errors name the paths, targets and URLs as they were typed (`source
+    ./ws-<secret>: does not exist`, a lock held there, a bucket named in an
+    `s3://` URL), and the user may have put a secret in any of them.
+    """
+    from sessionstore.cli.plain import Usage
+    from sessionstore.errors import StorageError
+    from sessionstore.mirror.layout import redact_message
+
+    def clean(text: str) -> str:
+        return redact_message(redactor, text)
+
+    if isinstance(exc, Usage):
+        exc.message = clean(exc.message)
+    elif isinstance(exc, SessionStoreError):
+        exc.args = (clean(str(exc)),)  # what `failure_message` prints ...
+        if isinstance(exc, StorageError):
+            exc.problem = clean(exc.problem)  # ... or this, for the root itself
+    elif isinstance(exc, OSError) and exc.filename is not None:
+        exc.filename = clean(os.fsdecode(exc.filename))

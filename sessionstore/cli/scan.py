@@ -9,6 +9,7 @@ redacted.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -127,11 +128,23 @@ def scan(
     if listing.limit == 0:
         raise click.UsageError("--limit must be at least 1: a scan of nothing is no audit")
     scanner = _scanner(secret_env, secrets_file, patterns, verbose)
-    totals = ScanTotals()
-    goal = objective_of(objective, higher)
-    events = _events(target, store_dir, listing, goal, scanner, totals, verbose)
-    _render(_limited(events, listing.limit), listing, quiet)
+    totals, goal = ScanTotals(), objective_of(objective, higher)
+    with _errors_redacted(scanner):  # they may name TARGET as typed (a bucket, a key)
+        events = _events(target, store_dir, listing, goal, scanner, totals, verbose)
+        _render(_limited(events, listing.limit), listing, quiet)
     _summary(totals, listing.limit, quiet)
+
+
+@contextlib.contextmanager
+def _errors_redacted(scanner: Scanner) -> Iterator[None]:
+    """Raise what the body raises with the scanner's secrets redacted from its message."""
+    try:
+        yield
+    except Exception as exc:
+        from sessionstore.cli.mirror_secrets import redact_error
+
+        redact_error(exc, scanner.redactor)
+        raise
 
 
 def _scanner(

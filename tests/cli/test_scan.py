@@ -192,6 +192,16 @@ def test_a_root_given_with_a_secret_is_shown_redacted(tmp_path: Path) -> None:
         assert_no_secret(done.stdout, done.stderr)
 
 
+def test_an_s3_target_with_a_secret_is_shown_redacted(tmp_path: Path) -> None:
+    # A bucket name no bucket can have: refused before any request, quoting the URL.
+    for chosen in ((), ("--status", "done")):
+        done = run(
+            "scan", f"s3://Bad_{FAKE}/x", "--secret-env", "FAKE_SCAN_TOKEN", *chosen, env=ENV
+        )
+        assert done.returncode in (1, 2) and "Bad_REDACTED" in done.stderr, done.stderr
+        assert_no_secret(done.stdout, done.stderr)
+
+
 def test_a_store_path_with_a_secret_is_shown_redacted_when_sessions_are_chosen(
     tmp_path: Path,
 ) -> None:
