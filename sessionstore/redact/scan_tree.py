@@ -105,8 +105,11 @@ def scan_path(
     `OSError` when it cannot be opened. `totals` is updated as events are taken.
     """
     counts = totals if totals is not None else ScanTotals()
-    where = fsread.user_path(path, "scan")
+    where = os.fspath(path)
     shown = display_path(scanner, where)  # as every path is shown, in errors too
+    if "\0" in where:  # as `user_path` says it, but quoting the path as shown
+        raise InvalidInput("scan", f"{shown!r} contains a NUL byte, which no path can hold")
+    fsread.user_path(where, "scan")
     flags = _ROOT_FLAGS if follow else _ROOT_FLAGS | os.O_NOFOLLOW
     try:
         fd = os.open(where, flags)

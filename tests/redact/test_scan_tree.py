@@ -132,11 +132,13 @@ def test_one_file_and_bad_roots(tmp_path: Path) -> None:
         scan_path(tmp_path / "fifo", scanner())
 
 
-@pytest.mark.parametrize("kind", ["missing", "fifo", "dangling"])
+@pytest.mark.parametrize("kind", ["missing", "fifo", "dangling", "nul"])
 def test_a_bad_root_holding_a_secret_is_named_redacted(tmp_path: Path, kind: str) -> None:
     # Every path is shown redacted: the root given, in the error refusing it too.
     root = tmp_path / FAKE.decode() / kind
     root.parent.mkdir()
+    if kind == "nul":  # no path can hold one: refused before any call, quoting it
+        root = tmp_path / f"{FAKE.decode()}\0"
     if kind == "fifo":
         os.mkfifo(root)
     elif kind == "dangling":
