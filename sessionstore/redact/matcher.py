@@ -74,7 +74,8 @@ class Compiled:
     fast: HyperscanDetector | None
     needle_max: int
     patterns: bool
-    shorts: frozenset[bytes]
+    # The short secrets themselves: kept out of the repr a traceback or a test failure prints.
+    shorts: frozenset[bytes] = field(repr=False)
     # No occurrence can hold a byte of a rendered range (see `_inert`), so settling
     # a range never moves it and `crossing_end` need not be asked.
     inert: bool

@@ -217,6 +217,15 @@ def test_leak_short_secret_refused_without_value() -> None:
     assert "1234567" not in str(info.value) and "1234567" not in repr(info.value)
 
 
+def test_leak_no_repr_shows_a_secret() -> None:
+    # What a traceback with locals, pytest or hypothesis prints of the redactor's state.
+    r = Redactor()
+    r.add(b"pin4711", allow_short=True)
+    r.add(SECRET)
+    for shown in (r, r.stream(), r._compile()):
+        assert "4711" not in repr(shown) and SECRET.decode() not in repr(shown), shown
+
+
 @pytest.mark.parametrize(
     ("data", "expected"),
     [
