@@ -43,7 +43,10 @@ for its directory only. Only settled versions are recorded, so a later write
 always changes the recorded ctime.
 
 The redactor fingerprint makes "a secret was added" invalidate the cache, so
-files mirrored before are re-redacted. It is scrypt (n=2**14, r=8, p=1, random
+files mirrored before are re-redacted. It is of the secrets registered when
+the pass loaded the cache (`Secrets`): one registered while the pass runs
+(another thread's `Redactor.add`) applies to the files copied after it only,
+so the cache the pass writes must not vouch for it. It is scrypt (n=2**14, r=8, p=1, random
 16-byte salt) over the registered values: a slow salted hash, because the
 cache sits next to the data and a fast hash of a short secret is a dictionary
 attack away from the secret itself.
@@ -80,23 +83,35 @@ def join(rel: str, name: str) -> str:
     return f"{rel}/{name}" if rel else name
 
 
-def fingerprint(redactor: Redactor | None, salt: bytes, memo: dict[object, str]) -> str | None:
+# What decides a redactor's output, as it was at one moment: its marker, whether token
+# patterns are on, and every needle (None: no redactor, or one that changes nothing).
+Secrets = tuple[str, bool, frozenset[bytes]] | None
+
+
+def secrets_of(redactor: Redactor | None) -> Secrets:
+    """What `redactor` redacts with now (a secret registered later is not in it)."""
+    if not redactor:
+        return None
+    return (redactor.marker, redactor.patterns, redactor.needles())
+
+
+def fingerprint(secrets: Secrets, salt: bytes, memo: dict[object, str]) -> str | None:
     """A salted scrypt of everything that decides the redacted output; None without secrets.
 
     `memo` keeps results across passes of one Mirror. Its key holds the
     registered values themselves (in memory only), so a secret added to the
     same Redactor between passes yields a new fingerprint, never a stale one.
     """
-    if not redactor:
+    if secrets is None:
         return None
-    needles = redactor.needles()
-    key = (salt, redactor.marker, redactor.patterns, needles)
+    key = (salt, *secrets)
     found = memo.get(key)
     if found is None:
         import hashlib
 
-        marker = redactor.marker.encode()
-        parts = [b"marker", marker, b"patterns", b"1" if redactor.patterns else b"0"]
+        marker_text, patterns, needles = secrets
+        marker = marker_text.encode()
+        parts = [b"marker", marker, b"patterns", b"1" if patterns else b"0"]
         parts.extend(sorted(needles))
         # Length-prefix each part so no two different lists serialize alike.
         blob = b"".join(len(p).to_bytes(8, "big") + p for p in parts)
@@ -120,11 +135,13 @@ class Cache:
         *,
         file: RootFile | None = None,
         rewrite: bool = False,
+        secrets: Secrets = None,
     ) -> None:
         self.groups = groups
         self.salt = salt
         self.trusted = trusted
         self.rewrite = rewrite
+        self.secrets = secrets  # as the pass loaded the cache: what `save` vouches for
         self._file = file
         self._window = b""  # the groups' bytes read last, from `_start`
         self._start = 0
@@ -137,9 +154,10 @@ class Cache:
 
         `fingerprints` is the memo of `fingerprint`, kept by the Mirror across passes.
         """
+        secrets = secrets_of(redactor)  # before any file is copied with them
         file = tree.open_root_file(CACHE_NAME)  # never a symlink, fifo or device
         if file is None:
-            return cls({}, os.urandom(16), trusted=False)
+            return cls({}, os.urandom(16), trusted=False, secrets=secrets)
         try:
             found = read(file)
         except OSError:
@@ -147,7 +165,7 @@ class Cache:
         if found is None or found[2] is not file:
             file.close()
         if found is None:
-            return cls({}, os.urandom(16), trusted=False)
+            return cls({}, os.urandom(16), trusted=False, secrets=secrets)
         stored, groups, source, rewrite = found
         salt = os.urandom(16)
         trusted = True
@@ -158,11 +176,11 @@ class Cache:
                 salt, trusted = os.urandom(16), False
         if not trusted:
             source.close()
-            return cls({}, salt, trusted=False)
-        expected = fingerprint(redactor, salt, fingerprints)
+            return cls({}, salt, trusted=False, secrets=secrets)
+        expected = fingerprint(secrets, salt, fingerprints)
         trusted = (stored.get("scrypt") if isinstance(stored, dict) else None) == expected
         # Made with other secrets: kept for `add_owned` alone (nothing in it vouches for a file).
-        return cls(groups, salt, trusted=trusted, file=source, rewrite=rewrite)
+        return cls(groups, salt, trusted=trusted, file=source, rewrite=rewrite, secrets=secrets)
 
     def add_owned(self, claims: dict[str, list[Claim]]) -> None:
         """Add to `claims` what a cache made with other secrets still proves: the files
@@ -229,9 +247,12 @@ class Cache:
         `flush` fsyncs the root directory).
 
         A group kept as stored is copied from the file this pass read; `OSError`
-        (the old file left as it was) if that cannot be read back whole.
+        (the old file left as it was) if that cannot be read back whole. The
+        fingerprint is of the secrets the pass began with (`self.secrets`), not of
+        what `redactor` holds by now: files copied before a secret registered
+        meanwhile do not hold it redacted, and the next pass must copy them again.
         """
-        fp = fingerprint(redactor, self.salt, fingerprints)
+        fp = fingerprint(self.secrets, self.salt, fingerprints)
         names: list[str] = []
         parts: list[int | bytes] = []
         for rel, group in groups.items():
