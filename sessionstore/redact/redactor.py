@@ -48,6 +48,7 @@ __all__ = [
     "SHORT_FILE_MAX",
     "Redactor",
     "StreamRedactor",
+    "check_bounds",
 ]
 
 DEFAULT_MARKER = "REDACTED"
@@ -148,7 +149,7 @@ class Redactor:
                 if raw not in self._values and raw not in added:
                     added.add(raw)
                     count, size = count + 1, size + len(raw)
-                    _check_bounds(count, size, origin)
+                    check_bounds(count, size, origin)
                 if significant_len(raw) >= MIN_SECRET_LEN:
                     forms = needles(raw)
                     for form in forms:
@@ -229,7 +230,9 @@ class Redactor:
             return self._compiled
 
 
-def _check_bounds(count: int, size: int, origin: str) -> None:
+def check_bounds(count: int, size: int, origin: str) -> None:
+    """SecretRefused naming `origin` when `count` distinct values of `size` bytes in all
+    are past what one redactor holds."""
     if count > MAX_SECRETS:
         past = f"{MAX_SECRETS} secrets"
     elif size > MAX_SECRETS_BYTES:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from sessionstore.errors import InvalidInput, SecretRefused
 from sessionstore.redact.matcher import Compiled, build
 from sessionstore.redact.patterns import MAX_MATCH_LEN, PATTERNS, pattern_spans
-from sessionstore.redact.redactor import MIN_SECRET_LEN, Redactor
+from sessionstore.redact.redactor import MIN_SECRET_LEN, Redactor, check_bounds
 from sessionstore.redact.secrets_file import file_secrets, read_secrets_file
 from sessionstore.redact.variants import (
     _base64_forms,
@@ -138,7 +138,7 @@ class Scanner:
         self.patterns = patterns
         self._labels: dict[bytes, list[tuple[str, str]]] = {}
         self.sources: list[str] = []
-        entries = list(secrets)
+        entries = list(_bounded(secrets))
         for value, source in entries:
             if 0 < significant_len(value) < MIN_SECRET_LEN:
                 raise SecretRefused(
@@ -191,7 +191,8 @@ class Scanner:
         if secrets_file is not None:
             where = os.fspath(secrets_file)
             data = read_secrets_file(where) if secrets_data is None else secrets_data
-            found = [(v, f"{where}:{n}") for v, n in file_secrets(data, where) if v.strip()]
+            read = ((v, f"{where}:{n}") for v, n in file_secrets(data, where) if v.strip())
+            found = list(_bounded(read, entries))  # parsed no further than the bounds
             if not found:
                 raise InvalidInput(where, "the secrets file holds no secret to look for")
             entries += found
@@ -254,6 +255,22 @@ class Scanner:
                     found.append(Hit(start, end, _pattern_name(buf, start, end), PATTERN_SOURCE))
         found.sort(key=lambda h: (h.offset, -h.end))
         return found
+
+
+def _bounded(
+    entries: Iterable[tuple[bytes, str]], before: Iterable[tuple[bytes, str]] = ()
+) -> Iterator[tuple[bytes, str]]:
+    """`entries`, but `SecretRefused` (as `Redactor.add` says it) at the first one past the
+    bounds of a redactor, the values of `before` counted first: the forms of none are
+    computed, and a secrets file is parsed no further, as the redactor's own check does."""
+    seen = {value for value, _ in before if value.strip()}
+    size = sum(map(len, seen))
+    for value, source in entries:
+        if value.strip() and value not in seen:
+            seen.add(value)
+            size += len(value)
+            check_bounds(len(seen), size, source)
+        yield value, source
 
 
 def _pattern_name(buf: bytes, start: int, end: int) -> str:

@@ -91,3 +91,21 @@ def test_secrets_past_the_bounds_are_refused_at_once_naming_the_first_past(tmp_p
         r.add("i" * (MAX_SECRETS_BYTES // 2 + 1))
     assert r.needles() == before
     assert r.redact(("i" * 9).encode()) == b"iiiiiiiii"
+
+
+def test_scan_refuses_past_the_bounds_before_the_forms_of_the_rest(tmp_path: Path) -> None:
+    # As the redactor does: at the first value past them, before parsing or expanding the
+    # rest (a megabyte of values took scan 13 s and 230 MiB, then the same refusal). A
+    # short value after it would be refused first by what went through every line.
+    from sessionstore.redact.redactor import MAX_SECRETS
+
+    many = tmp_path / "many.env"
+    lines = [b"K%d=fake-secret-%08d\n" % (i, i) for i in range(MAX_SECRETS + 1)]
+    many.write_bytes(b"".join(lines) + b"PIN=4711\n")
+    (tmp_path / "ws").mkdir()
+    result = run("scan", tmp_path / "ws", "--secrets-file", many, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"Error: {many}:{MAX_SECRETS + 1}: would make more than {MAX_SECRETS} secrets "
+        "(the most one redactor holds)\n"
+    )
