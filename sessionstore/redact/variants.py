@@ -104,10 +104,18 @@ def _percent_forms(form: bytes) -> set[bytes]:
     return spellings | {_PERCENT_HEX.sub(lambda m: m.group().lower(), s) for s in spellings}
 
 
+# Characters HTML-safe JSON encoders write as `\\u00XX`: Go's encoding/json `<`, `>`, `&`
+# (and U+2028, U+2029), Gson those and `=`, `'`, which a base64 secret's padding is.
+_JSON_HTML_SAFE = ("<>&\u2028\u2029", "<>&='")
+
+
 def _json_forms(text: str) -> set[bytes]:
     spellings = {json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]}
     # "\/" is a legal JSON escape that PHP and some Java encoders emit.
     spellings |= {s.replace("/", "\\/") for s in spellings}
+    for escaped in _JSON_HTML_SAFE:
+        table = {ord(c): f"\\u{ord(c):04x}" for c in escaped}
+        spellings |= {s.translate(table) for s in spellings}
     return {s.encode("utf-8") for s in spellings}
 
 

@@ -165,6 +165,21 @@ def test_leak_json_escapes(ensure_ascii: bool) -> None:
 
 
 @pytest.mark.parametrize(
+    ("secret", "encoded"),
+    [
+        # Go's json.Marshal: `<`, `>` and `&` as \u escapes, HTML-safe.
+        ("p&ss<w0rd>1", r'{"k":"p\u0026ss\u003cw0rd\u003e1"}'),
+        # Gson's toJson: `=` and `'` too, so the padding of a base64 secret.
+        ("dGhpcyBpcyBhIHNlY3JldA==", r'{"k":"dGhpcyBpcyBhIHNlY3JldA\u003d\u003d"}'),
+        ("it's=a&secret", r'{"k":"it\u0027s\u003da\u0026secret"}'),
+    ],
+)
+def test_leak_html_safe_json_escapes(secret: str, encoded: str) -> None:
+    out = redactor(secret).redact(encoded.encode())
+    assert json.loads(out) == {"k": "REDACTED"}
+
+
+@pytest.mark.parametrize(
     "escape",
     [
         lambda s: html.escape(s),
