@@ -99,6 +99,7 @@ def _percent_forms(form: bytes) -> set[bytes]:
         quote(form, safe="").encode(),
         quote(form, safe="/").encode(),
         quote_plus(form, safe="").encode(),
+        quote(form, safe="!'()*").encode(),  # JavaScript's encodeURIComponent
     }
     # Some encoders emit lowercase hex digits (%2f); both decode the same.
     return spellings | {_PERCENT_HEX.sub(lambda m: m.group().lower(), s) for s in spellings}

@@ -155,6 +155,13 @@ def test_leak_url_encoding(encode):  # type: ignore[no-untyped-def]
     assert r.redact(url.encode()) == b"https://h/?token=REDACTED&next=1"
 
 
+def test_leak_url_encoding_of_javascript() -> None:
+    # encodeURIComponent leaves `!'()*` as they are, which Python's quote escapes.
+    r = redactor("p@ss (w0rd)!*'x")
+    url = b"https://h/?token=p%40ss%20(w0rd)!*'x&next=1"  # what node prints
+    assert r.redact(url) == b"https://h/?token=REDACTED&next=1"
+
+
 @pytest.mark.parametrize("ensure_ascii", [True, False])
 def test_leak_json_escapes(ensure_ascii: bool) -> None:
     secret = 'multi"line\\sécret\n\tend'
