@@ -97,15 +97,15 @@ def scan(
     skipped.
 
     Each finding is one line, `path:offset kind source`: the byte offset
-    (`name` when the secret is in the entry's name, `link-target` in a
-    symlink's target), the spelling found, and where the secret came from
-    (the variable's name, FILE:LINE of the secrets file, or `patterns`),
-    never its value. Every path shown has its secrets redacted, the part
-    given as PATH too. With --json, one JSON array of objects: findings (type
-    "finding": path, offset, in, kind, source), skipped entries (type
-    "skipped": path, reason) and errors (type "error": path, error); --nl
-    prints them one a line, --csv as rows. --limit N stops after N
-    findings.
+    (`name`: in the entry's name, `path`: spelled by the names above it and
+    its own across a `/`, `link-target`: in a symlink's target), the
+    spelling found, and where the secret came from (the variable's name,
+    FILE:LINE of the secrets file, or `patterns`), never its value. Every
+    path shown has its secrets redacted, the part given as PATH too. With
+    --json, one JSON array of objects: findings (type "finding": path,
+    offset, in, kind, source), skipped entries (type "skipped": path,
+    reason) and errors (type "error": path, error); --nl prints them one a
+    line, --csv as rows. --limit N stops after N findings.
 
     A store (a directory of sessions, s3://BUCKET/PREFIX) is scanned whole;
     --status, --label and --sort scan only its sessions chosen so, in that

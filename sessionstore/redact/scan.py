@@ -160,6 +160,9 @@ class Scanner:
         assert frozenset(self._labels) == self.redactor.needles()
         self._compiled: Compiled = build(marker.encode(), set(self._labels), set(), patterns)
         self.width = max(self._compiled.needle_max, MAX_MATCH_LEN if patterns else 0, 1)
+        # Whether a path can spell something across a `/` (a PEM block's body may hold one):
+        # when not, `scan_across` finds nothing and a walk need not ask it.
+        self.slashed = patterns or any(b"/" in n for n in self._labels)
 
     @classmethod
     def from_sources(
@@ -203,6 +206,21 @@ class Scanner:
     def scan_bytes(self, data: bytes) -> list[Hit]:
         """The hits in `data`, a whole file or a name."""
         return list(_merged(self._hits(data, len(data), final=True)))
+
+    def scan_across(self, above: bytes, name: bytes) -> list[Hit]:
+        """The hits of the path `above/name` that hold its last `/`: spelled by `name` and
+        the names above it together (`ab/cdefgh12` as `ab` holding `cdefgh12`), which
+        neither holds alone. Offsets are into `name`, negative where a hit starts above it.
+        """
+        if not self.slashed:
+            return []
+        tail = above[len(above) - self.width :] if len(above) > self.width else above
+        cut = len(tail)  # where the `/` is
+        return [
+            Hit(h.offset - cut - 1, h.end - cut - 1, h.kind, h.source)
+            for h in self.scan_bytes(tail + b"/" + name)
+            if h.offset <= cut < h.end
+        ]
 
     def scan_chunks(self, chunks: Iterable[bytes]) -> Iterator[Hit]:
         """The hits in the concatenation of `chunks`, in offset order, in bounded memory.

@@ -3,7 +3,8 @@
 The objects below a prefix are listed once (`S3Storage.files_below`) and
 each is streamed through the `Scanner` in bounded chunks, as a local file
 is. Names are scanned once per key component (a directory-like prefix is
-one name, however many objects are below it). An object store has no
+one name, however many objects are below it), and so is each `/` of a key,
+for a secret its components spell together. An object store has no
 symlinks, FIFOs or devices, so nothing is skipped; an object that cannot
 be read is a `ScanError` and the scan goes on. Keys are shown below the
 root as given, through the scanner's redactor, as `scan_tree` shows them.
@@ -40,9 +41,15 @@ def scan_objects(
                 continue
             seen.add(named)
             where = display_path(scanner, f"{shown}/{named}")
-            for hit in scanner.scan_bytes(parts[i].encode("utf-8", "surrogateescape")):
+            name = parts[i].encode("utf-8", "surrogateescape")
+            for hit in scanner.scan_bytes(name):
                 totals.findings += 1
                 yield Finding(where, hit.offset, "name", hit.kind, hit.source)
+            above = f"{shown}/{'/'.join(parts[:i])}" if i else shown
+            across = scanner.scan_across(above.encode("utf-8", "surrogateescape"), name)
+            for hit in across:  # a key's names together spell a secret
+                totals.findings += 1
+                yield Finding(where, hit.offset, "path", hit.kind, hit.source)
         totals.files += 1
         key = f"{prefix}/{rel}" if prefix else rel
         try:

@@ -4,7 +4,10 @@
 no recursion, one directory fd at a time) and runs the `Scanner` over
 every regular file's bytes, streamed in bounded chunks, and over every
 entry's name (and a symlink's target text, read with `readlink`, never
-followed). A symlink, FIFO, socket or device is never opened: it is
+followed), and over the end of the path up to each name, the root given
+included (`Scanner.scan_across`): a secret holding a `/` is spelled by the
+names it spans, none of which holds it (`ab/cdefgh12` as `ab` holding
+`cdefgh12`). A symlink, FIFO, socket or device is never opened: it is
 reported `Skipped`. What cannot be read is a `ScanError`, and the scan goes on.
 
 Paths are given for people and tools to find the leak, never to repeat
@@ -36,7 +39,9 @@ _ROOT_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 @dataclass(frozen=True, slots=True)
 class Finding:
     """A secret at `path`: in its bytes at `offset` (`where` "content"), in its name
-    (`where` "name", `offset` into the name) or in a symlink's target ("link target")."""
+    (`where` "name", `offset` into the name), spelled by its name and the names above it
+    across a `/` ("path", `offset` into the name, negative: it starts above) or in a
+    symlink's target ("link target")."""
 
     path: str
     offset: int
@@ -169,6 +174,10 @@ class _Tree:
             return
         for hit in self.scanner.scan_bytes(os.fsencode(entry.name)):
             yield self._found(entry, hit, "name")
+        if entry.name and self.scanner.slashed:
+            above = os.fsencode(os.path.join(self.root, self._below(entry)).rstrip("/"))
+            for hit in self.scanner.scan_across(above, os.fsencode(entry.name)):
+                yield self._found(entry, hit, "path")
         if entry.kind == "file":
             c.files += 1
             yield from self._content(entry)
@@ -219,12 +228,17 @@ class _Tree:
         reported, and kept for the directory last shown (its siblings usually
         come next).
         """
+        below = self._below(entry)
+        rel = os.path.join(below, entry.name) if entry.name else below
+        return display_path(self.scanner, os.path.join(self.root, rel) if rel else self.root)
+
+    def _below(self, entry: Entry) -> str:
+        """The path of the entry's directory below the root ("" the root itself)."""
         node, below = self._shown
         if node is not entry.parent:
             below = os.path.join(*entry.parent.parts()) if entry.parent.parts() else ""
             self._shown = (entry.parent, below)
-        rel = os.path.join(below, entry.name) if entry.name else below
-        return display_path(self.scanner, os.path.join(self.root, rel) if rel else self.root)
+        return below
 
 
 def display_path(scanner: Scanner, path: str) -> str:

@@ -177,6 +177,16 @@ def test_scan_finds_a_secret_in_an_object(s3: S3Store) -> None:
     assert "hunter2" not in found.stdout + found.stderr
 
 
+def test_scan_finds_a_secret_a_key_spells_across_a_slash(s3: S3Store) -> None:
+    s3.ok("new", "--id", "abc")
+    s3.put("abc/hunter2/very-secret/x.txt", b"clean\n")  # no one name holds it
+    env = {**s3.env, "LEAKED": "hunter2/very-secret"}
+    found = run("scan", "abc", "--secret-env", "LEAKED", env=env)
+    assert found.returncode == 1
+    assert found.stdout == f"{s3.url}/abc/REDACTED:path raw LEAKED\n"
+    assert "hunter2" not in found.stdout + found.stderr
+
+
 @pytest.mark.parametrize("named", ["url", "store"])
 def test_scan_of_a_store_url_chooses_its_sessions_by_status(s3: S3Store, named: str) -> None:
     for sid in ("live", "old"):

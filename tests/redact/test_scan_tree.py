@@ -58,14 +58,20 @@ def test_a_secret_in_a_directory_name_is_redacted_in_every_path(tmp_path: Path) 
 
 
 def test_a_secret_holding_a_slash_is_redacted_across_names(tmp_path: Path) -> None:
-    # Base64 secrets hold `/`: as directory and file names, no one name holds them whole.
+    # Base64 secrets hold `/`: as directory and file names, no one name holds them whole,
+    # and the path to the file spells it all the same: found there, at the `/` it holds.
     slashed = b"slashed-secret/its-second-half"
     (tmp_path / "slashed-secret").mkdir()
     (tmp_path / "slashed-secret" / "its-second-half").write_bytes(FAKE)
+    (tmp_path / "slashed-secret" / "its-second-half-not").write_bytes(b"x")  # holds it too
+    (tmp_path / "slashed-secret" / "its-second").write_bytes(b"x")  # does not
     found = list(scan_path(tmp_path, Scanner([(FAKE, SOURCE), (slashed, "SLASHED")])))
-    assert [(f.path, f.where) for f in found if isinstance(f, Finding)] == [
-        (f"{tmp_path}/REDACTED", "content"),
+    assert sorted((f.path, f.where, f.offset) for f in found if isinstance(f, Finding)) == [
+        (f"{tmp_path}/REDACTED", "content", 0),
+        (f"{tmp_path}/REDACTED", "path", -len("slashed-secret/")),
+        (f"{tmp_path}/REDACTED-not", "path", -len("slashed-secret/")),
     ]
+    assert all(f.source == "SLASHED" for f in found if f.where == "path")
 
 
 @pytest.mark.parametrize("below", ["slashed-secret", "slashed-secret/"])
@@ -82,6 +88,7 @@ def test_a_secret_spanning_the_root_and_a_name_below_it_is_never_shown(
     found = list(scan_path(f"{tmp_path}/{below}", sought))
     found += scan_path(tmp_path / FAKE.decode(), sought)
     assert [(f.path, f.where) for f in found if isinstance(f, Finding)] == [
+        (f"{tmp_path}/REDACTED", "path"),  # the name below the root completes it
         (f"{tmp_path}/REDACTED/f", "content"),
         (f"{tmp_path}/REDACTED", "content"),
     ]
