@@ -160,9 +160,7 @@ class Scanner:
         assert frozenset(self._labels) == self.redactor.needles()
         self._compiled: Compiled = build(marker.encode(), set(self._labels), set(), patterns)
         self.width = max(self._compiled.needle_max, MAX_MATCH_LEN if patterns else 0, 1)
-        # Whether a path can spell something across a `/` (a PEM block's body may hold one):
-        # when not, `scan_across` finds nothing and a walk need not ask it.
-        self.slashed = patterns or any(b"/" in n for n in self._labels)
+        self._slashed = any(b"/" in n for n in self._labels)  # see `may_cross`
 
     @classmethod
     def from_sources(
@@ -207,12 +205,21 @@ class Scanner:
         """The hits in `data`, a whole file or a name."""
         return list(_merged(self._hits(data, len(data), final=True)))
 
+    def may_cross(self, name: bytes) -> bool:
+        """Whether a path ending in `name` can spell a secret across its last `/`: when
+        not, `scan_across` finds nothing, and a walk need not build the path to ask it.
+
+        A needle holding a `/`, or a PEM block (its body may hold one) ending in `name`,
+        so in `-`; no other token pattern holds a `/`.
+        """
+        return self._slashed or (self.patterns and b"-" in name)
+
     def scan_across(self, above: bytes, name: bytes) -> list[Hit]:
         """The hits of the path `above/name` that hold its last `/`: spelled by `name` and
         the names above it together (`ab/cdefgh12` as `ab` holding `cdefgh12`), which
         neither holds alone. Offsets are into `name`, negative where a hit starts above it.
         """
-        if not self.slashed:
+        if not self.may_cross(name):
             return []
         tail = above[len(above) - self.width :] if len(above) > self.width else above
         cut = len(tail)  # where the `/` is

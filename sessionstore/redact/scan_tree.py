@@ -172,11 +172,12 @@ class _Tree:
             c.errors += 1
             yield ScanError(self._path(entry), entry.error or "unreadable")
             return
-        for hit in self.scanner.scan_bytes(os.fsencode(entry.name)):
+        name = os.fsencode(entry.name)
+        for hit in self.scanner.scan_bytes(name):
             yield self._found(entry, hit, "name")
-        if entry.name and self.scanner.slashed:
+        if name and self.scanner.may_cross(name):
             above = os.fsencode(os.path.join(self.root, self._below(entry)).rstrip("/"))
-            for hit in self.scanner.scan_across(above, os.fsencode(entry.name)):
+            for hit in self.scanner.scan_across(above, name):
                 yield self._found(entry, hit, "path")
         if entry.kind == "file":
             c.files += 1

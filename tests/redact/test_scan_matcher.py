@@ -121,6 +121,20 @@ def test_patterns_are_named() -> None:
     ]
 
 
+def test_across_a_slash_only_what_holds_it() -> None:
+    # Base64 holds `/`, and so may a PEM block's body: a path can spell either across
+    # its names. Only a hit holding the last `/` counts (the others are the names' own).
+    slashed = b"fake/slashed-secret"
+    s = scanner((slashed, SOURCE), patterns=True)
+    assert s.scan_across(b"root/fake", b"slashed-secret") == [Hit(-5, 14, "raw", SOURCE)]
+    assert s.scan_across(b"root/fake/slashed-secret", b"x") == []  # held above the `/`
+    assert s.scan_across(b"root", b"fake") == []
+    pem = b"-----BEGIN RSA PRIVATE KEY-----\nMIIB/cdEF\n-----END RSA PRIVATE KEY-----"
+    above, name = pem.split(b"/")
+    assert [h.kind for h in s.scan_across(b"r/" + above, name)] == ["private-key"]
+    assert not scanner((b"plain-secret-value", SOURCE)).may_cross(b"any-name")  # no walk asks
+
+
 @pytest.mark.parametrize("chunk", [1, 2, 3, 7, 64, 1000])
 def test_a_secret_across_chunk_boundaries_is_found_once(chunk: int) -> None:
     s = scanner((FAKE, SOURCE), patterns=True)
