@@ -40,7 +40,8 @@ def rm(
     visible (the next rm or prune sweeps what it left). A session whose writer
     is alive (the --pid recorded at `new`, or a mirror daemon) is refused
     unless --force; a mirror daemon then stops, writing nothing more (exit 1,
-    docs/daemon.md). Every TARGET is named before any is removed (a prefix
+    docs/daemon.md). A TARGET that is a symlink is refused: nothing is removed
+    through a link. Every TARGET is named before any is removed (a prefix
     ambiguous then stays so), and each is tried; exit 1 if any was not removed.
 
     Prints how many sessions went and their ids (-v: a line for each, with
@@ -89,7 +90,7 @@ def _resolve_all(targets: tuple[str, ...], store_dir: Path | None) -> tuple[list
     failed = False
     for target in targets:
         try:
-            sessions.append(resolve_target(target, store_dir))
+            sessions.append(resolve_target(target, store_dir, follow=False))
         except (SessionStoreError, OSError) as exc:
             _say_error(exc)
             failed = True

@@ -114,7 +114,9 @@ def _unique_prefix(prefix: str, root: Path) -> str | None:
     return found[0] if found else None
 
 
-def resolve_target(target: str, store: str | os.PathLike[str] | None = None) -> Session:
+def resolve_target(
+    target: str, store: str | os.PathLike[str] | None = None, *, follow: bool = True
+) -> Session:
     """The session `target` names: an id of a session in `store` first, else a
     directory path, else the start of exactly one id of `store`.
 
@@ -123,7 +125,8 @@ def resolve_target(target: str, store: str | os.PathLike[str] | None = None) -> 
     them, `AmbiguousTarget` listing the ids when it starts several, and
     `InvalidInput` for an empty `target` (not the current directory).
     A directory without `session.json` (a raw workspace) is a session too,
-    as `Session.open` reads it.
+    as `Session.open` reads it. A path that is a symlink is followed to its
+    session unless `follow` is False (`rm`): then it is `InvalidInput`.
     """
     # Imported here, not at the top: `resolve_destination` (every `sessionstore mirror`
     # start-up) needs none of the store engine.
@@ -149,6 +152,11 @@ def resolve_target(target: str, store: str | os.PathLike[str] | None = None) -> 
         except SessionNotFound:
             if not isinstance(root, S3Path):
                 raise
+    if not follow and os.path.islink(Path(target)):  # Path: `link/` is the link too
+        # `rm ./link` would remove the session the link names, wherever it is: what the
+        # user may remove is what they name, never what a link leads to (nor the link,
+        # which is no session).
+        raise InvalidInput(target, "is a symlink; not followed, so nothing was removed")
     if Path(target).is_dir():
         return Session.open(target)
     match = _unique_prefix(target, root)

@@ -133,6 +133,32 @@ def test_a_symlink_in_the_store_is_not_followed(tmp_path: Path) -> None:
     assert (outside.path / "session.json").is_file()
 
 
+def test_a_target_path_that_is_a_symlink_is_refused_not_followed(tmp_path: Path) -> None:
+    """`rm ./link` names a link, not the session it leads to (in this store or another):
+    nothing is removed through it, and the link stays, whatever its spelling."""
+    outside = Store(tmp_path / "outside").create(id="abc", pid=None)
+    store = tmp_path / "s"
+    store.mkdir()
+    (store / "def").symlink_to(outside.path)
+    (tmp_path / "link").symlink_to(outside.path)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    for link in (
+        tmp_path / "link",
+        f"{tmp_path / 'link'}/",
+        f"{tmp_path / 'link'}/.",
+        store / "def",
+        tmp_path / "dangling",
+    ):
+        result = ss(store, "rm", str(link))
+        assert (result.returncode, result.stdout, result.stderr) == (
+            1,
+            "",
+            f"Error: {link}: is a symlink; not followed, so nothing was removed\n",
+        )
+    assert (outside.path / "session.json").is_file()
+    assert (tmp_path / "link").is_symlink() and (store / "def").is_symlink()
+
+
 def test_an_ambiguous_prefix_is_refused_listing_the_candidates(tmp_path: Path) -> None:
     store = Store(tmp_path)
     store.create(id="abc1", pid=None)
