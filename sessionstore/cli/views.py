@@ -192,7 +192,9 @@ def _not_read(errors: dict[str, str]) -> str:
 
 
 def _spark(console: Console, view: SessionView) -> Text | None:
-    """The objective across trials on one line; a long session shows its latest trials."""
+    """The objective across trials on one line; a long session shows its latest trials.
+    None on a terminal too narrow for a bar beside the label and the caption: a spark
+    folded onto two lines reads as neither."""
     if not view.trials:
         return None
     label = f"{escape(view.objective.name)} "
@@ -201,7 +203,10 @@ def _spark(console: Console, view: SessionView) -> Text | None:
     # Room for the widest possible caption, so the line never wraps.
     last = view.scores[-1].n
     caption_room = len(f" {scale}, trials {last}-{last}")
-    shown = bars(view.scores, view.best, max(console.width - len(label) - caption_room, 10))
+    room = console.width - cells_of(label) - caption_room
+    if room < 1:
+        return None
+    shown = bars(view.scores, view.best, room)
     text = Text()
     text.append(label, style="bold")
     for bar in shown:

@@ -203,6 +203,24 @@ def test_spark_colours_on_a_terminal(tmp_path: Path) -> None:
     assert re.search(r"\x1b\[1;(?:38;5;220|93)m" + BLOCKS[8], out)
 
 
+def test_spark_fits_its_line_or_is_left_out(tmp_path: Path) -> None:
+    """On a narrow terminal the spark shows fewer bars, and none at all when not one fits
+    beside its label and caption: a chart folded onto a second line reads as neither."""
+    session = Store(tmp_path).create(id="s", pid=None)
+    for value in (1.0, 5.0, 9.0, 3.0):
+        trial(session, metrics(value))
+    view = SessionView.load(session)
+    # label "output_tok_per_s " (17) + caption " 0 to 9, trials 4-4" (19) + one bar
+    for width in (1, 20, 35, 36, 37, 40, 80):
+        out = render(session_detail, view, [], width=width)
+        sparks = [line for line in out.splitlines() if any(b in line for b in BLOCKS[1:])]
+        if width < 37:
+            assert sparks == [], width
+            continue
+        assert len(sparks) == 1 and cell_len(sparks[0]) <= width, (width, sparks)
+        assert sparks[0].endswith(("trial 4", "trials 1-4", "trials 2-4", "trials 3-4"))
+
+
 def test_no_colour_when_not_a_terminal(tmp_path: Path) -> None:
     session = Store(tmp_path).create(id="s", pid=None)
     trial(session, metrics(5.0) | {"failed": True})
