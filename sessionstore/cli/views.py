@@ -27,7 +27,7 @@ from sessionstore.cli.grid import Cell, Column, cells_of, fit_widths, render_gri
 from sessionstore.cli.records import attempts_table, trials_table
 from sessionstore.inspect.best import Objective
 from sessionstore.inspect.spark import bars
-from sessionstore.inspect.summary import SessionView
+from sessionstore.inspect.summary import SessionView, not_read
 from sessionstore.store.session import Record, RecordState
 
 _STATUS_STYLE = {
@@ -186,9 +186,8 @@ def session_list(
 
 
 def _not_read(errors: dict[str, str]) -> str:
-    """The list's note on collections that could not be listed (their records unread:
-    the progress beside it counts none of them)."""
-    return f" (not read: {', '.join(f'{escape(name)}/' for name in errors)})" if errors else ""
+    """The list's note on collections that could not be listed (`summary.not_read`)."""
+    return f" {escape(not_read(errors))}" if errors else ""
 
 
 def _spark(console: Console, view: SessionView) -> Text | None:

@@ -9,6 +9,7 @@ the cost of reading the files.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -260,6 +261,14 @@ def collection_errors(session: Session) -> dict[str, str]:
     """Why a collection of `session` read no records though something is there, by its
     name (`Collection.problem`, as its last listing found it)."""
     return {c.name: c.problem for c in (session.trials, session.service) if c.problem}
+
+
+def not_read(collections: Iterable[str]) -> str:
+    """The list's note on collections that could not be listed (`collection_errors`'s
+    names), `(not read: trials/)`, or "" for none: the progress beside it counts none of
+    their records. As every view words it; each view escapes it its own way."""
+    names = ", ".join(f"{name}/" for name in collections)
+    return f"(not read: {names})" if names else ""
 
 
 # The keys of `SessionView._derived`: kept fields with other keys are no summary of ours.

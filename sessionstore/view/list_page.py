@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from sessionstore.inspect.best import Objective
-from sessionstore.inspect.summary import SessionView
+from sessionstore.inspect.summary import SessionView, not_read
 from sessionstore.store.session import Session, Store
 from sessionstore.store.status import STATUSES, session_status
 from sessionstore.view.html import number, text, url_name
@@ -143,8 +143,7 @@ def _not_read(view: SessionView) -> str:
     """The collections that could not be listed (the progress counts none of their records)."""
     if not view.collection_errors:
         return ""
-    names = ", ".join(f"{name}/" for name in view.collection_errors)
-    return f' <span class="bad">(not read: {text(names)})</span>'
+    return f' <span class="bad">{text(not_read(view.collection_errors))}</span>'
 
 
 def _pager(query: ListQuery, total: int) -> str:
