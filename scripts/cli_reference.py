@@ -49,7 +49,7 @@ bold or dim either), unless `--color always` asks for it. The listings
 (one array), `--nl` (one JSON object a line) or `--csv`, each row as soon as
 it is read. CSV is RFC 4180 (CRLF line ends, a header row), one line a
 row, and safe to print and to open in a spreadsheet: a text cell has its
-control characters escaped as the tables show them (`\\x1b`, `\\n`, `\\t`,
+control characters escaped as the tables show them (`\\x1b`, `\\n`, `\\t`, `\\\\`,
 `\\u202e`), so no name an agent chose breaks a row or reaches the terminal as
 a command, and one starting with `=`, `+`, `-` or `@`, which a spreadsheet
 would run as a formula (OWASP "CSV injection"), is written with a `'` before

@@ -4,9 +4,15 @@ Names come from the agent's workspace and fields from files it wrote, so they
 are data, never control: a file name with `\\n` must not forge a second line in
 a pass summary, and `\\x1b]0;...\\a` must not retitle the user's terminal. Every
 human-readable output (tables, pass summaries, errors, the daemon log) passes
-what it did not write itself through `escape`. JSON output is exact, its
+what it did not write itself through `escape`, once. JSON output is exact, its
 unsafe characters written as JSON escapes (`escape_json`): orjson escapes the
 C0 controls only.
+
+Escaped text is read back one way: every backslash in it starts an escape
+(`\\\\` is a backslash of the name, `\\x1b` an ESC), so a name holding the four
+characters `\\x1b` never prints as one holding ESC. Escaping twice doubles the
+backslashes of the first pass: a message is escaped where it is printed, and
+whatever is built into it is not escaped before.
 """
 
 from __future__ import annotations
@@ -28,17 +34,20 @@ if TYPE_CHECKING:
 # the deprecated shaping controls, BOM, interlinear annotations, and the tag characters
 # U+E0000-E007F, which spell hidden ASCII), and lone surrogates (os.fsdecode's stand-ins
 # for undecodable bytes: printing one raises UnicodeEncodeError).
-_UNSAFE = (
-    "[\x00-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064"
-    "\u2066-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff\U000e0000-\U000e007f]"
+_CONTROLS = (
+    "\x00-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064"
+    "\u2066-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff\U000e0000-\U000e007f"
 )
-# The same, less the C0 controls, which orjson escapes itself and which JSON output
-# holds only as its own line breaks (`escape_json`).
-_UNSAFE_IN_JSON = _UNSAFE.replace("\x00-\x1f", "")
-# The same, less the line feed and the tab (`escape_lines`).
-_UNSAFE_IN_LINES = _UNSAFE.replace("\x00-\x1f", "\x00-\x08\x0b-\x1f")
+# Those and the backslash, the one character that starts an escape (module docstring).
+_UNSAFE = "[\\\\" + _CONTROLS + "]"
+# The controls less the C0 ones, which orjson escapes itself and which JSON output holds
+# only as its own line breaks (`escape_json`); a backslash there is JSON's own escape.
+_UNSAFE_IN_JSON = "[" + _CONTROLS.replace("\x00-\x1f", "") + "]"
+# The controls less the line feed and the tab (`escape_lines`): a file's text keeps its
+# backslashes as it spells them.
+_UNSAFE_IN_LINES = "[" + _CONTROLS.replace("\x00-\x1f", "\x00-\x08\x0b-\x1f") + "]"
 _compiled: dict[str, re.Pattern[str]] = {}
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 
 
 def _replace(match: re.Match[str]) -> str:
@@ -66,7 +75,10 @@ def escape_lines(text: str) -> str:
     """`escape`, keeping line feeds and tabs: for a file's contents shown as lines.
 
     A `\\r` is escaped too, so a CRLF file shows where its carriage returns
-    are and no line can overwrite another.
+    are and no line can overwrite another. A backslash stays one: the text
+    reads as the file spells it (JSON's `\\u00e9`, a Windows path), so there a
+    file's `\\x1b` and an escaped ESC look alike (the one-line outputs tell them
+    apart: `escape`).
     """
     return _sub(_UNSAFE_IN_LINES, text)
 
@@ -94,16 +106,20 @@ def _json_escape(match: re.Match[str]) -> str:
 
 
 def _sub(pattern: str, text: str, replace: Callable[[re.Match[str]], str] = _replace) -> str:
-    # Printable ASCII (most names and fields) holds none of the characters either pattern
-    # matches, all of which are ASCII controls or not ASCII: nothing to look for.
-    if text.isascii() and text.isprintable():
+    # Printable ASCII (most names and fields) holds none of the characters the patterns
+    # match, all of which are ASCII controls or not ASCII, but for the backslash.
+    if text.isascii() and text.isprintable() and "\\" not in text:
         return text
+    return _compiled_pattern(pattern).sub(replace, text)
+
+
+def _compiled_pattern(pattern: str) -> re.Pattern[str]:
     compiled = _compiled.get(pattern)
     if compiled is None:
         import re
 
         compiled = _compiled[pattern] = re.compile(pattern)
-    return compiled.sub(replace, text)
+    return compiled
 
 
 def fmt_number(value: float) -> str:

@@ -104,7 +104,7 @@ def _refuse_non_finite(obj: Any, source: str) -> None:
     while stack:
         value, where = stack.pop()
         if isinstance(value, float) and not math.isfinite(value):
-            at = escape(where) if where else "the value"
+            at = where or "the value"  # escaped where it is printed, as the whole message
             raise InvalidInput(source, f"{at} is {value}, which JSON cannot hold; not written")
         if isinstance(value, Mapping):
             stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in value.items())

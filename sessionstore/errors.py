@@ -72,8 +72,10 @@ class InvalidId(SessionStoreError, ValueError):
         self.value = value
         self.what = what
         self.pattern = pattern
+        # Quoted, not repr'd: the CLI escapes a message once where it prints it
+        # (`_display.escape`), which would double repr's own backslashes.
         super().__init__(
-            f"invalid {what} {value!r}: must match {pattern} "
+            f"invalid {what} '{value}': must match {pattern} "
             "(lowercase letters, digits and '-', no separators or '..')"
         )
 
@@ -183,7 +185,7 @@ class SessionNotFound(SessionStoreError, LookupError):
         self.hint = hint
         where = f" in store {store}" if store is not None else ""
         what_next = hint or "list sessions with `sessionstore inspect`"
-        super().__init__(f"no session {target!r}{where}; {what_next}")
+        super().__init__(f"no session '{target}'{where}; {what_next}")  # quoted: InvalidId
 
 
 class AmbiguousTarget(SessionStoreError, LookupError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 import orjson
@@ -32,6 +33,10 @@ from sessionstore._display import escape, escape_json, escape_lines, scalar
         ("run\U000e0041\U000e007f.log", "run\\U000e0041\\U000e007f.log"),
         ("soft\xadhyphen", "soft\\xadhyphen"),
         ("mvs\u180e\u206a\u206f", "mvs\\u180e\\u206a\\u206f"),
+        # A backslash starts every escape, so the name's own is doubled: the four
+        # characters `\x1b` never print as an ESC does.
+        ("lit\\x1b", "lit\\\\x1b"),
+        ("C:\\dir\\", "C:\\\\dir\\\\"),
     ],
 )
 def test_escapes_control_characters(raw: str, shown: str) -> None:
@@ -58,7 +63,29 @@ def test_json_escaped_is_the_same_value_with_no_control_left(value: object) -> N
         data = escape_json(orjson.dumps(value, option=option))
         assert orjson.loads(data) == value
         shown = data.decode().replace("\n", "")  # indentation's own line breaks
-        assert escape(shown) == shown  # nothing left that a table would escape
+        # Nothing left that a table would escape, but JSON's own escapes' backslashes.
+        assert escape(shown) == shown.replace("\\", "\\\\")
+
+
+_ESCAPE = re.compile(r"\\(?:x([0-9a-f]{2})|u([0-9a-f]{4})|U([0-9a-f]{8})|(.))", re.DOTALL)
+_NAMED = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\"}
+
+
+def _unescape(shown: str) -> str:
+    """What a reader of `escape`'s output takes it to say: each backslash starts an escape."""
+
+    def one(match: re.Match[str]) -> str:
+        code = match.group(1) or match.group(2) or match.group(3)
+        return chr(int(code, 16)) if code else _NAMED[match.group(4)]
+
+    return _ESCAPE.sub(one, shown)
+
+
+@given(st.text(alphabet=st.characters(exclude_categories=["Cs"])))
+def test_escaped_text_reads_back_as_it_was(text: str) -> None:
+    """Two names never print alike (`a\\x1b` and `a` ESC did): escaped text reads back one way.
+    (Lone surrogates aside: os.fsdecode's stand-in for byte 0x9b prints as U+009B does.)"""
+    assert _unescape(escape(text)) == text
 
 
 def test_json_escapes_a_character_past_the_bmp_as_its_surrogate_pair() -> None:

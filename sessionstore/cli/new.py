@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from sessionstore._display import escape
 from sessionstore._proc import PID_MAX
 from sessionstore.cli.common import (
     command,
@@ -88,7 +87,10 @@ def new(
         )
     for warning in caught:
         if issubclass(warning.category, LineageWarning):
-            click.echo(escape(f"warning: {warning.message}"), err=True)
+            # Escaped already: the library's warnings are printed raw by Python's own
+            # `showwarning` too, so their messages escape what an agent named (`escape`
+            # is applied once: again, it would double the backslashes of the first).
+            click.echo(f"warning: {warning.message}", err=True)
         else:
             warnings.warn_explicit(
                 warning.message, warning.category, warning.filename, warning.lineno

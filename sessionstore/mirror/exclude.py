@@ -160,9 +160,11 @@ def check_pattern(pattern: str, origin: str) -> bool:
     try:
         return _is_pattern(pattern)
     except ValueError:  # pathspec's GitIgnorePatternError (it only repeats the pattern)
-        raise InvalidInput(origin, f"{pattern!r} is not a valid gitignore pattern") from None
+        # Quoted, not repr'd: the message is escaped where it is printed, which would double
+        # the backslashes of repr (a gitignore pattern's own escape character).
+        raise InvalidInput(origin, f"'{pattern}' is not a valid gitignore pattern") from None
     except re.error as exc:  # a class pathspec copies into its regex as it is: `[z-a]`
-        problem = f"{pattern!r} is not a valid gitignore pattern ({exc.msg})"
+        problem = f"'{pattern}' is not a valid gitignore pattern ({exc.msg})"
         raise InvalidInput(origin, problem) from None
 
 

@@ -130,8 +130,8 @@ def _root(session_dir: Path, workspace: str | os.PathLike[str] | None) -> Path:
         # directory: the agent would write where no mirror or reader ever looks.
         raise InvalidInput(
             str(root),
-            "holds a control or invisible character, which the contract could print only "
-            "escaped, naming another path",
+            "holds a control or invisible character or a backslash, which the contract "
+            "could print only escaped, naming another path",
         )
     return root
 
@@ -202,7 +202,8 @@ def render_contract(
 
 
 def _printable(values: dict[str, Any]) -> dict[str, Any]:
-    """Every text value with control characters escaped (the constraints line by line).
+    """Every text value with control characters escaped (`escape`), but the constraints:
+    JSON that `dumps_output` made safe to print.
 
     The name, the constraints and the paths come from files and options an agent
     or a user may have written; the contract is read by people and by the agent,
@@ -211,5 +212,7 @@ def _printable(values: dict[str, Any]) -> dict[str, Any]:
     safe = {
         key: escape(value) if isinstance(value, str) else value for key, value in values.items()
     }
-    safe["constraints"] = "\n".join(map(escape, values["constraints"].split("\n")))
+    # JSON for the agent, unsafe characters already JSON escapes (`dumps_output`): escaped
+    # again, its own escapes (`\n`, `\"`) would read as other characters.
+    safe["constraints"] = values["constraints"]
     return safe

@@ -88,7 +88,7 @@ def _reason(key: str, exc: StorageError, session_key: str | None) -> str:
         return exc.problem
     if session_key is not None and exc.key == session_key:
         return f"not read: session directory {exc.problem}"
-    return f"not read: {exc.key.rpartition('/')[2]!r} {exc.problem}"
+    return f"not read: '{exc.key.rpartition('/')[2]}' {exc.problem}"  # escaped when shown
 
 
 def exists(storage: Storage, key: str) -> bool:

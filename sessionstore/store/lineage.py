@@ -60,7 +60,6 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sessionstore._display import escape
 from sessionstore._fs import read as fsread
 from sessionstore._fs.atomic import (
     DIR_MODE,
@@ -357,7 +356,7 @@ def include_previous(store: Store, session: Session) -> list[Path]:
     for session_id in pinned(session):
         target = previous_dir / session_id
         if not valid_id(session_id):
-            message = f"previous session id {escape(repr(session_id))} is not a valid id; skipped"
+            message = f"previous session id {session_id!r} is not a valid id; skipped"
             warnings.warn(LineageWarning(message), stacklevel=2)
             continue
         try:

@@ -67,7 +67,7 @@ def chain_gaps(store: Store, ids: Iterable[str]) -> list[str]:
         for parent in pinned(store.open(session_id)):
             if parent not in included:
                 messages.append(
-                    f"previous session {session_id!r} builds on {escape(repr(parent))}, which "
+                    f"previous session {session_id!r} builds on {parent!r}, which "
                     f"is not included; add --previous {escape(parent)} to give its records too"
                 )
     return messages

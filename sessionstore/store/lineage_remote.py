@@ -22,7 +22,6 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from sessionstore._display import escape
 from sessionstore._fs.atomic import is_temp_name
 from sessionstore.errors import LineageWarning, SessionNotFound
 from sessionstore.format.names import (
@@ -140,7 +139,7 @@ def include_previous(store: Store, session: Session) -> list[Path]:
     for session_id in pinned(session):
         target = f"{session.key}/{PREVIOUS_DIR}/{session_id}"
         if not valid_id(session_id):
-            message = f"previous session id {escape(repr(session_id))} is not a valid id; skipped"
+            message = f"previous session id {session_id!r} is not a valid id; skipped"
             warnings.warn(LineageWarning(message), stacklevel=3)
             continue
         had_copy = bool(storage.keys_below(target))

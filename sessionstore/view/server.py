@@ -296,7 +296,7 @@ class Handler(BaseHTTPRequestHandler):
                 "Not found", '<h1>Not found</h1><p><a href="/">sessions</a></p>', served=True
             ).encode()
         except Exception as exc:  # one bad page must not stop the server; say why, escaped
-            self.log_message("error: %s", escape(f"{type(exc).__name__}: {exc}"))
+            self.log_message("error: %s", f"{type(exc).__name__}: {exc}")  # escaped there
             status, kind, csp, extra = 500, "text/plain; charset=utf-8", FILE_CSP, {}
             body = b"500: internal error (see the server's log)\n"
         self._send(status, kind, csp, body, extra, head=head)

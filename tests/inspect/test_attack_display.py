@@ -43,6 +43,23 @@ def test_nested_constraint_and_report_values_are_escaped_in_every_table(tmp_path
     assert orjson.loads(result.stdout)["constraints"]["max_x"] == [HOSTILE]
 
 
+def test_a_name_spelling_an_escape_prints_apart_from_the_character(tmp_path: Path) -> None:
+    """`a\\x1b` (four characters) and `a` ESC printed alike; a backslash is now doubled,
+    so every backslash shown starts an escape, in the tables, errors and messages."""
+    store = tmp_path / "store"
+    Store(store).create(id="esc", name="a\x1b", pid=None)
+    Store(store).create(id="lit", name="a\\x1b", pid=None)
+    listed = run_cli("inspect", "--store", str(store)).stdout.splitlines()
+    assert next(line for line in listed if line.startswith("esc ")).split()[1] == "a\\x1b"
+    assert next(line for line in listed if line.startswith("lit ")).split()[1] == "a\\\\x1b"
+    for session_id, shown in (("esc", "a\\x1b"), ("lit", "a\\\\x1b")):
+        detail = run_cli("inspect", session_id, "--store", str(store)).stdout
+        assert detail.splitlines()[0] == f"{session_id}  {shown}"
+    for target, shown in (("no\x1b", "no\\x1b"), ("no\\x1b", "no\\\\x1b")):
+        missing = run_cli("rm", "--store", str(store), target)
+        assert missing.stderr.startswith(f"Error: no session '{shown}' in store")
+
+
 def test_json_outputs_carry_hostile_text_as_json_escapes_only(tmp_path: Path) -> None:
     # orjson escapes the C0 controls only: a C1 control, NEL or a bidi override in a
     # name reached a terminal running `inspect --json` as it was.
