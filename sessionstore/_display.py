@@ -71,6 +71,25 @@ def escape(text: str) -> str:
     return _sub(_UNSAFE, text)
 
 
+# One escape `escape` writes (`\\`, `\n`, `\x1b`, `\u202e`, `\U000e0041`): a backslash and
+# what follows it, which is always one of these.
+_ESCAPE = r"\\(?:x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}|.)"
+
+
+def cut_point(shown: str, end: int) -> int:
+    """Where to cut `escape`'s output `shown` to keep at most its first `end` characters:
+    `end`, or the start of the escape `end` falls inside (`\\x1` of `\\x1b` would read
+    as another character, or none)."""
+    if "\\" not in shown[max(end - 9, 0) : end]:  # no escape is longer than 10 characters
+        return end
+    for match in _compiled_pattern(_ESCAPE).finditer(shown):
+        if match.start() >= end:
+            break
+        if match.end() > end:
+            return match.start()
+    return end
+
+
 def escape_lines(text: str) -> str:
     """`escape`, keeping line feeds and tabs: for a file's contents shown as lines.
 

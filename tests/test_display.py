@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sessionstore._display import escape, escape_json, escape_lines, scalar
+from sessionstore._display import cut_point, escape, escape_json, escape_lines, scalar
 
 
 @pytest.mark.parametrize(
@@ -86,6 +86,16 @@ def test_escaped_text_reads_back_as_it_was(text: str) -> None:
     """Two names never print alike (`a\\x1b` and `a` ESC did): escaped text reads back one way.
     (Lone surrogates aside: os.fsdecode's stand-in for byte 0x9b prints as U+009B does.)"""
     assert _unescape(escape(text)) == text
+
+
+@given(st.text(alphabet=st.characters(exclude_categories=["Cs"])), st.integers(0, 60))
+def test_cut_escaped_text_keeps_whole_escapes(text: str, end: int) -> None:
+    """Cut at `cut_point`, escaped text keeps only whole escapes: it reads back as a start
+    of the text (`\\x1` of an ESC read as nothing), at most an escape shorter than asked."""
+    shown = escape(text)
+    at = cut_point(shown, end)
+    assert min(end, len(shown)) - 9 <= at <= end
+    assert text.startswith(_unescape(shown[:at]))
 
 
 def test_json_escapes_a_character_past_the_bmp_as_its_surrogate_pair() -> None:

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from rich.cells import cell_len, chop_cells
 from rich.console import Console
 
+from sessionstore._display import cut_point
+
 _SGR = {
     "bold": "1",
     "dim": "2",
@@ -114,9 +116,14 @@ def _fold(text: str, width: int) -> list[str]:
 
 
 def _cut(text: str, width: int) -> str:
+    """`text` (escaped) in `width` cells, its end cut off with an ellipsis if it is wider;
+    never inside an escape (`\\x1…` would read as another character)."""
     if cells_of(text) <= width:
         return text
-    return chop_cells(text, max(width - 1, 1))[0] + "…" if width > 1 else "…"
+    if width <= 1:
+        return "…"
+    kept = chop_cells(text, width - 1)[0]
+    return text[: cut_point(text, len(kept))] + "…"
 
 
 def _widths(

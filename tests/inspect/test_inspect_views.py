@@ -141,6 +141,19 @@ def test_list_measures_wide_characters_in_cells(tmp_path: Path) -> None:
     assert lines[2].startswith("BEST:")  # no row folded onto a second line
 
 
+def test_a_name_cut_short_keeps_its_escapes_whole(tmp_path: Path) -> None:
+    """A NAME cut with an ellipsis is cut between escapes, never inside one (`\\x1…`, or
+    `\\u20…`: another character or none to the reader), whatever the width."""
+    store = Store(tmp_path)
+    store.create(id="esc", name="n" + "\x1b\u202e\\" * 20, pid=None)
+    rows = [session_summary(s) for s in store.sessions()]
+    for width in range(40, 80):
+        line = render(session_list, rows, store.root, Objective(), width=width).splitlines()[1]
+        cell = line.split()[1]
+        assert cell.endswith("…"), (width, line)
+        assert re.fullmatch(r"n(\\x1b|\\u202e|\\\\)*…", cell), (width, cell)
+
+
 def test_list_styles_the_status_word_only_on_a_terminal(store: Store) -> None:
     rows = [session_summary(s) for s in store.sessions()]
     buffer = io.StringIO()
