@@ -17,6 +17,11 @@ from sessionstore._proc import PID_MAX
 from sessionstore.format.names import FORMAT_VERSION, ID_PATTERN, MAX_RECORD, validate_id
 
 Status = Literal["running", "done", "failed"]
+# The id pattern as a schema states it. `$` of Python's `re`, which the `jsonschema`
+# package (and so check-jsonschema) runs patterns with, also matches before a final
+# newline, so `^...$` let "ab12cd34\n" through; the lookahead refuses it there and
+# changes nothing in ECMA 262, the regex dialect JSON Schema names.
+_ID_SCHEMA_PATTERN = ID_PATTERN + r"(?!\n)"
 
 
 def utc_now() -> datetime:
@@ -39,7 +44,7 @@ class Manifest(_Open):
     # refuse the ids the library refuses (`../x`, `UPPER`).
     id: str = Field(
         description="Session id, the name of the session directory.",
-        json_schema_extra={"pattern": ID_PATTERN},
+        json_schema_extra={"pattern": _ID_SCHEMA_PATTERN},
     )
     name: str | None = Field(None, description="Human-readable name.")
     created_at: datetime = Field(default_factory=utc_now, description="Creation time, UTC.")
@@ -56,7 +61,7 @@ class Manifest(_Open):
     previous: list[str] = Field(
         default_factory=list,
         description="Pinned earlier session ids.",
-        json_schema_extra={"items": {"type": "string", "pattern": ID_PATTERN}},
+        json_schema_extra={"items": {"type": "string", "pattern": _ID_SCHEMA_PATTERN}},
     )
     labels: dict[str, str] = Field(default_factory=dict, description="Free-form labels.")
 

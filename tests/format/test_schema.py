@@ -112,6 +112,10 @@ def test_a_harness_defined_field_is_allowed_and_a_wrong_type_is_not() -> None:
         {"id": "UPPER"},
         {"id": "a" * 42},
         {"id": "ok", "previous": ["good", "../bad"]},
+        # Python's `$` (the jsonschema package's, so check-jsonschema's) also matches
+        # before a final newline.
+        {"id": "ab12cd34\n"},
+        {"id": "ok", "previous": ["good\n"]},
     ],
 )
 def test_the_session_schema_refuses_the_ids_the_library_refuses(manifest: dict[str, Any]) -> None:
