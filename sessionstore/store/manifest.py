@@ -32,7 +32,10 @@ def new_manifest(**fields: Any) -> dict[str, Any]:
         if isinstance(text, str) and not _is_utf8(text):
             raise InvalidInput("session manifest", f"{where}: {text} is not valid UTF-8")
     try:
-        return Manifest(format=FORMAT_VERSION, **fields).model_dump(mode="json")
+        # Strict, as markers are checked (`sealed.refuse_unschema`): lax mode coerced what
+        # the published schema refuses, `pid=True` into pid 1 (init, never dead).
+        manifest = Manifest.model_validate({"format": FORMAT_VERSION, **fields}, strict=True)
+        return manifest.model_dump(mode="json")
     except ValidationError as exc:
         raise InvalidInput("session manifest", schema_problem(exc)) from None
 

@@ -138,3 +138,20 @@ def test_cli_prints_one_or_all() -> None:
     assert everything == {name: json_schema(name) for name in SCHEMAS}
     result = invoke("trials", command=schema)
     assert result.exit_code == 2 and "'trials' is not one of 'session'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("trials", True), ("trials", "3"), ("pid", True), ("pid", "1")],
+)
+def test_create_refuses_a_manifest_field_the_session_schema_refuses(
+    tmp_path: Path, field: str, value: object
+) -> None:
+    # The manifest was built in pydantic's lax mode, which coerced these: `pid=True`
+    # tracked pid 1 (init, never dead), so the session could never read interrupted.
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"id": "ab", field: value}, json_schema("session"))
+    store = Store(tmp_path)
+    with pytest.raises(InvalidInput, match=rf"^session manifest: {field}: Input should be"):
+        store.create(**{field: value})  # type: ignore[arg-type]
+    assert store.sessions() == []
