@@ -257,7 +257,12 @@ def _last_line(read: Callable[[int, int], bytes], size: int) -> tuple[bytes | No
     while pos > 0:
         step = min(_CHUNK, pos)
         pos -= step
-        tail = read(step, pos) + tail
+        chunk = read(step, pos)
+        if len(chunk) != step:
+            # Cut below `size` since: joined to what was read before the cut, this would
+            # make a line the log never held (`\nPA` + `SS\n` of a log that said `PAYSS`).
+            return None, "the log shrank while it was read"
+        tail = chunk + tail
         content = tail.rstrip()
         if not content:
             if size - pos >= TAIL_LIMIT:

@@ -401,3 +401,27 @@ def test_on_disk_problems_never_raise_they_are_indeterminate(session: Session) -
     record.path.write_bytes(b"now a file")
     as_file = evaluate_output_contract(record, "run.log")
     assert as_file.detail == f"record directory {record.path}: is a regular file, not a directory"
+
+
+def test_a_log_that_shrinks_while_read_backwards_is_indeterminate_not_spliced(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its last line is `PAYSS`, and `PA` once cut to 3 bytes: neither passes. Read by
+    # chunks of 4 from the end, `SS\n ` was read before the cut and `\nPA` (short) after
+    # it, and the two were joined into a `PASS` the log never held.
+    record = trial(session, b"\nPAYSS\n ")
+    log = record.path / "run.log"
+    real_pread = os.pread
+    reads: list[int] = []
+
+    def cut_before_the_second_read(fd: int, length: int, offset: int) -> bytes:
+        reads.append(offset)
+        if len(reads) == 2:
+            os.truncate(log, 3)  # as a writer rewriting the log would, between two reads
+        return real_pread(fd, length, offset)
+
+    monkeypatch.setattr(verdict_module, "_CHUNK", 4)
+    monkeypatch.setattr(os, "pread", cut_before_the_second_read)
+    verdict = evaluate_output_contract(record, "run.log")
+    assert reads == [4, 0]
+    assert verdict == Verdict(Outcome.INDETERMINATE, "the log shrank while it was read", log)
