@@ -19,6 +19,7 @@ column and listing the names that exist.
 
 from __future__ import annotations
 
+import codecs
 import os
 from collections.abc import Iterable
 from importlib import resources
@@ -184,10 +185,12 @@ def render_contract(
     data = read_named(source, TEMPLATE_MAX)
     if data is None:
         raise InvalidInput(source, f"is larger than {TEMPLATE_MAX} bytes; not a template")
+    body = data.removeprefix(codecs.BOM_UTF8)  # an editor's BOM is no text
     try:
-        text = data.decode("utf-8-sig")  # an editor's BOM is no text
+        text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InvalidInput(source, f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+        at = exc.start + len(data) - len(body)  # the file's offset, its BOM counted
+        raise InvalidInput(source, f"not UTF-8 text: {exc.reason} at byte {at}") from None
     try:
         used = used_variables(text)
         for name, line, column in used:

@@ -113,6 +113,20 @@ def test_a_byte_order_mark_at_the_start_of_a_template_is_not_rendered(
     assert render_contract(session, template) == "Plan 3.\n"
 
 
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"])
+def test_a_template_that_is_not_utf8_names_the_files_offending_byte(
+    session: Session, tmp_path: Path, bom: bytes
+) -> None:
+    # The offset is the file's: with a BOM it was counted from after it, 3 bytes short.
+    template = tmp_path / "latin1.md"
+    template.write_bytes(bom + b"caf\xe9\n")
+    with pytest.raises(InvalidInput) as caught:
+        session.contract(template)
+    at = len(bom) + 3
+    problem = f"not UTF-8 text: invalid continuation byte at byte {at}"
+    assert str(caught.value) == f"{template}: {problem}"
+
+
 def test_user_template_errors_name_the_file(session: Session, tmp_path: Path) -> None:
     template = tmp_path / "mine.md"
     template.write_text("ok\n  see {trial_dri}\n")
