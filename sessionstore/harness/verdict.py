@@ -22,6 +22,7 @@ few `pread`s; `output_verdict` is cheap enough to call once per listed record.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -144,7 +145,14 @@ def judge(collection: Collection, n: int, log: str | os.PathLike[str] | None = N
     if isinstance(path, S3Path):
         missing = n not in collection.numbers()
     else:
-        missing = not path.is_dir() or path.is_symlink()
+        try:
+            missing = not stat.S_ISDIR(os.lstat(path).st_mode)  # a symlink is no record
+        except (FileNotFoundError, NotADirectoryError):
+            missing = True
+        except OSError:
+            # Not `Path.is_dir()`, which raises this (a collection it may not search):
+            # the record's read names it, as the verdict's reason.
+            missing = False
     if missing:
         if log is not None:
             record_relpath(log, f"--log {os.fspath(log)!r}")

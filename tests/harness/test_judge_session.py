@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
+from cli_runner import SESSIONSTORE, TIMEOUT, environ
 
 from sessionstore.errors import InvalidInput
 from sessionstore.harness.verdict import Judgement, Outcome, judge_session
@@ -59,3 +64,33 @@ def test_raises_invalid_input_for_a_malformed_request(
     with pytest.raises(InvalidInput) as raised:
         judge_session(session, **kwargs)  # type: ignore[arg-type]
     assert raised.value.source == source
+
+
+def test_a_collection_it_may_not_search_is_an_indeterminate_verdict(session: Session) -> None:
+    # `judge` asked `Path.is_dir()` whether the record exists, which raises for EACCES:
+    # `check --json` printed an error instead of its verdict, and `judge_session` raised.
+    # Root searches any directory, so as root the check runs without that capability.
+    drop: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("root searches any directory, and setpriv is not here to stop it")
+        drop = [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--"]
+    args = ["check", "s1", "--trial", "1", "--json", "--store", str(session.path.parent)]
+    session.trials.path.chmod(0)
+    try:
+        result = subprocess.run(
+            [*drop, *SESSIONSTORE, *args],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env=environ(),
+            check=False,
+        )
+    finally:
+        session.trials.path.chmod(0o700)
+    assert (result.returncode, result.stderr) == (4, "")
+    judged = json.loads(result.stdout)
+    assert (judged["outcome"], judged["log"]) == ("indeterminate", None)
+    unreadable = "trial.json: not read: 'trials' unreadable: Permission denied"
+    assert judged["detail"] == f"record is torn: {unreadable}"
