@@ -38,6 +38,7 @@ from sessionstore.store.files import constraints_of
 from sessionstore.store.status import planned_trials
 
 if TYPE_CHECKING:
+    from sessionstore.store.collection import Collection
     from sessionstore.store.session import Session
 
 __all__ = ["DEFAULT_TEMPLATE", "contract_variables", "default_template", "render_contract"]
@@ -63,13 +64,13 @@ def contract_variables(
 
     Paths are under `workspace` when given (the directory the agent writes
     and the mirror copies into the session), else under the session
-    directory. `<n>` and `<k>` stand for the trial and attempt numbers in
-    per-record paths. Optional values (`workspace`, `session_name`,
-    `planned_trials`, `constraints`) are "" when absent, so `<!--?if NAME-->`
-    blocks drop them. Raises `InvalidInput` for a workspace that is not a
-    directory, is the session directory itself or is inside it, and for a
-    root (the workspace, else the session directory) that `escape` would
-    change: printed escaped, it would name another path.
+    directory; `<n>` and `<k>` stand for the record numbers. Optional values
+    (`workspace`, `session_name`, `planned_trials`, `constraints`) are "" when
+    absent, so `<!--?if NAME-->` blocks drop them. Raises `InvalidInput` for a
+    workspace that is not a directory, is the session directory itself or is
+    inside it, for a root (the workspace, else the session directory) that
+    `escape` would change (printed escaped, it would name another path), and
+    for a collection that cannot be listed (`_next`).
     """
     session_dir = absolute(session.path)
     root = _root(session_dir, workspace)
@@ -107,20 +108,33 @@ def contract_variables(
             "trial_patches": f"{trial / 'patches'}/",
             "trial_log": str(trial / LOG_NAME),
             "trial_marker": str(trial / MARKERS[TRIALS]),
-            "next_trial": _next(s.trials.numbers() for s in sessions),
+            "next_trial": _next(s.trials for s in sessions),
             "service_dir": str(service),
             "attempt_dir": f"{attempt}/",
             "attempt_config": str(attempt / "service.yml"),
             "attempt_log": str(attempt / LOG_NAME),
             "attempt_marker": str(attempt / MARKERS[SERVICE]),
-            "next_attempt": _next(s.service.numbers() for s in sessions),
+            "next_attempt": _next(s.service for s in sessions),
         }
     )
 
 
-def _next(numbers: Iterable[Iterable[int]]) -> int:
-    """One past the highest record number in any of the collections."""
-    return max((n for each in numbers for n in each), default=0) + 1
+def _next(collections: Iterable[Collection]) -> int:
+    """One past the highest record number in any of the collections.
+
+    `InvalidInput` for one that cannot be listed (unreadable, a symlink, a file): read
+    as empty, it would give a number its records may already hold.
+    """
+    highest = 0
+    for collection in collections:
+        numbers = collection.numbers()
+        if collection.problem is not None:
+            raise InvalidInput(
+                str(collection.path),
+                f"{collection.problem}; its records cannot be counted for the next number",
+            )
+        highest = max(highest, *numbers, 0)
+    return highest + 1
 
 
 def _root(session_dir: Path, workspace: str | os.PathLike[str] | None) -> Path:

@@ -243,6 +243,31 @@ def test_next_numbers_count_the_session_and_the_workspace(session: Session, tmp_
     assert contract_variables(session)["workspace"] == ""
 
 
+def test_a_collection_that_cannot_be_listed_is_an_error_not_a_wrong_next_number(
+    session: Session, tmp_path: Path
+) -> None:
+    # Read as empty, it made the next number 1 (or the session's), one that its records
+    # (here trial 7, through a symlink the mirror never follows) may already hold.
+    session.trials.begin()
+    workspace, elsewhere = tmp_path / "ws", tmp_path / "elsewhere"
+    (elsewhere / "7").mkdir(parents=True)
+    workspace.mkdir()
+    (workspace / "trials").symlink_to(elsewhere)
+    problem = "is a symlink (never followed), not a directory"
+    with pytest.raises(InvalidInput) as caught:
+        session.contract(workspace=workspace)
+    wrong = f"{problem}; its records cannot be counted for the next number"
+    assert str(caught.value) == f"{workspace.resolve() / 'trials'}: {wrong}"
+    (workspace / "trials").unlink()
+    (workspace / "service").write_text("")
+    result = run("contract", "tune", "--workspace", workspace, "--store", session.path.parent)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr == (
+        f"Error: {workspace.resolve() / 'service'}: is a regular file, not a directory; "
+        "its records cannot be counted for the next number\n"
+    )
+
+
 def test_an_unusable_workspace_is_one_line_and_exit_1_or_2(
     session: Session, tmp_path: Path
 ) -> None:
