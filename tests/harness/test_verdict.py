@@ -96,6 +96,13 @@ def test_fail_carries_the_detail(session: Session, log: bytes, detail: str) -> N
         (b"FAILED\n", "last line is not PASS or FAIL:<detail>: 'FAILED'"),
         (b"PASS: fine\n", "last line is not PASS or FAIL:<detail>: 'PASS: fine'"),
         (b"exit code 0\n", "last line is not PASS or FAIL:<detail>: 'exit code 0'"),
+        # Lines end at \n only; colour escapes and a NUL are text (docs/harness.md).
+        (b"50%\rPASS\n", "last line is not PASS or FAIL:<detail>: '50%\\rPASS'"),
+        (
+            b"\x1b[32mPASS\x1b[0m\n",
+            r"last line is not PASS or FAIL:<detail>: '\x1b[32mPASS\x1b[0m'",
+        ),
+        (b"PASS\x00\n", r"last line is not PASS or FAIL:<detail>: 'PASS\x00'"),
     ],
 )
 def test_anything_else_is_indeterminate(session: Session, log: bytes, detail: str) -> None:
