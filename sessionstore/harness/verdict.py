@@ -31,6 +31,7 @@ from typing import Any
 
 from sessionstore._fs import read as fsread
 from sessionstore.errors import InvalidInput
+from sessionstore.format.names import record_number
 from sessionstore.storage.s3_path import S3Path
 from sessionstore.store.session import (
     Collection,
@@ -144,6 +145,8 @@ def judge(collection: Collection, n: int, log: str | os.PathLike[str] | None = N
     path = collection.path / str(n)
     if isinstance(path, S3Path):
         missing = n not in collection.numbers()
+    elif record_number(str(n)) != n:
+        missing = True  # past MAX_RECORD (or below 1): its name is foreign, as `get` says
     else:
         try:
             missing = not stat.S_ISDIR(os.lstat(path).st_mode)  # a symlink is no record

@@ -45,7 +45,7 @@ from sessionstore.errors import (
     Unavailable,
     WaitTimedOut,
 )
-from sessionstore.format.names import MANIFEST, REPORT
+from sessionstore.format.names import MANIFEST, MAX_RECORD, REPORT
 from sessionstore.storage.s3_path import S3Path
 from sessionstore.store.files import locate, object_of, read_object
 from sessionstore.store.records import Record, RecordState, read_record
@@ -219,8 +219,8 @@ def wait_record(
     `timeout` seconds pass with the record still in flight. A torn record is returned, not
     raised (see the module docstring for the settle rule). Thread-safe: each call uses its
     own observer. Raises `InvalidInput` (a ValueError) for a negative or NaN `timeout` or a
-    record number that does not fit `marker`; `SessionNotFound` once the session is not
-    `identity` (default: the one first seen; `identify`).
+    record number that does not fit `marker` or is past `MAX_RECORD`; `SessionNotFound`
+    once the session is not `identity` (default: the one first seen; `identify`).
     """
     _check_arguments(n, marker, timeout)
     if isinstance(path, S3Path):
@@ -339,6 +339,9 @@ def _check_arguments(n: int, marker: str, timeout: float | None) -> None:
         raise InvalidInput("wait", f"a record number is an integer, not {n!r}")
     if n < 0 or (n == 0) != (marker == REPORT):
         raise InvalidInput("wait", f"record numbers start at 1 (n=0 is the report only), not {n}")
+    if n > MAX_RECORD:
+        # Its directory's name is foreign (`record_number`): no record, ever, whatever it holds.
+        raise InvalidInput("wait", f"record numbers end at {MAX_RECORD}, not {n}")
 
 
 def _watch_chain(record_dir: str, n: int) -> list[str]:

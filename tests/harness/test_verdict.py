@@ -432,3 +432,15 @@ def test_a_log_that_shrinks_while_read_backwards_is_indeterminate_not_spliced(
     verdict = evaluate_output_contract(record, "run.log")
     assert reads == [4, 0]
     assert verdict == Verdict(Outcome.INDETERMINATE, "the log shrank while it was read", log)
+
+
+def test_a_number_past_the_largest_record_is_no_record(session: Session) -> None:
+    # `trials/1000000000000000000` (19 digits) is foreign, as `get` says; `judge` read
+    # the directory as a record and judged its log.
+    n = 10**18
+    foreign = session.trials.path / str(n)
+    foreign.mkdir()
+    (foreign / "trial.json").write_text("{}")
+    (foreign / "run.log").write_text("PASS\n")
+    verdict = judge(session.trials, n, "run.log")
+    assert verdict == Verdict(Outcome.INDETERMINATE, f"no record {n} in {session.trials.path}")

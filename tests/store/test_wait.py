@@ -25,6 +25,7 @@ from cli_runner import environ, finish, invoke, popen, reap
 from sessionstore._watch import Watcher
 from sessionstore.cli import wait as wait_command
 from sessionstore.errors import InvalidInput, WaitTimedOut
+from sessionstore.format.names import MAX_RECORD
 from sessionstore.store import wait as wait_module
 from sessionstore.store.session import Record, RecordState, Session, Store, read_record
 from sessionstore.store.wait import wait_record, wait_report
@@ -146,6 +147,19 @@ def test_bad_arguments_are_refused(session: Session) -> None:
         session.trials.wait(1, timeout=float("nan"))
     with pytest.raises(InvalidInput, match="timeout must be >= 0"):
         wait_report(session, timeout=float("nan"))
+
+
+def test_a_number_past_the_largest_record_is_refused_not_read_as_a_record(
+    session: Session,
+) -> None:
+    # `trials/1000000000000000000` (19 digits) is foreign, as `get` says: a wait on it
+    # returned its marker as a completed record.
+    foreign = session.trials.path / str(MAX_RECORD + 1)
+    foreign.mkdir()
+    (foreign / "trial.json").write_text("{}")
+    past = f"record numbers end at {MAX_RECORD}, not {MAX_RECORD + 1}"
+    with pytest.raises(InvalidInput, match=past):
+        session.trials.wait(MAX_RECORD + 1, timeout=0)
 
 
 def test_an_old_torn_marker_is_returned_at_once(session: Session) -> None:
