@@ -66,12 +66,6 @@ def new(
     # `is not None`, not truthiness: `--constraints "$UNSET"` is an empty document, refused
     # as `finish --report ""` is, never a session that silently has no constraints.
     parsed = read_json_object(constraints, "--constraints") if constraints is not None else None
-    label_map: dict[str, str] = {}
-    for item in labels:
-        key, sep, val = item.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--label")
-        label_map[key] = val
     # The library warns (LineageWarning) about chained sessions left out; a person
     # running `new` must see each one, once, on stderr and not in the printed id.
     with warnings.catch_warnings(record=True) as caught:
@@ -82,7 +76,7 @@ def new(
             trials=trials,
             constraints=parsed,
             previous=previous,
-            labels=label_map,
+            labels=_labels(labels),
             pid=pid,
         )
     for warning in caught:
@@ -98,3 +92,14 @@ def new(
     shown = {"id": session.id, "path": str(session.path)}
     made = f"session {session.id} was made: {session.path}"
     print_made(lambda: emit_json(shown) if as_json else click.echo(session.id), made)
+
+
+def _labels(items: tuple[str, ...]) -> dict[str, str]:
+    """The --label KEY=VALUE options as a mapping (a later KEY wins)."""
+    found: dict[str, str] = {}
+    for item in items:
+        key, sep, val = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--label")
+        found[key] = val
+    return found

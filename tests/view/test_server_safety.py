@@ -384,7 +384,11 @@ def test_a_raw_byte_past_ascii_in_the_target_is_400_not_another_file(tmp_path: P
     # RFC 9112: a target is ASCII; a server answers 400 rather than guess.
     store = Store(tmp_path / "store")
     session = store.create(id="names001", pid=None)
-    files = {"é.txt": "e-acute\n", "ÿ.txt": "y-umlaut\n", os.fsdecode(b"\xff.txt"): "ff\n"}
+    files: dict[str, str | bytes] = {
+        "é.txt": "e-acute\n",
+        "ÿ.txt": "y-umlaut\n",
+        os.fsdecode(b"\xff.txt"): "ff\n",
+    }
     trial(session, {"failed": False}, files)
     base = "/s/names001/trials/1/files/"
     with viewer(store.root) as view:
