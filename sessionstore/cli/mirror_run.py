@@ -33,6 +33,7 @@ from sessionstore.store.target import STORE_ENV, mistyped_id, resolve_destinatio
 TYPE_CHECKING = False  # typing's, without importing typing (mypy reads it as such)
 if TYPE_CHECKING:
     import threading
+    from collections.abc import Iterator
     from typing import Any
 
     from sessionstore.mirror.exclude import Exclude
@@ -182,14 +183,33 @@ def _run_daemon(
     stop_on_signals(stop, daemon.wake)
     one_line_diagnostics()
     if level == QUIET:
-        import logging
-
-        # Errors only: the daemon's one warning ("cannot watch the source ...; polling
-        # only") is no error, and logging's last-resort handler printed it all the same;
-        # nor is a watcher thread's death, after which the daemon restarts the watcher.
-        logging.getLogger(Daemon.__module__).setLevel(logging.ERROR)
+        # Errors only: a watcher thread's death is none (the daemon restarts the watcher).
         threading.excepthook = _thread_stopped_quietly
-    return daemon.run(stop)
+    with _stamped_log(Daemon.__module__, level):
+        return daemon.run(stop)
+
+
+@contextlib.contextmanager
+def _stamped_log(name: str, level: int) -> Iterator[None]:
+    """The daemon's own lines (logger `name`: `cannot watch the source (...); polling
+    only`) on stderr, stamped as its pass lines are.
+
+    Logging's last-resort handler printed them bare, among stamped lines. With
+    QUIET none: they are no errors.
+    """
+    import logging
+
+    logger = logging.getLogger(name)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    was = logger.level
+    logger.setLevel(logging.ERROR if level == QUIET else logging.INFO)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:  # as it was: in-process callers (tests) run many daemons
+        logger.removeHandler(handler)
+        logger.setLevel(was)
 
 
 def stop_on_signals(*events: threading.Event) -> None:
