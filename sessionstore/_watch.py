@@ -138,10 +138,42 @@ class Watcher:
         return [t for t in threads if t.ident is not None]  # never started: not dead either
 
     def stop(self, timeout: float | None = None) -> None:
-        """Stop watching and join the thread (never started: nothing to join)."""
-        self.observer.stop()
+        """Stop watching and join the thread (never started: nothing to join). Never raises.
+
+        watchdog's stop can fail half-way in its own bookkeeping: a directory moved
+        out of the tree keeps its watch under its old path, another directory made
+        and removed at that path takes the path away, and removing the first watch
+        raised KeyError (the daemon died, a source path in its traceback, without its
+        final pass). What its stop had left to do is done here (`_finish_stop`).
+        """
+        try:
+            self.observer.stop()
+        except Exception:
+            self._finish_stop()
         with contextlib.suppress(RuntimeError):  # joined before it was started
             self.observer.join(timeout)
+
+    def _finish_stop(self) -> None:
+        """After watchdog's stop failed in an emitter: stop the inotify reader, whose
+        instance would stay open (each restart of the watcher leaked one, up to the
+        limit of 128), and wake the observer thread, which waits for its stop event.
+
+        Not the emitter again: it waits for events of a queue that only its failed
+        stop closes, and a second stop of the observer joined it forever. That
+        thread (a daemon thread) stays asleep: one per such failure, never a hang.
+        """
+        import queue
+
+        from watchdog.observers.api import EventDispatcher
+
+        emitters = set(self.observer.emitters)
+        for thread in self._started_threads():
+            stop = getattr(thread, "stop", None)
+            if thread is not self.observer and thread not in emitters and stop is not None:
+                with contextlib.suppress(Exception):
+                    stop()
+        with contextlib.suppress(queue.Full):
+            self.observer.event_queue.put_nowait(EventDispatcher.stop_event)
 
 
 def _content_events() -> list[type[FileSystemEvent]]:

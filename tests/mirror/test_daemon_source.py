@@ -151,3 +151,31 @@ def test_a_source_retargeted_inside_the_destination_is_not_copied_into_it(
     ]
     assert sorted(p.name for p in dst.iterdir() if not p.name.startswith(".")) == ["work"]
     assert code == 1, err  # the final pass found it too
+
+
+def test_a_directory_moved_out_then_made_and_removed_again_stops_cleanly(
+    src: Path, dst: Path, tmp_path: Path
+) -> None:
+    # watchdog keeps a watch on the moved-out directory under its old path; the second
+    # `A`'s watch then takes that path, and its removal leaves the first watch naming a
+    # path watchdog no longer holds: stopping the watcher raised KeyError, and the
+    # daemon died with a traceback (the path in it), without its final pass.
+    src.mkdir()
+    daemon = DaemonProcess(src, dst, "--json", "--full-every", "3600")
+    try:
+        assert daemon.next(timeout=GUARD)["pass"] == "initial"
+        write(src / "A" / "one.txt", b"1")
+        mirrored(daemon, "A/one.txt")  # A is watched by now
+        os.rename(src / "A", tmp_path / "moved-out")
+        write(src / "A" / "two.txt", b"2")
+        mirrored(daemon, "A/two.txt")  # the second A is watched by now
+        os.unlink(src / "A" / "two.txt")
+        os.rmdir(src / "A")
+        write(src / "after.txt", b"after")
+        mirrored(daemon, "after.txt")  # the removal was read by the watcher by now
+        write(src / "last.txt", b"last")  # left for the final pass
+    finally:
+        code, err = daemon.stop()
+    assert code == 0, err
+    assert "Traceback" not in err and str(src) not in err, err
+    assert (dst / "last.txt").read_bytes() == b"last"
