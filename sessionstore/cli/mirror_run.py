@@ -192,7 +192,7 @@ def _run_daemon(
 @contextlib.contextmanager
 def _stamped_log(name: str, level: int) -> Iterator[None]:
     """The daemon's own lines (logger `name`: `cannot watch the source (...); polling
-    only`) on stderr, stamped as its pass lines are.
+    only`, `watching the source again`) on stderr, stamped as its pass lines are.
 
     Logging's last-resort handler printed them bare, among stamped lines. With
     QUIET none: they are no errors.

@@ -10,7 +10,11 @@ Events are lost in ways nobody reports: inotify queue overflow, a new
 directory that could not be watched (max_user_watches), an observer thread
 that died. So a full pass runs every `full_every` seconds regardless, and at
 once on any sign of trouble: a warning or error logged by watchdog, or a
-watchdog thread that is no longer alive (`Watcher.healthy`).
+watchdog thread that is no longer alive (`Watcher.healthy`). A watcher that
+cannot start at all (no inotify instance or watch left) leaves the daemon
+polling, and is tried again with a backoff (from `unwatched_every` up to 32 s):
+the limit that stopped it is often another program's, and frees up. A failed
+try walks the directories as far as it got, less than the polling pass reads.
 
 One daemon per destination (`sessionstore.mirror.lock`). Stopping (the stop
 event, SIGINT, SIGTERM or SIGHUP in the CLI) ends watching and runs one final full
@@ -42,6 +46,8 @@ from sessionstore.mirror.report import PassReport
 
 if TYPE_CHECKING:
     from sessionstore.mirror.mirror import Mirror
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,8 @@ class WatchConfig:
 # Waits after an event, which may be 0; every other field is a period of the loop.
 _WAITS = frozenset({"debounce", "max_wait", "final_grace"})
 _PERIOD_MIN = 0.01
+# The longest wait between two tries to start a watcher while polling (see the docstring).
+_WATCH_RETRY_MAX = 32.0
 
 
 PassCallback = Callable[[PassReport, str], None]
@@ -98,6 +106,9 @@ class Daemon:
         self.hints = Hints(str(mirror.source), self.wake)
         self.observer: Watcher | None = None
         self._watched: tuple[int, int] | None = None  # the source the observer was started on
+        # While polling (no observer could start): when to try again, and the next wait.
+        self._watch_retry_at: float | None = None
+        self._watch_backoff = self.config.unwatched_every
         self.passes = 0
         self.last_report: PassReport | None = None
         # Directories to pass over again (None: only a full pass will do), and when.
@@ -217,6 +228,10 @@ class Daemon:
             self._stop_observer()
             self._start_observer()
             self.hints.lose()
+        elif self._watch_retry_at is not None and time.monotonic() >= self._watch_retry_at:
+            self._start_observer()  # polling: the limit may have been raised or freed
+            if self.observer is not None:
+                self.hints.lose()  # what changed since the last poll: a full pass at once
         return True
 
     def _schedule_retry(self, report: PassReport, full: bool) -> None:
@@ -277,9 +292,17 @@ class Daemon:
             # the source's path, which may hold a secret, nor the exception's text,
             # which may hold any path below it: only the error's name and the C library's text.
             why = _errno_text(exc) if isinstance(exc, OSError) else "the tree is too deep"
-            logging.getLogger(__name__).warning("cannot watch the source (%s); polling only", why)
+            if self._watch_retry_at is None:  # said once, not on every retry
+                _log.warning("cannot watch the source (%s); polling only", why)
+            else:
+                cap = max(self.config.unwatched_every, _WATCH_RETRY_MAX)
+                self._watch_backoff = min(self._watch_backoff * 2, cap)
+            self._watch_retry_at = time.monotonic() + self._watch_backoff
             return
         self.observer = observer
+        if self._watch_retry_at is not None:
+            _log.info("watching the source again")
+            self._watch_retry_at, self._watch_backoff = None, self.config.unwatched_every
 
     def _observer_healthy(self) -> bool:
         observer = self.observer

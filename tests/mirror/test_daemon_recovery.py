@@ -4,11 +4,13 @@ A directory chain deeper than the interpreter's recursion limit, moved into the
 source whole, kills watchdog's inotify reader thread (it walks the chain to
 watch it, recursively before Python 3.12); the observer and emitter threads
 live on and report nothing ever again. And a daemon that cannot watch at all
-(a tree too deep to walk, no inotify instance left) polls: it never exits for it.
+(a tree too deep to walk, no inotify instance left) polls: it never exits for it,
+and watches again once it can.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -17,6 +19,9 @@ from pathlib import Path
 import cli_runner
 import pytest
 from mirror_helpers import DaemonProcess, lowered_sysctl, make_deep, remove_deep, write
+
+from sessionstore import Mirror
+from sessionstore.mirror.daemon import WatchConfig
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -106,7 +111,9 @@ def test_a_quiet_daemon_that_cannot_watch_prints_its_errors_alone(src: Path, dst
     assert all(" error chain/" in line for line in lines), err
 
 
-def test_a_daemon_with_no_inotify_instance_left_polls_and_never_exits(src: Path, dst: Path) -> None:
+def test_a_daemon_with_no_inotify_instance_left_polls_then_watches_again(
+    src: Path, dst: Path
+) -> None:
     write(src / "a.txt", b"a")
     with lowered_sysctl("fs.inotify.max_user_instances", "0"):  # none for a new watcher
         daemon = DaemonProcess(src, dst, "--json", "--full-every", "3600")
@@ -124,14 +131,47 @@ def test_a_daemon_with_no_inotify_instance_left_polls_and_never_exits(src: Path,
                 break
         else:
             raise AssertionError("b.txt was never mirrored")
+        # The limit is back (the sysctl restored): the watcher is tried again and starts,
+        # and a change is an event again, no longer a polling pass's find.
+        for n in range(20):  # tried again after 2 s, then 4, 8...: a few polling passes
+            write(src / f"c{n}.txt", b"c")
+            if daemon.next(timeout=GUARD)["pass"] == "events":
+                break
+        else:
+            raise AssertionError("the daemon never watched again")
     finally:
         code, err = daemon.stop()
     assert code == 0, err
     # Stamped as every line of the daemon's (`12:34:56 initial pass: ...`).
     said = [line for line in err.splitlines() if "cannot watch" in line]
-    assert len(said) == 1, err
+    assert len(said) == 1, err  # once, not on every try
     assert re.fullmatch(
         r"\d\d:\d\d:\d\d cannot watch the source \(EMFILE: Too many open files\); polling only",
         said[0],
     ), err
+    assert re.search(r"^\d\d:\d\d:\d\d watching the source again$", err, re.MULTILINE), err
     assert "Traceback" not in err
+
+
+def test_a_daemon_that_could_not_watch_watches_again_once_it_can(
+    src: Path, dst: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    make_deep(src / "chain", TOO_DEEP)  # watchdog cannot walk it: polling from the start
+    kinds: list[str] = []
+    config = WatchConfig(full_every=3600, unwatched_every=0.05)
+    try:
+        with (
+            caplog.at_level(logging.INFO, logger="sessionstore.mirror.daemon"),
+            Mirror(src, dst).running(config, lambda report, kind: kinds.append(kind)) as daemon,
+        ):
+            cli_runner.wait_for(lambda: daemon.passes > 0, "the initial pass")
+            os.rename(src / "chain", tmp_path / "chain")  # now it can: tried again, it starts
+            cli_runner.wait_for(lambda: "watching the source again" in caplog.text, "a watch")
+            write(src / "late.txt", b"late")
+            cli_runner.wait_for(lambda: "events" in kinds, "a pass on an event")
+    finally:
+        for chain in (src / "chain", tmp_path / "chain", dst / "chain"):
+            if chain.exists():
+                remove_deep(chain)
+    assert (dst / "late.txt").read_bytes() == b"late"
+    assert caplog.text.count("cannot watch") == 1  # said once, not on every try
