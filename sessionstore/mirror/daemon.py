@@ -291,7 +291,7 @@ class Daemon:
             # periodic full passes still converge, only latency suffers. Said without
             # the source's path, which may hold a secret, nor the exception's text,
             # which may hold any path below it: only the error's name and the C library's text.
-            why = _errno_text(exc) if isinstance(exc, OSError) else "the tree is too deep"
+            why = _watch_error(exc)
             if self._watch_retry_at is None:  # said once, not on every retry
                 _log.warning("cannot watch the source (%s); polling only", why)
             else:
@@ -314,6 +314,15 @@ class Daemon:
         observer, self.observer = self.observer, None
         if observer is not None:
             observer.stop(timeout=5)
+
+
+def _watch_error(exc: OSError | RecursionError) -> str:
+    """Why a watcher could not start, for `cannot watch the source (...)`."""
+    if isinstance(exc, RecursionError):
+        return "the tree is too deep"
+    if exc.errno == errno.ENOSPC:  # inotify_add_watch's: never a full disk, as its text says
+        return "ENOSPC: the inotify watch limit is reached, fs.inotify.max_user_watches"
+    return _errno_text(exc)
 
 
 def _errno_text(exc: OSError) -> str:

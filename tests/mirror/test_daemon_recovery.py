@@ -10,14 +10,18 @@ and watches again once it can.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import cli_runner
 import pytest
+from cli_runner import SESSIONSTORE
 from mirror_helpers import DaemonProcess, lowered_sysctl, make_deep, remove_deep, write
 
 from sessionstore import Mirror
@@ -175,3 +179,60 @@ def test_a_daemon_that_could_not_watch_watches_again_once_it_can(
                 remove_deep(chain)
     assert (dst / "late.txt").read_bytes() == b"late"
     assert caplog.text.count("cannot watch") == 1  # said once, not on every try
+
+
+# Run as root of a user namespace of its own, whose inotify watch limit is its own too
+# (`/proc/sys/user/max_inotify_watches`, gone with it): none left for the daemon's
+# watcher, then room again once its first pass ran. Prints what the daemon did (JSON).
+_NO_WATCH_LEFT = r"""
+import json, os, signal, subprocess, sys
+src, dst, ss = sys.argv[1], sys.argv[2], sys.argv[3:]
+def limit(value):
+    with open("/proc/sys/user/max_inotify_watches", "w") as f:
+        f.write(value)
+limit("0")
+proc = subprocess.Popen(
+    [*ss, "mirror", src, dst, "--json", "--full-every", "3600"],
+    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+)
+kinds = [json.loads(proc.stdout.readline())["pass"]]
+limit("100000")
+for n in range(20):  # tried again after 2 s, then 4, 8...: a few polling passes
+    with open(os.path.join(src, f"c{n}.txt"), "w") as f:
+        f.write("c")
+    kinds.append(json.loads(proc.stdout.readline())["pass"])
+    if kinds[-1] == "events":
+        break
+proc.send_signal(signal.SIGTERM)
+out, err = proc.communicate(timeout=60)
+print(json.dumps({"kinds": kinds, "code": proc.returncode, "err": err}))
+"""
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1)")
+def test_a_daemon_with_no_inotify_watch_left_says_so_then_watches_again(
+    src: Path, dst: Path
+) -> None:
+    write(src / "a.txt", b"a")
+    probe = subprocess.run(["unshare", "-r", "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip("no user namespaces here")
+    done = subprocess.run(
+        ["unshare", "-r", sys.executable, "-c", _NO_WATCH_LEFT, str(src), str(dst), *SESSIONSTORE],
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=True,
+    )
+    found = json.loads(done.stdout)
+    err = found["err"]
+    assert found["code"] == 0, err
+    assert found["kinds"][0] == "initial" and found["kinds"][-1] == "events", found
+    said = [line for line in err.splitlines() if "cannot watch" in line]
+    # The watch limit, not "No space left on device", which sends one to look at the disk.
+    limit = "ENOSPC: the inotify watch limit is reached, fs.inotify.max_user_watches"
+    assert len(said) == 1, err
+    assert re.fullmatch(
+        rf"\d\d:\d\d:\d\d cannot watch the source \({limit}\); polling only", said[0]
+    )
+    assert "watching the source again" in err and "Traceback" not in err
