@@ -142,6 +142,40 @@ def test_markers_that_are_not_json_objects(tmp_path: Path) -> None:
     assert session.trials.get(1).state is RecordState.IN_FLIGHT
 
 
+@pytest.mark.parametrize(
+    ("written", "shown"),
+    [
+        ('{"seed": 18446744073709551616}', "18446744073709551616"),
+        ('{"a": [{"b": -9223372036854775809}]}', "-9223372036854775809"),
+        ('{"n": ' + "9" * 60 + "}", "9" * 40 + "..."),
+    ],
+)
+def test_an_integer_json_readers_would_round_is_refused_not_sealed_rounded(
+    tmp_path: Path, written: str, shown: str
+) -> None:
+    """orjson reads an integer past 64 bits as a double: sealed, the marker would hold
+    another number than the one given (1.8446744073709552e+19 for 2**64)."""
+    session = Store(tmp_path).create(id="abc", pid=None)
+    session.trials.begin()
+    (tmp_path / "m.json").write_text(written)
+    for value in (written, "@" + str(tmp_path / "m.json")):
+        result = ss(tmp_path, "complete", "abc", "--trial", "1", "--marker", value)
+        source = "--marker" if value == written else str(tmp_path / "m.json")
+        assert (result.returncode, result.stdout, result.stderr) == (
+            1,
+            "",
+            f"Error: {source}: the integer {shown} is beyond 64 bits, which JSON readers "
+            "round; write it as a string\n",
+        )
+    assert session.trials.get(1).state is RecordState.IN_FLIGHT
+    # The edges of what orjson reads exactly, and digits in a string, are taken as written.
+    marker = '{"hi": 18446744073709551615, "lo": -9223372036854775808, "s": "1' + "0" * 30 + '"}'
+    result = ss(tmp_path, "complete", "abc", "--trial", "1", "--marker", marker)
+    assert result.returncode == 0, result.stderr
+    stored = (tmp_path / "abc" / "trials" / "1" / "trial.json").read_text()
+    assert "18446744073709551615" in stored and "-9223372036854775808" in stored
+
+
 def test_usage_errors(tmp_path: Path) -> None:
     Store(tmp_path).create(id="abc", pid=None).trials.begin()
     for args in (
