@@ -23,16 +23,18 @@ if TYPE_CHECKING:
 _STORE_DIRS = frozenset(MARKERS)
 
 
-def is_gone(rel: str, listed: dict[str, Container[str]]) -> bool:
+def is_gone(rel: str, listed: dict[str, Container[str]], not_dirs: Container[str] = ()) -> bool:
     """Whether this pass's listings prove `rel` is no longer in the source.
 
     A directory on the path that was not listed proves nothing either way; a
-    deeper one may have been (a subset pass lists only its subtrees).
+    deeper one may have been (a subset pass lists only its subtrees). A name on
+    the path that the source holds as a file (`not_dirs`, the pass found a
+    directory in its place in the destination) has nothing below it.
     """
     where = ""
     for part in rel.split("/"):
         names = listed.get(where)
-        if names is not None and part not in names:
+        if (names is not None and part not in names) or where in not_dirs:
             return True
         where = f"{where}/{part}" if where else part
     return False
@@ -108,7 +110,8 @@ class Walker:
         rel = level.dir.rel
         if level.sealed or (self.run.is_session and rel in _STORE_DIRS):
             return False
-        return is_gone(rel, self.listed)
+        not_dirs = self.run.not_dirs
+        return rel in not_dirs or is_gone(rel, self.listed, not_dirs)
 
     def close(self) -> None:
         while len(self.stack) > 1:

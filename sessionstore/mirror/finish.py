@@ -86,7 +86,8 @@ def settle_leftovers(run: Pass, leftovers: dict[str, Entry], delete: bool) -> se
     # An excluded path is never deleted, nor a divergence: the pass did not look at it.
     excluded = run.exclude.covers if run.exclude is not None else _nothing
     try:
-        for key in sorted(k for k in leftovers if is_gone(k, listed) and not excluded(k)):
+        gone = [k for k in leftovers if _gone_file(k, listed, run.not_dirs) and not excluded(k)]
+        for key in sorted(gone):
             top = "/" not in key
             where, _, name = key.rpartition("/")
             if _reserved(name):
@@ -108,9 +109,28 @@ def settle_leftovers(run: Pass, leftovers: dict[str, Entry], delete: bool) -> se
                 continue
             if _remove_if_ours(run, level, name, key, leftovers[key]):
                 dropped.add(key)
+                if key in listed:  # a directory in the source: the next pass makes it
+                    _made_way(run, key)
     finally:
         walker.close()
     return dropped
+
+
+def _gone_file(key: str, listed: dict[str, Container[str]], not_dirs: Container[str]) -> bool:
+    """Whether the file `key` is gone from the source: by name, below a name the source
+    holds as a file, or where the source now has a directory (it was listed)."""
+    return key in listed or is_gone(key, listed, not_dirs)
+
+
+def _made_way(run: Pass, key: str) -> None:
+    """A file deleted where the source has a directory now: the error the walk met
+    there (the tree's, a non-directory in its place) is the retry of the next pass."""
+    report = run.report
+    report.errors = [item for item in report.errors if item["path"] != key]
+    run.unstable(
+        _shown(run, key),
+        "--delete removed the file in its place; the next pass makes the directory",
+    )
 
 
 def _reserved(name: str) -> bool:
@@ -172,6 +192,8 @@ def finish_pass(run: Pass) -> None:
             "other secrets), so no file is known to be this mirror's; nothing was deleted"
         )
     groups, changed = _new_groups(run, cache)
+    if run.not_dirs:
+        _not_replaced(run, m.delete and report.delete_skipped is None)
     report.diverged = [
         {
             "path": record,
@@ -202,6 +224,48 @@ def finish_pass(run: Pass) -> None:
             run.tree.clear_flag(DIRTY_NAME)
         except OSError as exc:  # a directory, another user's file: the next pass sweeps again
             run.error(DIRTY_NAME, f"cannot remove the in-progress flag: {describe(exc)}")
+
+
+def _not_replaced(run: Pass, delete: bool) -> None:
+    """Report each source file the pass found a directory in the place of (`not_dirs`).
+
+    Never half-replaced: with `delete`, the files this mirror wrote in it went with
+    the leftovers (and the directory, emptied); one found empty goes now. The next
+    pass copies the file in its place.
+    """
+    walker = Walker(run, delete, {})
+    try:
+        for rel in sorted(run.not_dirs):
+            level = walker.to(rel)
+            if level is not None and delete:
+                level.emptied = True  # removed when left if empty and not sealed (`pop`)
+                walker.to(rel.rpartition("/")[0])
+                level = walker.to(rel)
+            if level is None:
+                how = "--delete removed" if delete else "gone from the destination:"
+                run.unstable(rel, f"{how} the directory in its place; the next pass copies it")
+            elif level.sealed is not None:
+                run.error(rel, "a sealed record is in its place in the destination; not replaced")
+            elif not delete:
+                run.error(
+                    rel,
+                    "a directory is in its place in the destination; not replaced "
+                    "(--delete removes one this mirror wrote)",
+                )
+            elif run.m.dry_run:
+                run.unstable(
+                    rel,
+                    "a directory is in its place in the destination; --delete "
+                    "removes it if it holds only files this mirror wrote",
+                )
+            else:
+                run.error(
+                    rel,
+                    "a directory is in its place in the destination, with files "
+                    "--delete did not remove; not replaced",
+                )
+    finally:
+        walker.close()
 
 
 def _new_groups(run: Pass, cache: Cache) -> tuple[dict[str, Stored], bool]:

@@ -49,6 +49,7 @@ class FileOps(Sealing):
     read_group: Callable[[int], Group]  # a stored group, parsed (`Cache.parsed`)
     regrouped: bool  # some directory's new group is not its stored one
     claims: dict[str, list[Claim]]  # what an interrupted pass committed (storage/journal.py)
+    not_dirs: set[str]  # source files that found a directory in their place
     dest_entry: Callable[[LocalDir, str, str], os.stat_result | None]  # tree.entry, bound once
     late = 0  # markers `settle_late` held back (read off the hot path: a class default)
 
@@ -148,7 +149,12 @@ class FileOps(Sealing):
                 self.hold(drel, f"torn: larger than the {MAX_MARKER_BYTES >> 20} MiB marker limit")
                 return 1
             # A directory this pass created holds nothing it did not write.
-            existed = not dest.created and self.tree.lstat(dest, dname) is not None
+            found = None if dest.created else self.tree.lstat(dest, dname)
+            if found is not None and stat.S_ISDIR(found.st_mode):
+                # Never half-replaced: --delete may empty it, the end of the pass reports.
+                self.not_dirs.add(drel)
+                return 1
+            existed = found is not None
             done = self.copy(fd, st, dest, dname, drel, existed, marker)
         except Sealed:
             self.hold(drel, SEALED_MEANWHILE)

@@ -17,8 +17,7 @@ subtrees through `subtree`.
 
 Exclusion (`exclude`): a directory's entries are filtered by the patterns right after it
 is listed, before any of them is looked at; a subset pass never goes below an excluded
-directory. A dry run walks with `dry.DryTree`, which answers every change without making
-it.
+directory. A dry run walks with `dry.DryTree`: it answers every change without making it.
 
 Sealing: a record whose marker is in the destination is never written again. Its files
 are only compared (`check_sealed`); a difference is reported as `diverged`, never
@@ -27,10 +26,10 @@ files at its top are skipped.
 
 The destination is read only where needed: one `O_PATH` open (and close) per directory,
 by name under its parent's fd (`LocalTree.open_below`), each file's lstat through it for
-the fast path, and a record's marker once something in the record needs more than the
-fast path. Directories are listed only after an interrupted pass (the in-progress flag
-`DIRTY_NAME`, which makes the pass sweep the whole destination for dead temps before it
-starts); `--delete` works from the change cache (`finish`), not from listings.
+the fast path, and a record's marker once something in the record needs more than the fast
+path. Directories are listed only after an interrupted pass (the in-progress flag
+`DIRTY_NAME`: the pass sweeps the whole destination for dead temps before it starts);
+`--delete` works from the change cache (`finish`), not from listings.
 """
 
 from __future__ import annotations
@@ -88,6 +87,7 @@ class Pass(FileOps):
         self.listings: dict[str, Collection[str] | None] = {}
         self.tops: list[str] = []  # dest rels of the subtrees walked ("" for a full pass)
         self.diverged: dict[str, list[str]] = {}  # sealed record -> files that differ
+        self.not_dirs: set[str] = set()  # source files a directory is in the place of (finish)
         self.listing_failed = False
         self.dest_id = (-1, -1)  # the destination root's (dev, ino), once opened
         self.dirty = False  # the in-progress flag exists

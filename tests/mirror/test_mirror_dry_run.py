@@ -196,7 +196,8 @@ def test_dry_run_reports_a_directory_where_a_file_belongs_as_the_pass_does(
     tmp_path: Path,
 ) -> None:
     # The source replaced a directory with a file: no rename replaces the destination's
-    # directory, so the real pass reports an error; the dry run said `M d` (copied).
+    # directory (--delete would, see test_mirror_retype), so the real pass reports an
+    # error; the dry run said `M d` (copied).
     src, dst = tmp_path / "src", tmp_path / "dst"
     write(src / "d" / "x", b"x")
     settle()
@@ -212,4 +213,10 @@ def test_dry_run_reports_a_directory_where_a_file_belongs_as_the_pass_does(
     for each in (dry, real):
         del each["duration"], each["dry_run"]
     assert dry == real
-    assert real["errors"] == [{"path": "d", "error": "Is a directory (EISDIR)"}]
+    assert real["errors"] == [
+        {
+            "path": "d",
+            "error": "a directory is in its place in the destination; not replaced "
+            "(--delete removes one this mirror wrote)",
+        }
+    ]

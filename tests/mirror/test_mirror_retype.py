@@ -1,0 +1,184 @@
+"""A source name that changes kind between passes (a directory becomes a file, or the
+reverse): never half-replaced in the destination, and with --delete the next passes
+converge (the old entry removed the way --delete removes files, then the new one)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from mirror_helpers import mirror_cli, paths, run, settle, snapshot, tree, write
+
+from sessionstore.mirror.mirror import Mirror
+from sessionstore.redact.redactor import Redactor
+
+pytestmark = pytest.mark.timeout(120)
+
+NOT_REPLACED = (
+    "a directory is in its place in the destination; not replaced "
+    "(--delete removes one this mirror wrote)"
+)
+DIR_REMOVED = "--delete removed the directory in its place; the next pass copies it"
+FILE_REMOVED = "--delete removed the file in its place; the next pass makes the directory"
+
+
+def _pass(src: Path, dst: Path, *options: str, rc: int = 0) -> dict[str, Any]:
+    done = mirror_cli(src, dst, "--once", "--json", *options)
+    assert done.returncode == rc, done.stderr
+    report: dict[str, Any] = orjson.loads(done.stdout)
+    return report
+
+
+def _dir_to_file(src: Path, name: str = "a") -> None:
+    shutil.rmtree(src / name)
+    write(src / name, b"a file now")
+    settle()
+
+
+def _mirrored_dir(tmp_path: Path) -> tuple[Path, Path]:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "a" / "f", b"x")
+    write(src / "a" / "b" / "g", b"z")
+    write(src / "keep", b"k")
+    settle()
+    _pass(src, dst)
+    return src, dst
+
+
+def test_a_directory_replaced_by_a_file_is_kept_whole_without_delete(tmp_path: Path) -> None:
+    src, dst = _mirrored_dir(tmp_path)
+    _dir_to_file(src)
+    for _ in range(2):  # reported by every pass, the same way; never half-replaced
+        report = _pass(src, dst, rc=1)
+        assert report["errors"] == [{"path": "a", "error": NOT_REPLACED}]
+        assert tree(dst) == {"a/f": b"x", "a/b/g": b"z", "keep": b"k"}
+
+
+def test_a_directory_replaced_by_a_file_converges_with_delete(tmp_path: Path) -> None:
+    src, dst = _mirrored_dir(tmp_path)
+    _dir_to_file(src)
+    before = snapshot(dst)
+    dry = _pass(src, dst, "--delete", "--dry-run")
+    assert snapshot(dst) == before  # a dry run changes nothing
+    assert dry["deleted"] == ["a/b/g", "a/f"] and dry["errors"] == []
+    assert paths(dry["unstable"]) == ["a"]
+    report = _pass(src, dst, "--delete")
+    assert report["deleted"] == ["a/b/g", "a/f"] and report["errors"] == []
+    assert report["unstable"] == [{"path": "a", "reason": DIR_REMOVED}]
+    assert not (dst / "a").exists()
+    report = _pass(src, dst, "--delete")
+    assert report["copied"] == ["a"] and report["errors"] == report["unstable"] == []
+    assert tree(dst) == tree(src) == {"a": b"a file now", "keep": b"k"}
+    assert _pass(src, dst, "--delete")["copied"] == []
+
+
+def test_a_file_replaced_by_a_directory_converges_with_delete(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "a", b"a file")
+    settle()
+    _pass(src, dst)
+    (src / "a").unlink()
+    write(src / "a" / "f", b"x")
+    settle()
+    report = _pass(src, dst, rc=1)
+    assert paths(report["errors"]) == ["a"]
+    assert tree(dst) == {"a": b"a file"}
+    before = snapshot(dst)
+    dry = _pass(src, dst, "--delete", "--dry-run")
+    assert snapshot(dst) == before
+    assert dry["deleted"] == ["a"] and dry["errors"] == []
+    report = _pass(src, dst, "--delete")
+    assert report["deleted"] == ["a"] and report["errors"] == []
+    assert report["unstable"] == [{"path": "a", "reason": FILE_REMOVED}]
+    report = _pass(src, dst, "--delete")
+    assert report["copied"] == ["a/f"] and report["errors"] == []
+    assert tree(dst) == tree(src) == {"a/f": b"x"}
+
+
+def test_an_empty_directory_replaced_by_a_file_converges_with_delete(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "e").mkdir(parents=True)
+    _pass(src, dst)
+    assert (dst / "e").is_dir()
+    (src / "e").rmdir()
+    write(src / "e", b"a file now")
+    settle()
+    assert _pass(src, dst, rc=1)["errors"] == [{"path": "e", "error": NOT_REPLACED}]
+    assert _pass(src, dst, "--delete")["unstable"] == [{"path": "e", "reason": DIR_REMOVED}]
+    assert _pass(src, dst, "--delete")["copied"] == ["e"]
+    assert tree(dst) == tree(src)
+
+
+def test_a_directory_holding_a_file_not_the_mirrors_is_never_half_replaced(
+    tmp_path: Path,
+) -> None:
+    src, dst = _mirrored_dir(tmp_path)
+    write(dst / "a" / "mine.txt", b"put here by hand")
+    _dir_to_file(src)
+    for _ in range(2):
+        report = _pass(src, dst, "--delete", rc=1)
+        assert report["errors"] == [
+            {
+                "path": "a",
+                "error": "a directory is in its place in the destination, with files "
+                "--delete did not remove; not replaced",
+            }
+        ]
+    assert tree(dst) == {"a/mine.txt": b"put here by hand", "keep": b"k"}
+
+
+def test_a_sealed_record_replaced_by_a_file_is_kept(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "trials" / "3" / "log.txt", b"log")
+    write(src / "trials" / "3" / "trial.json", b"{}")
+    settle()
+    _pass(src, dst)
+    _dir_to_file(src, "trials/3")
+    report = _pass(src, dst, "--delete", rc=1)
+    assert report["deleted"] == [] and report["diverged"] == []
+    assert report["errors"] == [
+        {
+            "path": "trials/3",
+            "error": "a sealed record is in its place in the destination; not replaced",
+        }
+    ]
+    assert tree(dst) == {"trials/3/log.txt": b"log", "trials/3/trial.json": b"{}"}
+
+
+def test_a_redacted_directory_name_replaced_by_a_file_converges(tmp_path: Path) -> None:
+    secret = "hf_TopSecretValue123"
+    redactor = Redactor()
+    redactor.add(secret)
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / f"d-{secret}" / "f", b"x")
+    settle()
+
+    def mirror() -> Any:
+        return Mirror(src, dst, durable=False, redactor=redactor, delete=True).run_once()
+
+    mirror()
+    mirror()  # the cache is trusted from here: --delete may run
+    [name] = [p.name for p in dst.iterdir() if p.name.startswith("d-")]
+    assert secret not in name
+    _dir_to_file(src, f"d-{secret}")
+    report = mirror()
+    assert report.deleted == [f"{name}/f"] and not report.errors
+    assert report.unstable == [{"path": name, "reason": DIR_REMOVED}]
+    report = mirror()
+    assert report.copied == [name] and not report.errors
+    assert (dst / name).read_bytes() == b"a file now"
+    assert secret not in str(report.to_dict())
+
+
+def test_a_subset_pass_reports_a_directory_in_a_files_place(tmp_path: Path) -> None:
+    src, dst = _mirrored_dir(tmp_path)
+    _dir_to_file(src)
+    mirror = Mirror(src, dst, durable=False, delete=True)
+    report = mirror.run_dirs([""])
+    assert report.deleted == ["a/b/g", "a/f"] and not report.errors
+    assert mirror.run_dirs([""]).copied == ["a"]
+    assert tree(dst) == tree(src)
+    assert run(src, dst, delete=True).copied == []
