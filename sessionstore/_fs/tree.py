@@ -53,29 +53,42 @@ def _identity(fd: int) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def _next_subdir(fd: int) -> str | None:
+def _next_subdir(fd: int, dirs_only: bool) -> str | None:
     """Unlink the non-directories of the directory open at `fd` up to its first
-    subdirectory, and return that subdirectory's name (None: the directory is empty)."""
+    subdirectory, and return that subdirectory's name (None: the directory is empty).
+
+    `dirs_only`: a non-directory is never unlinked; it raises ENOTEMPTY instead.
+    """
     with os.scandir(fd) as it:
         for entry in it:
             if entry.is_dir(follow_symlinks=False):
                 return entry.name
+            if dirs_only:
+                raise OSError(errno.ENOTEMPTY, os.strerror(errno.ENOTEMPTY), entry.name)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(entry.name, dir_fd=fd)
     return None
 
 
-def remove_tree_at(dir_fd: int, name: str) -> None:
+def remove_tree_at(dir_fd: int, name: str, *, dirs_only: bool = False) -> None:
     """Remove the entry `name` of the directory open at `dir_fd`, and everything below it.
 
     A symlink is removed as a link, never followed; absent is fine. Raises
     `OSError` if something cannot be removed or the tree moves meanwhile.
+    `dirs_only`: remove a directory that holds nothing but directories, as rmdir(2)
+    removes an empty one (absent or not a directory raises); a file found in it
+    stops the removal with ENOTEMPTY, never removed (the empty directories met
+    before it are gone).
     """
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
+        if dirs_only:
+            raise
         return
     if not stat.S_ISDIR(st.st_mode):
+        if dirs_only:
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), name)
         os.unlink(name, dir_fd=dir_fd)
         return
     fd = fsread.open_dir(name, dir_fd)
@@ -83,14 +96,14 @@ def remove_tree_at(dir_fd: int, name: str) -> None:
     chain = [(name, _identity(fd))]
     try:
         while True:
-            child = _next_subdir(fd)
+            child = _next_subdir(fd, dirs_only)
             if child is not None:
                 try:
                     sub = fsread.open_dir(child, fd)
                 except FileNotFoundError:
                     continue
                 except OSError as exc:
-                    if exc.errno not in (errno.ENOTDIR, errno.ELOOP, errno.EINVAL):
+                    if dirs_only or exc.errno not in (errno.ENOTDIR, errno.ELOOP, errno.EINVAL):
                         raise
                     # Swapped for a file or a symlink since the listing: remove it as one.
                     with contextlib.suppress(FileNotFoundError):

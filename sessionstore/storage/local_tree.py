@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from sessionstore._fs import read as fsread
 from sessionstore._fs.atomic import AtomicFile, publish_once, sweep_tree_at, write_all
+from sessionstore._fs.tree import remove_tree_at
 from sessionstore.storage import journal
 from sessionstore.storage.local_tree_dirs import (
     _OPEN,
@@ -230,8 +231,10 @@ class LocalTree(LocalRoot):
         return self._remove(d, name, os.unlink, FileNotFoundError)
 
     def rmdir(self, d: LocalDir, name: str) -> bool:
-        """Remove an empty directory entry; False when it is not empty (or anything else)."""
-        return self._remove(d, name, os.rmdir, OSError)
+        """Remove a directory entry that holds no file (empty directories below it go
+        first: a pass killed before its first commit in them left them); False when it
+        holds a file (or anything else)."""
+        return self._remove(d, name, _remove_dirs, OSError)
 
     def _remove(
         self,
@@ -279,3 +282,7 @@ class LocalTree(LocalRoot):
 
 if TYPE_CHECKING:  # LocalTree is a Tree: checked by mypy, costs nothing at run time
     _check: type[Tree[LocalDir]] = LocalTree
+
+
+def _remove_dirs(name: str, *, dir_fd: int) -> None:
+    remove_tree_at(dir_fd, name, dirs_only=True)

@@ -211,7 +211,8 @@ if TYPE_CHECKING:
             ...
 
         def rmdir(self, d: D, name: str) -> bool:
-            """Remove an empty directory; False otherwise."""
+            """Remove a directory that holds no file (empty directories below it go too);
+            False otherwise."""
             ...
 
         def sweep(self) -> bool:

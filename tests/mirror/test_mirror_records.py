@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from mirror_helpers import paths, run, settle, tree, write
+from mirror_helpers import outside_tree, paths, run, settle, snapshot, tree, write
 
 from sessionstore.mirror.mirror import CACHE_NAME
 
@@ -178,6 +179,43 @@ def test_delete_removes_what_the_source_lost_but_never_our_files(src: Path, dst:
     assert not (dst / "d").exists()
     assert (dst / CACHE_NAME).exists() and (dst / ".sessionstore-lock").exists()
     assert live_temp.exists()
+
+
+def test_delete_removes_a_gone_directory_with_the_empty_directories_below_it(
+    src: Path, dst: Path
+) -> None:
+    # Empty directories are mirrored, and a killed pass leaves those it made before its
+    # first commit in them: the emptied directory above them stayed, in every pass.
+    write(src / "d" / "f", b"x")
+    (src / "d" / "e" / "e2").mkdir(parents=True)
+    write(src / "k", b"k")
+    settle()
+    run(src, dst)
+    assert (dst / "d" / "e" / "e2").is_dir()
+    shutil.rmtree(src / "d")
+    report = run(src, dst, delete=True)
+    assert report.deleted == ["d/f"] and not report.errors
+    assert not (dst / "d").exists()
+
+
+def test_delete_keeps_a_gone_directory_holding_what_the_mirror_did_not_write(
+    tmp_path: Path, src: Path, dst: Path
+) -> None:
+    write(src / "d" / "f", b"x")
+    (src / "d" / "e").mkdir()
+    (src / "d" / "l").mkdir()
+    settle()
+    run(src, dst)
+    outside = outside_tree(tmp_path / "outside")
+    before = snapshot(outside)
+    write(dst / "d" / "e" / "mine.txt", b"by hand")
+    (dst / "d" / "l").rmdir()
+    (dst / "d" / "l").symlink_to(outside, target_is_directory=True)
+    shutil.rmtree(src / "d")
+    report = run(src, dst, delete=True)
+    assert report.deleted == ["d/f"] and not report.errors
+    assert (dst / "d" / "e" / "mine.txt").read_bytes() == b"by hand"
+    assert (dst / "d" / "l").is_symlink() and snapshot(outside) == before
 
 
 def test_delete_is_skipped_when_the_listing_had_an_error(

@@ -5,14 +5,18 @@ converge (the old entry removed the way --delete removes files, then the new one
 from __future__ import annotations
 
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import cli_runner
 import orjson
 import pytest
-from mirror_helpers import mirror_cli, paths, run, settle, snapshot, tree, write
+from mirror_helpers import mirror_cli, paths, run, settle, snapshot, temps, tree, write
 
-from sessionstore.mirror.mirror import Mirror
+from sessionstore.mirror.mirror import DIRTY_NAME, Mirror
 from sessionstore.redact.redactor import Redactor
 
 pytestmark = pytest.mark.timeout(120)
@@ -182,3 +186,46 @@ def test_a_subset_pass_reports_a_directory_in_a_files_place(tmp_path: Path) -> N
     assert mirror.run_dirs([""]).copied == ["a"]
     assert tree(dst) == tree(src)
     assert run(src, dst, delete=True).copied == []
+
+
+_KILLED_PASS = """
+import sys, time
+from pathlib import Path
+from sessionstore.mirror.mirror import Mirror
+
+def hook(rel):
+    if rel == "a/zz/big.bin":
+        Path(sys.argv[3]).touch()
+        time.sleep(600)  # until the test's SIGKILL
+
+Mirror(sys.argv[1], sys.argv[2], durable=False, delete=True, _on_chunk=hook).run_once()
+"""
+
+
+def test_a_pass_killed_in_a_directory_the_source_then_makes_a_file_converges(
+    tmp_path: Path,
+) -> None:
+    src, dst, ready = tmp_path / "src", tmp_path / "dst", tmp_path / "ready"
+    write(src / "f", b"v")
+    settle()
+    _pass(src, dst)
+    write(src / "a" / "n1", b"n")  # committed (claimed) before the subdirectory's file
+    write(src / "a" / "zz" / "big.bin", bytes(1 << 20))
+    settle()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_PASS, src, dst, ready], stderr=subprocess.PIPE
+    )
+    try:
+        cli_runner.wait_for(lambda: ready.exists() or proc.poll() is not None, "the hook")
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, "the pass ended before the kill"
+    assert (dst / "a" / "n1").exists() and temps(dst / "a" / "zz")
+    _dir_to_file(src)
+    report = _pass(src, dst, "--delete")
+    assert report["deleted"] == ["a/n1"] and report["errors"] == []
+    assert report["unstable"] == [{"path": "a", "reason": DIR_REMOVED}]
+    assert _pass(src, dst, "--delete")["copied"] == ["a"]
+    assert tree(dst) == tree(src) and not temps(dst)
+    assert not (dst / DIRTY_NAME).exists()
