@@ -9,7 +9,8 @@ pass did not re-establish is a *leftover*: unstable this time, under a
 directory that was not listed, or *gone* from the source. Gone means that
 some directory on its path was listed in this pass and the next name on the
 path was not in that listing, so an unreadable or unvisited directory never
-looks like an empty one.
+looks like an empty one; a name that changed kind (a directory now a file, or
+the reverse) is settled by the rules of `retype`.
 
 For each gone key, walking the destination through directory fds in sorted
 order (one fd per level, never a path string):
@@ -33,8 +34,9 @@ from sessionstore.format.names import MARKERS, record_number
 from sessionstore.mirror.cache import CACHE_NAME, Cache, join
 from sessionstore.mirror.cache_file import Stored
 from sessionstore.mirror.cache_group import DEST, Entry, Group, dest_sig, is_entry
-from sessionstore.mirror.dest_walk import Level, Walker, is_gone
+from sessionstore.mirror.dest_walk import Level, Walker
 from sessionstore.mirror.layout import DIRTY_NAME, RESERVED_PREFIX, STORE_OWNED, redact_message
+from sessionstore.mirror.retype import SourceFiles, gone_file, made_way, not_replaced
 from sessionstore.storage import journal
 from sessionstore.storage.local_tree import describe
 
@@ -86,7 +88,8 @@ def settle_leftovers(run: Pass, leftovers: dict[str, Entry], delete: bool) -> se
     # An excluded path is never deleted, nor a divergence: the pass did not look at it.
     excluded = run.exclude.covers if run.exclude is not None else _nothing
     try:
-        gone = [k for k in leftovers if _gone_file(k, listed, run.not_dirs) and not excluded(k)]
+        files = SourceFiles(run)
+        gone = [k for k in leftovers if gone_file(k, listed, files) and not excluded(k)]
         for key in sorted(gone):
             top = "/" not in key
             where, _, name = key.rpartition("/")
@@ -110,27 +113,10 @@ def settle_leftovers(run: Pass, leftovers: dict[str, Entry], delete: bool) -> se
             if _remove_if_ours(run, level, name, key, leftovers[key]):
                 dropped.add(key)
                 if key in listed:  # a directory in the source: the next pass makes it
-                    _made_way(run, key)
+                    made_way(run, key, _shown(run, key))
     finally:
         walker.close()
     return dropped
-
-
-def _gone_file(key: str, listed: dict[str, Container[str]], not_dirs: Container[str]) -> bool:
-    """Whether the file `key` is gone from the source: by name, below a name the source
-    holds as a file, or where the source now has a directory (it was listed)."""
-    return key in listed or is_gone(key, listed, not_dirs)
-
-
-def _made_way(run: Pass, key: str) -> None:
-    """A file deleted where the source has a directory now: the error the walk met
-    there (the tree's, a non-directory in its place) is the retry of the next pass."""
-    report = run.report
-    report.errors = [item for item in report.errors if item["path"] != key]
-    run.unstable(
-        _shown(run, key),
-        "--delete removed the file in its place; the next pass makes the directory",
-    )
 
 
 def _reserved(name: str) -> bool:
@@ -193,7 +179,7 @@ def finish_pass(run: Pass) -> None:
         )
     groups, changed = _new_groups(run, cache)
     if run.not_dirs:
-        _not_replaced(run, m.delete and report.delete_skipped is None)
+        not_replaced(run, m.delete and report.delete_skipped is None)
     report.diverged = [
         {
             "path": record,
@@ -224,48 +210,6 @@ def finish_pass(run: Pass) -> None:
             run.tree.clear_flag(DIRTY_NAME)
         except OSError as exc:  # a directory, another user's file: the next pass sweeps again
             run.error(DIRTY_NAME, f"cannot remove the in-progress flag: {describe(exc)}")
-
-
-def _not_replaced(run: Pass, delete: bool) -> None:
-    """Report each source file the pass found a directory in the place of (`not_dirs`).
-
-    Never half-replaced: with `delete`, the files this mirror wrote in it went with
-    the leftovers (and the directory, emptied); one found empty goes now. The next
-    pass copies the file in its place.
-    """
-    walker = Walker(run, delete, {})
-    try:
-        for rel in sorted(run.not_dirs):
-            level = walker.to(rel)
-            if level is not None and delete:
-                level.emptied = True  # removed when left if empty and not sealed (`pop`)
-                walker.to(rel.rpartition("/")[0])
-                level = walker.to(rel)
-            if level is None:
-                how = "--delete removed" if delete else "gone from the destination:"
-                run.unstable(rel, f"{how} the directory in its place; the next pass copies it")
-            elif level.sealed is not None:
-                run.error(rel, "a sealed record is in its place in the destination; not replaced")
-            elif not delete:
-                run.error(
-                    rel,
-                    "a directory is in its place in the destination; not replaced "
-                    "(--delete removes one this mirror wrote)",
-                )
-            elif run.m.dry_run:
-                run.unstable(
-                    rel,
-                    "a directory is in its place in the destination; --delete "
-                    "removes it if it holds only files this mirror wrote",
-                )
-            else:
-                run.error(
-                    rel,
-                    "a directory is in its place in the destination, with files "
-                    "--delete did not remove; not replaced",
-                )
-    finally:
-        walker.close()
 
 
 def _new_groups(run: Pass, cache: Cache) -> tuple[dict[str, Stored], bool]:

@@ -96,12 +96,13 @@ def test_what_is_gone_below_vouched_directories_is_deleted(
     assert (dst / dtop / "d0" / "f0.txt").exists() and (dst / dtop / "d1" / "f1.txt").exists()
 
 
-def test_a_cached_directory_whose_name_is_now_an_unchanged_file_is_not_proven_gone(
+def test_a_cached_directory_whose_name_is_now_an_unchanged_file_deletes_nothing(
     tmp_path: Path, dst: Path
 ) -> None:
     """A cache that holds both `top/d1/x` (a file, unchanged) and a group for a directory
-    `top/d1/x` (edited, or stale): the name is still in the source, so nothing under it
-    is proven gone, and the group stays the mirror's."""
+    `top/d1/x` (edited, or stale): the source holds the name as a file, so nothing under
+    it is in the source; the destination has no such directory either, so nothing is
+    deleted and the group is dropped."""
     src = tmp_path / "src"
     make_source(src)
     write(src / "top" / "d1" / "x", b"a file\n")
@@ -122,4 +123,4 @@ def test_a_cached_directory_whose_name_is_now_an_unchanged_file_is_not_proven_go
     report = run(src, dst, delete=True)
     assert report.deleted == [] and report.errors == [] and report.unchanged == 5
     after = orjson.loads((dst / CACHE_NAME).read_bytes())
-    assert "top/d1/x" in after["dirs"]
+    assert "top/d1/x" not in after["dirs"] and "top/d1" in after["dirs"]

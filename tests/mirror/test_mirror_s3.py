@@ -9,6 +9,7 @@ test_mirror_s3_faults.py.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -183,6 +184,26 @@ def test_delete_removes_only_what_the_mirror_wrote(
         "trials/1/part.txt",
         "trials/1/trial.json",
     ]
+
+
+def test_delete_removes_a_directory_the_source_replaced_by_a_file(
+    moto_s3: S3Server, bucket: str, src: Path
+) -> None:
+    # A bucket holds a key and a prefix of one name side by side: the file was written,
+    # and the old directory's objects stayed in every --delete pass after.
+    url = f"s3://{bucket}/p/d"
+    write(src / "a" / "f", b"x")
+    write(src / "a" / "b" / "g", b"z")
+    settle()
+    pass_json(mirror(moto_s3, src, url, "--once", "--json"))
+    shutil.rmtree(src / "a")
+    write(src / "a", b"a file now")
+    settle()
+    out = pass_json(mirror(moto_s3, src, url, "--once", "--json", "--delete"))
+    assert out["copied"] == ["a"] and out["deleted"] == ["a/b/g", "a/f"]
+    assert objects(moto_s3, bucket, "p/d") == {"a": b"a file now"}
+    out = pass_json(mirror(moto_s3, src, url, "--once", "--json", "--delete"))
+    assert out["copied"] == out["deleted"] == []
 
 
 def test_the_daemon_mirrors_into_the_bucket(moto_s3: S3Server, bucket: str, src: Path) -> None:
