@@ -110,9 +110,11 @@ def settle_leftovers(run: Pass, leftovers: dict[str, Entry], delete: bool) -> se
                 continue
             if not delete or (top and run.is_session and name in STORE_OWNED):
                 continue
+            deleted = len(run.report.deleted)
             if _remove_if_ours(run, level, name, key, leftovers[key]):
                 dropped.add(key)
-                if key in listed:  # a directory in the source: the next pass makes it
+                # Deleted (not kept as changed) where the source has a directory now.
+                if key in listed and len(run.report.deleted) > deleted:
                     made_way(run, key, _shown(run, key))
     finally:
         walker.close()
