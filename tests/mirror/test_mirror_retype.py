@@ -291,3 +291,19 @@ def test_a_file_changed_in_the_destination_is_kept_when_the_source_makes_a_direc
         assert report["deleted"] == [] and report["unstable"] == []
         assert paths(report["errors"]) == ["a"]
     assert tree(dst) == {"a": b"edited in the destination"}
+
+
+def test_a_directory_in_a_sealed_record_replaced_by_a_file_is_diverged(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write(src / "trials" / "1" / "a" / "f", b"x")
+    write(src / "trials" / "1" / "trial.json", b"{}")
+    settle()
+    _pass(src, dst)
+    _dir_to_file(src, "trials/1/a")
+    for _ in range(2):
+        report = _pass(src, dst, "--delete")
+        assert report["deleted"] == [] and report["errors"] == []
+        assert [(d["path"], d["files"]) for d in report["diverged"]] == [
+            ("trials/1", ["trials/1/a"])
+        ]
+    assert tree(dst) == {"trials/1/a/f": b"x", "trials/1/trial.json": b"{}"}
