@@ -307,3 +307,21 @@ def test_a_directory_in_a_sealed_record_replaced_by_a_file_is_diverged(tmp_path:
             ("trials/1", ["trials/1/a"])
         ]
     assert tree(dst) == {"trials/1/a/f": b"x", "trials/1/trial.json": b"{}"}
+
+
+def test_a_destination_directory_swapped_for_a_symlink_out_is_never_followed(
+    tmp_path: Path,
+) -> None:
+    src, dst = _mirrored_dir(tmp_path)
+    outside = tmp_path / "outside"
+    write(outside / "f", b"x")  # the names and bytes the mirror wrote in `a`
+    write(outside / "b" / "g", b"z")
+    before = snapshot(outside)
+    shutil.rmtree(dst / "a")
+    (dst / "a").symlink_to(outside, target_is_directory=True)
+    _dir_to_file(src)
+    for _ in range(2):
+        report = _pass(src, dst, "--delete")
+        assert report["deleted"] == [] and report["errors"] == []
+    assert snapshot(outside) == before
+    assert tree(dst) == tree(src) and not (dst / "a").is_symlink()
