@@ -11,6 +11,7 @@ import signal
 import stat
 import struct
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -338,3 +339,21 @@ def lowered_sysctl(name: str, value: str) -> Iterator[None]:
                 f.write(old)
     finally:
         os.close(fd)  # releases the flock
+
+
+def in_namespace(flags: str, script: str, *args: str, timeout: float = 110) -> Any:
+    """What `script` prints (JSON), run by this Python in new namespaces (`unshare
+    flags`: `-r` a user namespace, `-rm` with a private mount namespace too), which
+    take every change it makes (a limit, a mount) with them; skipped where
+    unshare cannot make them."""
+    probe = subprocess.run(["unshare", flags, "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"unshare {flags} cannot make namespaces here")
+    done = subprocess.run(
+        ["unshare", flags, sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=True,
+    )
+    return orjson.loads(done.stdout)

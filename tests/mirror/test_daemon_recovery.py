@@ -10,19 +10,24 @@ and watches again once it can.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import cli_runner
 import pytest
 from cli_runner import SESSIONSTORE
-from mirror_helpers import DaemonProcess, lowered_sysctl, make_deep, remove_deep, write
+from mirror_helpers import (
+    DaemonProcess,
+    in_namespace,
+    lowered_sysctl,
+    make_deep,
+    remove_deep,
+    write,
+)
 
 from sessionstore import Mirror
 from sessionstore.mirror.daemon import WatchConfig
@@ -214,17 +219,7 @@ def test_a_daemon_with_no_inotify_watch_left_says_so_then_watches_again(
     src: Path, dst: Path
 ) -> None:
     write(src / "a.txt", b"a")
-    probe = subprocess.run(["unshare", "-r", "true"], capture_output=True, check=False)
-    if probe.returncode != 0:
-        pytest.skip("no user namespaces here")
-    done = subprocess.run(
-        ["unshare", "-r", sys.executable, "-c", _NO_WATCH_LEFT, str(src), str(dst), *SESSIONSTORE],
-        capture_output=True,
-        text=True,
-        timeout=110,
-        check=True,
-    )
-    found = json.loads(done.stdout)
+    found = in_namespace("-r", _NO_WATCH_LEFT, str(src), str(dst), *SESSIONSTORE)
     err = found["err"]
     assert found["code"] == 0, err
     assert found["kinds"][0] == "initial" and found["kinds"][-1] == "events", found

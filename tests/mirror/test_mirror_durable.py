@@ -8,7 +8,6 @@ that fail in a pool thread.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import subprocess
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mirror_helpers import converge, settle, temps, tree, write
+from mirror_helpers import converge, in_namespace, settle, temps, tree, write
 
 from sessionstore._fs.pool import Pool
 from sessionstore.mirror.mirror import Mirror
@@ -468,14 +467,7 @@ def test_a_full_disk_fails_files_one_by_one_and_leaves_nothing_torn(tmp_path: Pa
         write(rec / "out.bin", os.urandom(12 * 1024))
         write(rec / "trial.json", b'{"trial": %d}' % n)
     settle()
-    out = subprocess.run(
-        ["unshare", "-rm", sys.executable, "-c", _IN_NAMESPACE, str(mnt), str(src), *SS],
-        capture_output=True,
-        text=True,
-        timeout=100,
-        check=True,
-    )
-    result = json.loads(out.stdout)
+    result = in_namespace("-rm", _IN_NAMESPACE, str(mnt), str(src), *SS, timeout=100)
     code, err = result["first"]
     assert code == 1 and "No space left on device (ENOSPC)" in err, err
     source = {rel: data.hex() for rel, data in tree(src).items()}

@@ -9,15 +9,13 @@ gone with it), and the passes run there as real processes.
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mirror_helpers import settle, write
+from mirror_helpers import in_namespace, settle, write
 
 SS = [sys.executable, "-m", "sessionstore"]
 
@@ -45,17 +43,7 @@ print(json.dumps(found))
 
 
 def _in_namespace(src: Path, dst: Path) -> dict[str, Any]:
-    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True, check=False)
-    if probe.returncode != 0:
-        pytest.skip("no user and mount namespaces here")
-    done = subprocess.run(
-        ["unshare", "-rm", sys.executable, "-c", _IN_NAMESPACE, str(src), str(dst), *SS],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    found: dict[str, Any] = json.loads(done.stdout)
+    found: dict[str, Any] = in_namespace("-rm", _IN_NAMESPACE, str(src), str(dst), *SS)
     return found
 
 
