@@ -23,35 +23,10 @@ from sessionstore.cli.common import (
     store_option,
 )
 from sessionstore.cli.mirror_run import DEBOUNCE, FULL_EVERY, MAX_WAIT, run
-from sessionstore.cli.mirror_secrets import hide_secrets, secret_options
+from sessionstore.cli.secret_command import HidesSecrets
 
 
-class _Mirror(click.Command):
-    """`mirror` as click parses it, but that its usage errors never quote a secret of the
-    command line: click's own quote values (`Invalid value for '--debounce': 'VALUE'`)
-    and extra arguments, which an unquoted `--secret my pass` makes of the secret's end
-    (`Got unexpected extra argument (pass)`)."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        given = list(args)  # click's parser consumes the list it is given
-        if secret_options(given):
-            ctx.allow_extra_args = True  # else click's error would list them: said below
-        try:
-            rest = super().parse_args(ctx, args)
-        except click.UsageError as exc:
-            said = exc.format_message()
-            hidden = hide_secrets(said, given)
-            if hidden == said:
-                raise
-            raise click.UsageError(hidden, exc.ctx) from None
-        if rest and not ctx.resilient_parsing:
-            ctx.allow_extra_args = False
-            extra = f"{len(rest)} unexpected extra argument{'s' if len(rest) > 1 else ''}"
-            ctx.fail(f"Got {extra} (not shown: quote a --secret VALUE holding a space)")
-        return rest
-
-
-@click.command(cls=_Mirror, context_settings=CONTEXT_SETTINGS)
+@click.command(cls=HidesSecrets, context_settings=CONTEXT_SETTINGS)
 @click.argument("src", type=PathParam())
 @click.argument("dst", callback=not_empty)
 @click.option("--once", is_flag=True, help="Run one pass and exit (default: run as a daemon).")

@@ -1,6 +1,6 @@
-"""The secrets of a `mirror` command line that click could not parse, to keep out of its
-usage error; and `redact_error`, which keeps the registered ones out of any error a
-command (`mirror`, `scan`) prints.
+"""The secrets of a `mirror` or `scan` command line that click could not parse, to keep
+out of its usage error (`cli.secret_command`); and `redact_error`, which keeps the
+registered ones out of any error a command (`mirror`, `scan`) prints.
 
 click reports a usage error before the command runs, so before `cli.mirror_run`
 has a redactor; its message quotes what was typed (a value it could not

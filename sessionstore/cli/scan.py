@@ -18,8 +18,8 @@ import click
 
 from sessionstore._display import escape
 from sessionstore.cli.common import (
+    CONTEXT_SETTINGS,
     PathParam,
-    command,
     complete_target,
     counted,
     library_errors,
@@ -31,6 +31,7 @@ from sessionstore.cli.common import (
 from sessionstore.cli.listing import Listing, listing_options
 from sessionstore.cli.plain import secrets_file_input
 from sessionstore.cli.scan_sessions import chosen_sessions, scans_sessions, session_events
+from sessionstore.cli.secret_command import HidesSecrets
 from sessionstore.errors import InvalidInput, SessionNotFound
 from sessionstore.store.target import resolve_destination, resolve_target, store_root
 
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from sessionstore.redact.scan_tree import Event, ScanTotals
 
 
-@command()
+@click.command(cls=HidesSecrets, context_settings=CONTEXT_SETTINGS)
 @click.argument("target", metavar="PATH|TARGET", shell_complete=complete_target)
 @click.option(
     "--secret-env", multiple=True, metavar="VAR", help="Look for the value of $VAR (repeatable)."

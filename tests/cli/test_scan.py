@@ -202,6 +202,22 @@ def test_an_s3_target_with_a_secret_is_shown_redacted(tmp_path: Path) -> None:
         assert_no_secret(done.stdout, done.stderr)
 
 
+def test_a_usage_error_quoting_a_secret_shows_it_redacted(tmp_path: Path) -> None:
+    # click refuses `--store` while it parses, before the command has a scanner: its
+    # message quoted the value as typed (as mirror's did, `cli.secret_command`).
+    done = run(
+        "scan",
+        tmp_path,
+        "--store",
+        f"s3://Bad_{FAKE}/x",
+        "--secret-env",
+        "FAKE_SCAN_TOKEN",
+        env=ENV,
+    )
+    assert done.returncode == 2 and "Invalid value for '--store': s3://Bad_REDACTED" in done.stderr
+    assert_no_secret(done.stdout, done.stderr)
+
+
 def test_a_store_path_with_a_secret_is_shown_redacted_when_sessions_are_chosen(
     tmp_path: Path,
 ) -> None:
