@@ -60,12 +60,14 @@ def finish(
     # Imported when the command runs, not when `sessionstore --help` lists it: start-up.
     from sessionstore.format.names import MANIFEST, REPORT
 
-    session.finish(obj, "failed" if failed else None)
+    wrote = session.finish(obj, "failed" if failed else None)
     final = "failed" if failed else obj.get("status") or "done"
 
     def say() -> None:
         if verbose:
-            click.echo(escape(f"wrote {session.path / REPORT}"))
+            # Else this finish completed one cut short, whose report.json this is.
+            done = "wrote" if wrote else "found (a finish cut short wrote it)"
+            click.echo(escape(f"{done} {session.path / REPORT}"))
             if session.manifest is not None:
                 click.echo(escape(f"set status {final} in {session.path / MANIFEST}"))
         if not quiet:

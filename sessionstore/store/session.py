@@ -183,7 +183,7 @@ class Session:
 
     def finish(
         self, report: Mapping[str, Any] | Any, status: Literal["done", "failed"] | None = None
-    ) -> None:
+    ) -> bool:
         """Write `report.json`, ending the session, then record the status in the manifest.
 
         The status is `status`, else the report's own `status` field, else
@@ -196,6 +196,7 @@ class Session:
         `best_trial` that names no completed trial (`store.sealed`). A finish cut
         short after its report (a kill) is completed by the next: the manifest
         follows the report there, and a finish asking for that same report returns.
+        Returns whether this call wrote the report (False: it completed such a finish).
         """
         source = str(self.path / REPORT)
         obj = jsonio.to_object(report, source)
@@ -216,11 +217,12 @@ class Session:
                 )
             # A finish cut short after its report (a kill) left the manifest behind.
             if there.data is not None and self._follow(there.data) and there.data == obj:
-                return
+                return False
             raise SessionFinished(self.path / REPORT)
         # The report is what ends the session; the manifest status follows it, so
         # a crash between the two still reads as ended (readers trust report.json).
         self._follow(obj)
+        return True
 
     def _follow(self, report: dict[str, Any]) -> bool:
         """Bring the manifest's status to the report's (`follow_report`); whether it was."""

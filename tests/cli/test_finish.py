@@ -176,8 +176,13 @@ def test_a_finish_killed_between_report_and_manifest_is_told_and_converges(
         "report's (the report is not replaced)\n"
     ) in doctor.stdout
     # The same finish again completes the one cut short, and only that once.
-    again = ss(tmp_path, "finish", "abc", "--report", '{"best_trial": 1}')
-    assert (again.returncode, again.stdout, again.stderr) == (0, "finished abc: done\n", "")
+    again = ss(tmp_path, "finish", "abc", "--report", '{"best_trial": 1}', "-v")
+    assert (again.returncode, again.stderr) == (0, "")
+    assert again.stdout == (
+        f"found (a finish cut short wrote it) {session.path / 'report.json'}\n"
+        f"set status done in {session.path / 'session.json'}\n"
+        "finished abc: done\n"
+    )
     manifest = _read(session.path / "session.json")
     assert isinstance(manifest, dict) and manifest["status"] == "done"
     assert ss(tmp_path, "doctor", "abc", "--repair", "-q").returncode == 0  # the dead temp
