@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from sessionstore.mirror.cache import join
-from sessionstore.mirror.frame import Frame
+from sessionstore.mirror.frame import MAX_DEPTH, Frame
 from sessionstore.mirror.layout import SPANS
 from sessionstore.storage.local_tree import OPEN_DIR, LocalDir
 
@@ -127,6 +127,9 @@ def visit_subtree(run: Pass, root_fd: int, parts: tuple[str, ...]) -> None:
                 return
             if run.spans is not None and run.spans(rel, dname):
                 run.error(rel or ".", SPANS)
+                return
+            if i > MAX_DEPTH:  # as a full pass would say of it: nothing below is mirrored
+                run.error(join(rel, dname), f"deeper than {MAX_DEPTH} levels; not mirrored")
                 return
             try:
                 fd = os.open(part, OPEN_DIR, dir_fd=fd)

@@ -25,6 +25,7 @@ from mirror_helpers import (
 )
 
 from sessionstore.mirror.frame import MAX_DEPTH
+from sessionstore.mirror.mirror import Mirror
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -115,6 +116,27 @@ def test_the_daemon_keeps_running_beside_a_10000_level_tree(
     assert "Traceback" not in err
     assert "cannot watch" in err  # watchdog cannot walk it: polling, said once
     assert err.count("cannot watch") == 1
+
+
+def test_a_subset_pass_below_the_depth_bound_reports_it_as_a_full_pass_does(
+    src: Path, dst: Path
+) -> None:
+    # The daemon's event for a directory 300 levels down: a full pass does not go past
+    # MAX_DEPTH, so neither may a pass that starts at that directory.
+    levels = MAX_DEPTH + 44
+    make_deep(src / "runaway", levels)
+    try:
+        mirror = Mirror(src, dst, durable=False)
+        full = mirror.run_once()
+        too_deep = "runaway/" + "/".join(["d"] * MAX_DEPTH)
+        assert [(e["path"], e["error"]) for e in full.errors] == [(too_deep, TOO_DEEP)]
+        report = mirror.run_dirs(["runaway/" + "/".join(["d"] * levels)])
+        assert [(e["path"], e["error"]) for e in report.errors] == [(too_deep, TOO_DEEP)]
+        assert report.copied == []
+        assert depth_of(dst / "runaway") == MAX_DEPTH - 1
+    finally:
+        remove_deep(src / "runaway")
+        remove_deep(dst / "runaway")
 
 
 @pytest.mark.parametrize("sealed", [False, True], ids=["new", "sealed"])
