@@ -8,12 +8,13 @@ entered as a frame of its own with its destination directories above it.
 
 from __future__ import annotations
 
+import errno
 import os
 
 from sessionstore.mirror.cache import join
 from sessionstore.mirror.frame import MAX_DEPTH, Frame
 from sessionstore.mirror.layout import SPANS
-from sessionstore.storage.local_tree import OPEN_DIR, LocalDir
+from sessionstore.storage.local_tree import OPEN_DIR, LocalDir, describe
 
 # Only climbed through and fstat'ed: O_PATH needs no read permission on a directory above.
 _OPEN_UP = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
@@ -133,8 +134,14 @@ def visit_subtree(run: Pass, root_fd: int, parts: tuple[str, ...]) -> None:
                 return
             try:
                 fd = os.open(part, OPEN_DIR, dir_fd=fd)
-            except OSError:
-                return  # gone or replaced since the caller saw it; a full pass settles it
+            except OSError as exc:
+                if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                    return  # gone or replaced since the caller saw it; a full pass settles it
+                # Not to be dropped unsaid (EMFILE, EACCES): the pass would be ok and its
+                # change lost until a full pass. As a full pass reports it.
+                run.listing_failed = True
+                run.error(join(rel, dname), f"cannot open directory: {describe(exc)}")
+                return
             fds.append(fd)
             rel = join(rel, dname)
             if len(fds) < len(parts):

@@ -139,6 +139,39 @@ def test_a_subset_pass_below_the_depth_bound_reports_it_as_a_full_pass_does(
         remove_deep(dst / "runaway")
 
 
+SUBSET_AT_64_FDS = """
+import resource, sys
+import orjson
+from sessionstore.mirror.mirror import Mirror
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+report = Mirror(sys.argv[1], sys.argv[2], durable=False).run_dirs([sys.argv[3]])
+print(orjson.dumps(report.errors).decode())
+"""
+
+
+def test_a_subset_pass_that_runs_out_of_descriptors_says_so(src: Path, dst: Path) -> None:
+    # 100 levels under `ulimit -n 64`: the way down to the event's directory fails with
+    # EMFILE, which is not the directory gone; a pass that said nothing was ok, and the
+    # change unmirrored until the next full pass.
+    make_deep(src / "chain", 100)
+    try:
+        deep = "chain/" + "/".join(["d"] * 100)
+        proc = subprocess.run(
+            [sys.executable, "-c", SUBSET_AT_64_FDS, src, dst, deep],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        errors = orjson.loads(proc.stdout)
+        assert errors, "the pass was ok without mirroring the directory"
+        assert all("cannot open directory: Too many open files" in e["error"] for e in errors)
+    finally:
+        remove_deep(src / "chain")
+        if (dst / "chain").exists():
+            remove_deep(dst / "chain")
+
+
 @pytest.mark.parametrize("sealed", [False, True], ids=["new", "sealed"])
 def test_a_300_mb_marker_is_torn_for_the_mirror_and_never_read_whole(
     src: Path, dst: Path, sealed: bool
