@@ -144,6 +144,10 @@ def visit_subtree(run: Pass, root_fd: int, parts: tuple[str, ...]) -> None:
                 return
             fds.append(fd)
             rel = join(rel, dname)
+            own = os.fstat(fd)
+            if (own.st_dev, own.st_ino) == run.dest_id:  # its own writes' events: never a source
+                run.skip(rel, "the destination itself")
+                return
             if len(fds) < len(parts):
                 dest = LocalDir(dest, dname, rel)
                 nodes.append(dest)

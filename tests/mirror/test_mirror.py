@@ -221,6 +221,22 @@ def test_destination_inside_source_is_not_mirrored_into_itself(tmp_path: Path) -
     assert report.skipped == [{"path": "out", "reason": "the destination itself"}]
 
 
+def test_a_subset_pass_into_the_destination_inside_the_source_skips_it(tmp_path: Path) -> None:
+    # The daemon's own writes there are events in the source: passed over, the
+    # destination was copied into itself (`out/out/a/f`), each copy the next one's events.
+    src = tmp_path / "ws"
+    write(src / "a" / "f", b"1")
+    settle()
+    mirror = Mirror(src, src / "out", durable=False)
+    mirror.run_once()
+    settle()
+    for subset in ["out", "out/a"]:
+        report = mirror.run_dirs([subset])
+        assert report.copied == [] and report.created_dirs == []
+        assert report.skipped == [{"path": "out", "reason": "the destination itself"}]
+    assert tree(src / "out") == {"a/f": b"1"}
+
+
 def test_our_temp_names_in_the_source_are_ignored(src: Path, dst: Path) -> None:
     write(src / ".sstmp-1-abc", b"half")
     write(src / "f", b"x")
