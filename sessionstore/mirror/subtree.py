@@ -11,9 +11,10 @@ from __future__ import annotations
 import errno
 import os
 
+from sessionstore._fs.atomic import TEMP_PREFIX
 from sessionstore.mirror.cache import join
 from sessionstore.mirror.frame import MAX_DEPTH, Frame
-from sessionstore.mirror.layout import SPANS
+from sessionstore.mirror.layout import RESERVED_PREFIX, SPANS, STORE_OWNED
 from sessionstore.storage.local_tree import OPEN_DIR, LocalDir, describe
 
 # Only climbed through and fstat'ed: O_PATH needs no read permission on a directory above.
@@ -123,6 +124,8 @@ def visit_subtree(run: Pass, root_fd: int, parts: tuple[str, ...]) -> None:
             if run.exclude is not None and run.exclude.excluded("/".join(parts[:i]), True):
                 return  # an event below an excluded directory: nothing there is mirrored
             dname = run.name(part)
+            if _never_walked(run, dname, join(rel, dname), top=i == 1):
+                return
             if run.redactor is not None and _collides(run, fd, part, dname):
                 run.error(join(rel, dname), "name collision: source names map to this name")
                 return
@@ -162,6 +165,19 @@ def visit_subtree(run: Pass, root_fd: int, parts: tuple[str, ...]) -> None:
             run.tree.close(node)
         for f in fds:
             os.close(f)
+
+
+def _never_walked(run: Pass, dname: str, drel: str, *, top: bool) -> bool:
+    """Whether a full pass would pass over the directory `dname` (reporting it as it does):
+    a name of the mirror's own files or temps, or one the store owns at a session's top."""
+    if dname[0] == "." and dname.startswith((RESERVED_PREFIX, TEMP_PREFIX)):
+        if not dname.startswith(TEMP_PREFIX):  # our temps are not the source's
+            run.skip(drel, "reserved name")
+        return True
+    if top and run.is_session and dname in STORE_OWNED:
+        run.skip(drel, "the store owns it (the destination is a session)")
+        return True
+    return False
 
 
 def _collides(run: Pass, dir_fd: int, name: str, dname: str) -> bool:

@@ -246,6 +246,24 @@ def test_our_temp_names_in_the_source_are_ignored(src: Path, dst: Path) -> None:
     assert tree(dst) == {"f": b"x"}
 
 
+def test_a_subset_pass_passes_over_reserved_and_temp_named_directories(
+    src: Path, dst: Path
+) -> None:
+    # An event in such a directory made the daemon's subset pass copy what no full
+    # pass ever copies, into names the mirror keeps for its own files and temps.
+    write(src / ".sstmp-1-abc" / "f", b"x")
+    write(src / ".sessionstore-mirror-x" / "sub" / "f", b"x")
+    settle()
+    mirror = Mirror(src, dst, durable=False)
+    skipped = [{"path": ".sessionstore-mirror-x", "reason": "reserved name"}]
+    assert mirror.run_once().skipped == skipped
+    report = mirror.run_dirs([".sstmp-1-abc", ".sessionstore-mirror-x/sub"])
+    assert report.copied == [] and report.created_dirs == []
+    assert report.skipped == skipped
+    assert not (dst / ".sstmp-1-abc").exists()
+    assert not (dst / ".sessionstore-mirror-x").exists()
+
+
 def test_reserved_names_are_never_mirrored_over_our_cache(src: Path, dst: Path) -> None:
     write(src / CACHE_NAME, b"not a cache")
     write(src / "f", b"x")
