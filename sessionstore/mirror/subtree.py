@@ -126,8 +126,7 @@ def visit_subtree(run: Pass, root_fd: int, parts: tuple[str, ...]) -> None:
             dname = run.name(part)
             if _never_walked(run, dname, join(rel, dname), top=i == 1):
                 return
-            if run.redactor is not None and _collides(run, fd, part, dname):
-                run.error(join(rel, dname), "name collision: source names map to this name")
+            if run.redactor is not None and _collides(run, fd, part, dname, rel):
                 return
             if run.spans is not None and run.spans(rel, dname):
                 run.error(rel or ".", SPANS)
@@ -180,6 +179,17 @@ def _never_walked(run: Pass, dname: str, drel: str, *, top: bool) -> bool:
     return False
 
 
-def _collides(run: Pass, dir_fd: int, name: str, dname: str) -> bool:
-    with os.scandir(dir_fd) as it:
-        return any(e.name != name and run.name(e.name) == dname for e in it)
+def _collides(run: Pass, dir_fd: int, name: str, dname: str, rel: str) -> bool:
+    """Whether another name in the directory `rel` (open at `dir_fd`) maps to `dname` too,
+    or the directory cannot be listed to tell (EMFILE, a deep path under a low ulimit):
+    either is an error of the pass, reported here."""
+    try:
+        with os.scandir(dir_fd) as it:
+            if not any(e.name != name and run.name(e.name) == dname for e in it):
+                return False
+    except OSError as exc:  # as a full pass reports a directory it cannot list
+        run.listing_failed = True
+        run.error(rel or ".", f"cannot list: {describe(exc)}")
+        return True
+    run.error(join(rel, dname), "name collision: source names map to this name")
+    return True
