@@ -64,11 +64,15 @@ from sessionstore.errors import InvalidInput
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
 
+    from sessionstore.mirror.frame import Frame
+    from sessionstore.mirror.walk import Pass
+
 __all__ = [
     "MAX_PATTERNS",
     "MAX_PATTERNS_LEN",
     "MAX_PATTERN_LEN",
     "Exclude",
+    "not_excluded",
     "read_exclude_file",
     "read_named_patterns",
 ]
@@ -270,6 +274,30 @@ class Exclude:
         return any(
             self.excluded("/".join(parts[:i]), True) for i in range(1, len(parts))
         ) or self.excluded(path, False)
+
+
+def not_excluded(
+    run: Pass, frame: Frame, entries: list[os.DirEntry[str]]
+) -> list[os.DirEntry[str]]:
+    """The entries of `frame`'s source directory that the pass's --exclude leaves to mirror.
+
+    With names redacted, the destination paths of the others go to `run.excluded_names`:
+    `covers` is asked of destination paths by --delete, and a pattern may match a
+    source name only by the secret redacted out of it (`hf_*`).
+    """
+    exclude = run.exclude
+    assert exclude is not None
+    rels = run.src_rels
+    up = frame.up
+    if up is not None and frame.src_name is not None:  # else the root or a subtree's top
+        above = rels[up.rel]
+        rels[frame.rel] = f"{above}/{frame.src_name}" if above else frame.src_name
+    kept = exclude.kept(rels.setdefault(frame.rel, ""), entries)
+    if run.redactor is not None and len(kept) < len(entries):
+        names = {e.name for e in kept}
+        prefix = f"{frame.rel}/" if frame.rel else ""
+        run.excluded_names.update(prefix + run.name(e.name) for e in entries if e.name not in names)
+    return kept
 
 
 def read_exclude_file(path: str | os.PathLike[str]) -> list[str]:

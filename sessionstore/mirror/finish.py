@@ -37,6 +37,7 @@ from sessionstore.mirror.cache_group import DEST, Entry, Group, dest_sig, is_ent
 from sessionstore.mirror.dest_walk import Level, Walker
 from sessionstore.mirror.layout import DIRTY_NAME, RESERVED_PREFIX, STORE_OWNED, redact_message
 from sessionstore.mirror.retype import SourceFiles, gone_file, made_way, not_replaced
+from sessionstore.mirror.vouch import ancestors
 from sessionstore.storage import journal
 from sessionstore.storage.local_tree import describe
 
@@ -86,7 +87,7 @@ def settle_leftovers(run: Pass, leftovers: dict[str, Entry], delete: bool) -> se
     walker = Walker(run, delete, listed)
     dropped: set[str] = set()
     # An excluded path is never deleted, nor a divergence: the pass did not look at it.
-    excluded = run.exclude.covers if run.exclude is not None else _nothing
+    excluded = _excluded(run) if run.exclude is not None else _nothing
     try:
         files = SourceFiles(run)
         gone = [k for k in leftovers if gone_file(k, listed, files) and not excluded(k)]
@@ -134,6 +135,16 @@ def _shown(run: Pass, key: str) -> str:
 
 def _nothing(_key: str) -> bool:
     return False
+
+
+def _excluded(run: Pass) -> Callable[[str], bool]:
+    """Whether --exclude covers the destination path `key`: by the patterns, or (names
+    redacted) as a path the walk excluded by its source name, or below one."""
+    assert run.exclude is not None
+    covers, names = run.exclude.covers, run.excluded_names
+    if not names:
+        return covers
+    return lambda key: covers(key) or key in names or any(up in names for up in ancestors(key))
 
 
 def _may_be_in_record(key: str) -> bool:

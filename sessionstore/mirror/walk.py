@@ -99,6 +99,7 @@ class Pass(FileOps):
         self.is_session = False
         self.exclude = config.exclude
         self.src_rels: dict[str, str] = {}  # with exclude only: dest rel -> source rel
+        self.excluded_names: set[str] = set()  # with exclude and names redacted: `not_excluded`
         # Where `split` shares out subdirectories, and the cached directories below each.
         self.split_at: tuple[str, dict[str, list[str]]] | None = None
         self.verifier: split.Verifier | None = None
@@ -211,7 +212,9 @@ class Pass(FileOps):
             self.release(frame)
             return False
         if self.exclude is not None:  # before any entry is looked at: excluded is never read
-            entries = self.not_excluded(frame, entries)
+            from sessionstore.mirror.exclude import not_excluded  # loaded with the patterns
+
+            entries = not_excluded(self, frame, entries)
         rel = frame.rel
         self.open_group(frame)
         src_name, parent_name = frame.src_name, frame.parent_name
@@ -322,16 +325,6 @@ class Pass(FileOps):
                 os.close(frame.src_fd)
                 frame.src_fd = -1
             frame.record = None  # see `leave`
-
-    def not_excluded(self, frame: Frame, entries: list[os.DirEntry[str]]) -> list[os.DirEntry[str]]:
-        """The entries of `frame`'s source directory that --exclude leaves to mirror."""
-        assert self.exclude is not None
-        rels = self.src_rels
-        up = frame.up
-        if up is not None and frame.src_name is not None:  # else the root or a subtree's top
-            above = rels[up.rel]
-            rels[frame.rel] = f"{above}/{frame.src_name}" if above else frame.src_name
-        return self.exclude.kept(rels.setdefault(frame.rel, ""), entries)
 
     def child(self, frame: Frame, child: Child, depth: int) -> Frame | None:
         """Open a source subdirectory and enter it; None (counted in `frame`) if not entered.

@@ -21,6 +21,7 @@ from sessionstore.mirror.exclude import (
     read_exclude_file,
 )
 from sessionstore.mirror.mirror import Mirror
+from sessionstore.redact.redactor import Redactor
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -467,3 +468,24 @@ def test_one_string_is_not_taken_for_a_list_of_patterns(tmp_path: Path) -> None:
             src, tmp_path / "dst", exclude="*.log"
         )  # a str is an Iterable[str]: mypy cannot tell
     assert not (tmp_path / "dst").exists()
+
+
+def test_delete_keeps_an_excluded_path_whose_name_had_a_secret_redacted(
+    src: Path, dst: Path
+) -> None:
+    # `hf_*` matches the source names, not the destination's `REDACTED...`: --delete,
+    # which asks about destination paths, took the excluded files for gone.
+    secret = "hf_TopSecretValue123"
+    write(src / "logs" / f"{secret}.txt", b"1")
+    write(src / f"{secret}_d" / "x", b"2")
+    write(src / "keep.txt", b"3")
+    settle()
+    redactor = Redactor()
+    redactor.add(secret)
+    Mirror(src, dst, redactor, durable=False).run_once()
+    mirrored = tree(dst)
+    assert set(mirrored) == {"logs/REDACTED.txt", "REDACTED_d/x", "keep.txt"}
+    exclude = ["hf_*", "logs/hf_*"]
+    report = Mirror(src, dst, redactor, durable=False, delete=True, exclude=exclude).run_once()
+    assert report.ok and report.deleted == []
+    assert tree(dst) == mirrored
