@@ -7,7 +7,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from sessionstore._display import escape
-from sessionstore.errors import LineageWarning, PreviousRunning, PreviousUnknown
+from sessionstore.errors import (
+    InvalidId,
+    LineageWarning,
+    PreviousRunning,
+    PreviousUnknown,
+    SessionNotFound,
+)
 from sessionstore.format.names import MANIFEST
 from sessionstore.storage.s3_path import S3Path
 from sessionstore.store.lifecycle import mirror_daemon
@@ -60,15 +66,27 @@ def check_usable(session: Session, session_id: str) -> None:
 
 
 def chain_gaps(store: Store, ids: Iterable[str]) -> list[str]:
-    """One message per previous-of-a-previous session that `ids` leaves out."""
+    """One message per previous-of-a-previous session that `ids` leaves out.
+
+    Adding it is advised only where `--previous` would take it: a pinned id that
+    is no id (a hand-edited manifest) or whose session has left the store is
+    named as such, not as a fix that then fails."""
     included = list(ids)
     messages: list[str] = []
     for session_id in included:
         for parent in pinned(store.open(session_id)):
-            if parent not in included:
+            if parent in included:
+                continue
+            gap = f"previous session {session_id!r} builds on {parent!r}, which "
+            try:
+                store.open(parent)
+            except InvalidId:
+                messages.append(f"{gap}is not a valid session id; its records cannot be included")
+            except SessionNotFound:
+                messages.append(f"{gap}is not in the store; its records cannot be included")
+            else:
                 messages.append(
-                    f"previous session {session_id!r} builds on {parent!r}, which "
-                    f"is not included; add --previous {escape(parent)} to give its records too"
+                    f"{gap}is not included; add --previous {escape(parent)} to give its records too"
                 )
     return messages
 

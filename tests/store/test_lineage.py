@@ -19,6 +19,7 @@ from sessionstore._fs.atomic import is_temp_name
 from sessionstore.errors import LineageWarning, PreviousRunning, SessionNotFound
 from sessionstore.inspect.summary import SessionView
 from sessionstore.store import lineage
+from sessionstore.store.lifecycle_remove import remove_session
 from sessionstore.store.lineage import include_previous, select_files
 from sessionstore.store.session import Session, Store
 
@@ -164,6 +165,29 @@ def test_lineage_warning_printed_by_new_on_stderr(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout == "child\n"
     assert result.stderr.startswith("warning: previous session 'parent' builds on 'grandparent'")
+
+
+def test_lineage_advises_adding_only_a_parent_new_would_take(tmp_path: Path) -> None:
+    # A hand-edited manifest pinning no id, or a parent removed since: advising
+    # `--previous ../../etc` (or a removed id) is advice that fails when followed.
+    store = Store(tmp_path)
+    finished_session(store, "gone")
+    parent = finished_session(store, "parent", previous=["gone"])
+    set_manifest(parent, previous=["gone", "../../etc"])
+    remove_session(store.open("gone"))
+    args = ["new", "--store", str(tmp_path), "--id", "child", "--previous", "parent"]
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    assert "--previous ../../etc" not in result.stderr
+    assert "--previous gone" not in result.stderr
+    assert (
+        "warning: previous session 'parent' builds on 'gone', which is not in the store; "
+        "its records cannot be included\n"
+    ) in result.stderr
+    assert (
+        "warning: previous session 'parent' builds on '../../etc', which is not a valid "
+        "session id; its records cannot be included\n"
+    ) in result.stderr
 
 
 def test_lineage_create_crash_mid_copy_publishes_nothing(tmp_path: Path) -> None:
