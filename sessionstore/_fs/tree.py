@@ -1,6 +1,7 @@
 """Removing a directory tree by directory fd: the one way sessionstore removes a tree; and
 swapping two entries of a directory atomically (`exchange_at`), so a tree is replaced
-without a moment when its name is absent.
+without a moment when its name is absent; and renaming onto a name only while it is free
+(`rename_new_at`).
 
 `remove_tree_at` removes a tree as coreutils' `rm -r` does (fts over
 openat): every step relative to a directory fd, nothing followed, no
@@ -20,9 +21,10 @@ import sys
 
 from sessionstore._fs import read as fsread
 
-__all__ = ["exchange_at", "remove_tree_at"]
+__all__ = ["exchange_at", "remove_tree_at", "rename_new_at"]
 
-_RENAME_EXCHANGE = 2  # linux/fs.h
+_RENAME_NOREPLACE = 1  # linux/fs.h
+_RENAME_EXCHANGE = 2
 
 
 def exchange_at(dir_fd: int, a: str, b: str) -> bool:
@@ -32,6 +34,18 @@ def exchange_at(dir_fd: int, a: str, b: str) -> bool:
 
     Both names must exist; any other failure is raised as the `OSError` it is.
     """
+    return _renameat2(dir_fd, a, b, _RENAME_EXCHANGE)
+
+
+def rename_new_at(dir_fd: int, a: str, b: str) -> bool:
+    """Rename `a` to `b` (both in the directory open at `dir_fd`) only if nothing is at `b`
+    (`renameat2(RENAME_NOREPLACE)`: rename(2) would replace an empty directory made there);
+    `FileExistsError` if something is. False when this system or file system cannot, and
+    nothing changed: the caller then checks and renames, with a window between the two."""
+    return _renameat2(dir_fd, a, b, _RENAME_NOREPLACE)
+
+
+def _renameat2(dir_fd: int, a: str, b: str, flags: int) -> bool:
     if sys.platform != "linux":
         return False
     import ctypes  # on use: only a replacement pays for it
@@ -40,12 +54,12 @@ def exchange_at(dir_fd: int, a: str, b: str) -> bool:
     call = getattr(libc, "renameat2", None)
     if call is None:  # a C library older than glibc 2.28, or without the wrapper
         return False
-    if call(dir_fd, os.fsencode(a), dir_fd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+    if call(dir_fd, os.fsencode(a), dir_fd, os.fsencode(b), flags) == 0:
         return True
     code = ctypes.get_errno()
     if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
         return False
-    raise OSError(code, os.strerror(code), a)
+    raise OSError(code, os.strerror(code), b if code == errno.EEXIST else a)
 
 
 def _identity(fd: int) -> tuple[int, int]:

@@ -42,6 +42,7 @@ from sessionstore._fs.atomic import (
     sweep_temps_at,
 )
 from sessionstore._fs.staging import StagingTree
+from sessionstore._fs.tree import rename_new_at
 from sessionstore.errors import InvalidInput, SessionStoreError
 from sessionstore.format.names import MARKERS
 from sessionstore.storage.local_files import lexists
@@ -329,10 +330,19 @@ def _publish(
 def _rename_new(temp: str, dest: Path, parent_fd: int) -> None:
     """Rename the built export onto `dest` unless something is there now: rename(2) would
     replace an empty directory made there while the export was built (and fail on
-    anything else), so the check at the start said nothing about now."""
-    if lexists(dest.name, parent_fd):
-        raise InvalidInput(str(dest), "already exists (made during the export); export elsewhere")
-    os.rename(temp, dest.name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+    anything else), so the check at the start said nothing about now; nor would a check
+    just before the rename (`rename_new_at` is one step)."""
+    try:
+        if rename_new_at(parent_fd, temp, dest.name):
+            return
+        # No renameat2 here: a check, then rename(2), with a window between the two.
+        if lexists(dest.name, parent_fd):
+            raise FileExistsError
+        os.rename(temp, dest.name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+    except FileExistsError:
+        raise InvalidInput(
+            str(dest), "already exists (made during the export); export elsewhere"
+        ) from None
 
 
 def _named(exc: OSError, dest: Path) -> OSError:

@@ -13,8 +13,10 @@ import pytest
 from cli_runner import invoke
 from inspect_helpers import dead_pid, metrics, torn_trial, trial
 
+from sessionstore._fs import tree as tree_module
 from sessionstore.errors import InvalidInput, RecordNotFound
 from sessionstore.inspect.summary import SessionView
+from sessionstore.storage import local_files
 from sessionstore.store import export as export_module
 from sessionstore.store.export import EXPORT_MANIFEST, rewrite_references
 from sessionstore.store.session import Session, Store
@@ -232,6 +234,54 @@ def test_a_destination_made_during_the_export_is_not_replaced(
     monkeypatch.undo()
     assert os.listdir(dest) == []  # the directory made meanwhile, as it was made
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "store"]  # no temp left
+
+
+def test_a_destination_made_just_before_the_rename_is_not_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Checked, then renamed: an empty directory made at DEST between the two was
+    # replaced by rename(2). Renamed with RENAME_NOREPLACE, nothing is between them.
+    session = Store(tmp_path / "store").create(id="s", pid=None)
+    n = trial(session, metrics(1.0), {"a.yml": "a\n"})
+    dest = tmp_path / "out"
+    real_lexists, real_rename_new = local_files.lexists, tree_module.rename_new_at
+
+    def made(*args: Any) -> None:
+        with contextlib.suppress(FileExistsError):
+            dest.mkdir()
+
+    def checked_then_made(*args: Any) -> bool:
+        found = real_lexists(*args)
+        made()
+        return found
+
+    def made_then_renamed(*args: Any) -> bool:
+        made()
+        return real_rename_new(*args)
+
+    monkeypatch.setattr(export_module, "lexists", checked_then_made)
+    monkeypatch.setattr(export_module, "rename_new_at", made_then_renamed, raising=False)
+    with pytest.raises(InvalidInput, match=r"already exists \(made during the export\)"):
+        session.export(n, dest)
+    monkeypatch.undo()
+    assert os.listdir(dest) == []  # the directory made meanwhile, as it was made
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "store"]  # no temp left
+
+
+def test_rename_new_at_never_replaces(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f").write_bytes(b"x")
+    (tmp_path / "b").mkdir()
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if not tree_module.rename_new_at(fd, "a", "c"):
+            pytest.skip("no renameat2(RENAME_NOREPLACE) here")
+        with pytest.raises(FileExistsError):
+            tree_module.rename_new_at(fd, "c", "b")
+    finally:
+        os.close(fd)
+    assert os.listdir(tmp_path / "b") == []
+    assert os.listdir(tmp_path / "c") == ["f"]
 
 
 def test_rewrite_law_idempotent() -> None:
