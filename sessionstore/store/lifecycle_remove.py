@@ -313,14 +313,18 @@ def prune(
     Returns those removed, and those left with why (one a mirror daemon
     writes into, one that cannot be removed). Each is read again just
     before it goes: one that is running by now, or gone already, is left
-    out silently. (Leftovers of earlier removals are `sweep_removed`'s.)
+    out silently, and so is one whose status is not the one it was chosen
+    for (`prune --status interrupted` listed it; it was finished since,
+    maybe while the prompt waited: that done session was not asked for).
+    (Leftovers of earlier removals are `sweep_removed`'s.)
     """
     removed: list[Prunable] = []
     left: list[tuple[Prunable, str]] = []
     for candidate in candidates:
         try:
             session = store.open(candidate.id)
-            if session_status(session) not in PRUNABLE:
+            status = session_status(session)
+            if status not in PRUNABLE or status != candidate.status:
                 continue
             remove_session(session)
         except SessionNotFound:

@@ -112,6 +112,21 @@ def test_prunable_and_prune(tmp_path: Path) -> None:
     assert prune(store, candidates) == ([], [])
 
 
+def test_prune_leaves_a_session_whose_status_changed_since_it_was_chosen(
+    tmp_path: Path,
+) -> None:
+    # `prune --status interrupted`: one finished since it was listed (while the prompt
+    # waited) is a done session, which was not asked for; removed, its report was lost.
+    store = Store(tmp_path)
+    pid, started = dead_pid()
+    session = set_manifest(store.create(id="intr", pid=None), pid=pid, pid_started_at=started)
+    candidates = prunable(store, statuses=["interrupted"])
+    assert [c.id for c in candidates] == ["intr"]
+    session.finish({})
+    assert prune(store, candidates) == ([], [])
+    assert (tmp_path / "intr" / "report.json").is_file()
+
+
 def test_a_relative_path_names_the_directory_it_resolves_to(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
