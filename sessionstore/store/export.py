@@ -19,8 +19,12 @@ by either
 becomes the absolute path of the exported copy. A path relative to the
 record (`patches/fix.diff`) already resolves inside the export and is left
 alone, as is anything that names a file outside this record. A text file
-over `MAX_REWRITE_BYTES` is copied as it is. Every file is streamed, up to
-the size it had when it was opened (never held whole in memory).
+over `MAX_REWRITE_BYTES` is copied as it is. A DEST the rewritten paths could
+not be written with is refused: one with quotes, backslashes or control
+characters always, and one with a comma, bracket, brace, `: ` or ` #` when a
+YAML file's references would name it (unquoted, the path would end there).
+Every file is streamed, up to the size it had when it was opened (never held
+whole in memory).
 """
 
 from __future__ import annotations
@@ -62,6 +66,9 @@ _CHUNK = 1 << 20
 _TOKEN = re.compile(r"[^\s\"'`,;:=\[\](){}<>]+")
 # Characters that could not be written into a JSON or YAML string unescaped.
 _UNSAFE_DEST = re.compile(r"[\"\\\x00-\x1f]")
+_YAML_SUFFIXES = (".yml", ".yaml")
+# What ends an unquoted YAML scalar (a flow collection's separators included) in a path.
+_UNSAFE_YAML = re.compile(r"[,\[\]{}]|:\s|\s#")
 
 
 def rewrite_references(text: str, collection: str, n: int, files: set[str], dest: Path) -> str:
@@ -164,7 +171,7 @@ def _copy_file(
     record_fd: int | None,
     rel: str,
     target: tuple[int, str],
-    rewrite: Callable[[str], str],
+    rewrite: Callable[[str, str], str],
 ) -> bool:
     """Copy one file of the record to `target` (a directory fd and a name in it), its
     references rewritten; True if any were.
@@ -185,7 +192,7 @@ def _copy_file(
         if rel.endswith(TEXT_SUFFIXES) and st.st_size <= MAX_REWRITE_BYTES:
             data = f.read(st.st_size)
             text = data.decode("utf-8", "surrogateescape")
-            new = rewrite(text)
+            new = rewrite(text, rel)
             out.write(new.encode("utf-8", "surrogateescape") if new != text else data)
             return new != text
         left = st.st_size
@@ -196,7 +203,7 @@ def _copy_file(
 
 
 def _copy_remote(
-    record: Record, rel: str, target: tuple[int, str], rewrite: Callable[[str], str]
+    record: Record, rel: str, target: tuple[int, str], rewrite: Callable[[str, str], str]
 ) -> bool:
     """`_copy_file` from an `s3://` store: streamed, a small text file rewritten whole."""
     with _new_file(target) as out:
@@ -221,7 +228,7 @@ def _copy_remote(
             return False
         data = b"".join(held)
         text = data.decode("utf-8", "surrogateescape")
-        new = rewrite(text)
+        new = rewrite(text, rel)
         out.write(new.encode("utf-8", "surrogateescape") if new != text else data)
         return new != text
 
@@ -253,8 +260,17 @@ def _copy(
         raise InvalidInput(f"{source.path / marker}", f"changed during export: {why}")
     file_set = set(files)
 
-    def rewrite(text: str) -> str:
-        return rewrite_references(text, collection, n, file_set, dest)
+    def rewrite(text: str, rel: str) -> str:
+        new = rewrite_references(text, collection, n, file_set, dest)
+        if new != text and rel.endswith(_YAML_SUFFIXES) and _UNSAFE_YAML.search(str(dest)):
+            # An unquoted YAML path ends at `: ` or ` #`, and in `[...]` at a comma or
+            # bracket: the copy's config would name other files, or not parse.
+            raise InvalidInput(
+                str(dest),
+                f"would break the YAML of {rel} once its references name it (a comma, "
+                "bracket or brace, ': ' or ' #'); export elsewhere",
+            )
+        return new
 
     def build(staging_fd: int, _: str) -> None:
         # By directory fd, as the record is read: a name in the staging tree (or DEST's
@@ -288,7 +304,7 @@ def _write_files(
     record_fd: int | None,
     files: list[str],
     dest: Path,
-    rewrite: Callable[[str], str],
+    rewrite: Callable[[str, str], str],
 ) -> list[dict[str, str]]:
     """Copy `files` of the record into the staging tree; the files rewritten, listed."""
     rewritten: list[dict[str, str]] = []

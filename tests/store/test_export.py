@@ -284,6 +284,25 @@ def test_rename_new_at_never_replaces(tmp_path: Path) -> None:
     assert os.listdir(tmp_path / "c") == ["f"]
 
 
+@pytest.mark.parametrize("name", ["a,b", "c #d", "e: f", "g]h"])
+def test_a_destination_that_would_break_a_yaml_reference_is_refused(
+    tmp_path: Path, name: str
+) -> None:
+    # Written unquoted into `files: [trials/1/a.diff]`, `/x/a,b/a.diff` read back as two
+    # files, and `: `, ` #` or `]` made the copy's task.yml not parse at all.
+    session = Store(tmp_path / "store").create(id="s", pid=None)
+    n = trial(session, metrics(1.0), {"a.diff": "+x\n", "task.yml": "files: [trials/1/a.diff]\n"})
+    dest = tmp_path / name
+    with pytest.raises(InvalidInput, match=r"would break the YAML of task\.yml"):
+        session.export(n, dest)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]  # nothing made
+    # Where no YAML reference names it, such a DEST is fine: JSON quotes its paths.
+    plain = trial(session, metrics(1.0), {"a.diff": "+x\n", "task.json": '["trials/2/a.diff"]'})
+    assert orjson.loads((session.export(plain, dest) / "task.json").read_bytes()) == [
+        str(dest / "a.diff")
+    ]
+
+
 def test_rewrite_law_idempotent() -> None:
     dest = Path("/exports/best")
     files = {"patches/a.diff"}
