@@ -20,9 +20,10 @@ becomes the absolute path of the exported copy. A path relative to the
 record (`patches/fix.diff`) already resolves inside the export and is left
 alone, as is anything that names a file outside this record. A text file
 over `MAX_REWRITE_BYTES` is copied as it is. A DEST the rewritten paths could
-not be written with is refused: one with quotes, backslashes or control
-characters always, and one with a comma, bracket, brace, `: ` or ` #` when a
-YAML file's references would name it (unquoted, the path would end there).
+not be written with is refused: one with quotes, backslashes, control
+characters or bytes that are not UTF-8 always, and one with a comma,
+bracket, brace, `: ` or ` #` when a YAML file's references would name it
+(unquoted, the path would end there).
 Every file is streamed, up to the size it had when it was opened (never held
 whole in memory).
 """
@@ -66,6 +67,8 @@ _CHUNK = 1 << 20
 _TOKEN = re.compile(r"[^\s\"'`,;:=\[\](){}<>]+")
 # Characters that could not be written into a JSON or YAML string unescaped.
 _UNSAFE_DEST = re.compile(r"[\"\\\x00-\x1f]")
+# A byte of a name that is not UTF-8, as `os.fsdecode` gives it (surrogateescape).
+_SURROGATE = re.compile("[\udc80-\udcff]")
 _YAML_SUFFIXES = (".yml", ".yaml")
 # What ends an unquoted YAML scalar (a flow collection's separators included) in a path.
 _UNSAFE_YAML = re.compile(r"[,\[\]{}]|:\s|\s#")
@@ -110,6 +113,10 @@ def export_record(session: Session, n: int, dest: Path, collection: str = "trial
         raise InvalidInput(str(dest), "already exists; export into a new directory")
     if _UNSAFE_DEST.search(str(dest)):
         raise InvalidInput(str(dest), "contains quotes, backslashes or control characters")
+    if _SURROGATE.search(str(dest)):
+        # Its bytes, written into a rewritten marker or config, would make it invalid
+        # UTF-8: torn for every reader (docs/format.md, "Reading").
+        raise InvalidInput(str(dest), "is not valid UTF-8; export into a UTF-8 path")
     # The one constraints reader; torn ones are recorded as null (inspect shows why).
     constraints, error = constraints_of(session.storage, session.key)
     if isinstance(source.path, S3Path):

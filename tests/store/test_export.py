@@ -303,6 +303,17 @@ def test_a_destination_that_would_break_a_yaml_reference_is_refused(
     ]
 
 
+def test_a_destination_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
+    # Its bytes written into the rewritten marker made the export's trial.json invalid
+    # UTF-8: torn, in an export that claimed to hold a completed trial.
+    session = Store(tmp_path / "store").create(id="s", pid=None)
+    n = trial(session, {"failed": False, "patch": "trials/1/a.diff"}, {"a.diff": "+x\n"})
+    dest = tmp_path / os.fsdecode(b"out\xff")
+    with pytest.raises(InvalidInput, match="is not valid UTF-8"):
+        session.export(n, dest)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]  # nothing made
+
+
 def test_rewrite_law_idempotent() -> None:
     dest = Path("/exports/best")
     files = {"patches/a.diff"}
