@@ -305,11 +305,11 @@ def _directive(body: str, line: int, column: int) -> _Directive:
     if words[:1] == ["if"]:
         problem = "'if' takes exactly one variable name"
         if len(words) == 2:
-            problem = f"{words[1]!r} is not a variable name"
+            problem = f"'{words[1]}' is not a variable name"  # quoted: the CLI escapes it
     elif words[:1] in (["else"], ["end"]):
         problem = f"'{words[0]}' takes no argument"
     else:
-        problem = f"unknown directive {words[0]!r}" if words else "empty directive"
+        problem = f"unknown directive '{words[0]}'" if words else "empty directive"
     raise TemplateError(f"malformed <!--?{body}-->: {problem}; {_EXPECTED}", line, column)
 
 

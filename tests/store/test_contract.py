@@ -185,6 +185,20 @@ def test_cli_a_template_nested_too_deep_is_one_line_not_a_traceback(
     assert done.stderr == f"Error: {deep}:101:1: blocks nested more than 100 deep\n"
 
 
+def test_cli_a_directive_word_is_escaped_once(session: Session, tmp_path: Path) -> None:
+    """The word was repr'd, then escaped: `'i\\\\f'` for `i\\f`, `'a\\\\x1b'` for ESC."""
+    template = tmp_path / "bad.md"
+    expected = {
+        "<!--?i\\f x-->": r"malformed <!--?i\\f x-->: unknown directive 'i\\f'; expected",
+        "<!--?if a\x1b-->": r"malformed <!--?if a\x1b-->: 'a\x1b' is not a variable name; ",
+    }
+    for text, message in expected.items():
+        template.write_text(text)
+        done = run("contract", session.path, "--template", template)
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr.startswith(f"Error: {template}:1:1: {message}")
+
+
 def test_with_a_workspace_every_path_is_under_it(session: Session, tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
