@@ -134,7 +134,7 @@ def evaluate_output_contract(
         if not isinstance(name, str):
             return _indeterminate(f'{CONTRACT_FIELD} must be {{"log": "<path>"}}')
         try:
-            rel = record_relpath(name, f"{CONTRACT_FIELD}.log {name!r}")
+            rel = record_relpath(name, f"{CONTRACT_FIELD}.log '{name}'")
         except InvalidInput as exc:
             return _indeterminate(str(exc))
     return _judge_file(record, rel, collection_fd)
@@ -217,10 +217,10 @@ def _judge_file(record: Record, rel: PurePosixPath, collection_fd: int | None) -
     except FileNotFoundError:
         return _indeterminate("log file is missing", log)
     except fsread.WrongKind as exc:
-        where = "" if exc.filename == name else f": {exc.filename!r}"
-        return _indeterminate(f"log {name!r}{where} {exc.strerror}", log)
+        where = "" if exc.filename == name else f": '{exc.filename}'"
+        return _indeterminate(f"log '{name}'{where} {exc.strerror}", log)
     except OSError as exc:
-        return _indeterminate(f"log {name!r}: {fsread.problem(exc)}", log)
+        return _indeterminate(f"log '{name}': {fsread.problem(exc)}", log)
     finally:
         os.close(dir_fd)
     try:
@@ -228,7 +228,7 @@ def _judge_file(record: Record, rel: PurePosixPath, collection_fd: int | None) -
             return _indeterminate("log is empty", log)
         line, problem = _last_line(lambda step, pos: os.pread(fd, step, pos), st.st_size)
     except OSError as exc:
-        return _indeterminate(f"log {name!r}: {fsread.problem(exc)}", log)
+        return _indeterminate(f"log '{name}': {fsread.problem(exc)}", log)
     finally:
         os.close(fd)
     if line is None:
@@ -246,7 +246,7 @@ def _judge_remote(record: Record, rel: PurePosixPath) -> Verdict:
     try:
         found = storage.tail(f"{key}/{rel.as_posix()}", TAIL_LIMIT + LINE_LIMIT + _CHUNK)
     except OSError as exc:
-        return _indeterminate(f"log {rel.as_posix()!r}: {fsread.problem(exc)}", log)
+        return _indeterminate(f"log '{rel.as_posix()}': {fsread.problem(exc)}", log)
     if found is None:
         return _indeterminate("log file is missing", log)
     size, data = found
@@ -320,4 +320,4 @@ def _judge_line(line: str, log: Path) -> Verdict:
     if outcome is Outcome.FAIL:
         return Verdict(Outcome.FAIL, line[5:].strip(), log)
     shown = line if len(line) <= _SHOWN else line[:_SHOWN] + "..."
-    return _indeterminate(f"last line is not PASS or FAIL:<detail>: {shown!r}", log)
+    return _indeterminate(f"last line is not PASS or FAIL:<detail>: '{shown}'", log)

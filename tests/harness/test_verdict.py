@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
-from cli_runner import invoke
+from cli_runner import invoke, run
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -97,12 +97,12 @@ def test_fail_carries_the_detail(session: Session, log: bytes, detail: str) -> N
         (b"PASS: fine\n", "last line is not PASS or FAIL:<detail>: 'PASS: fine'"),
         (b"exit code 0\n", "last line is not PASS or FAIL:<detail>: 'exit code 0'"),
         # Lines end at \n only; colour escapes and a NUL are text (docs/harness.md).
-        (b"50%\rPASS\n", "last line is not PASS or FAIL:<detail>: '50%\\rPASS'"),
+        (b"50%\rPASS\n", "last line is not PASS or FAIL:<detail>: '50%\rPASS'"),
         (
             b"\x1b[32mPASS\x1b[0m\n",
-            r"last line is not PASS or FAIL:<detail>: '\x1b[32mPASS\x1b[0m'",
+            "last line is not PASS or FAIL:<detail>: '\x1b[32mPASS\x1b[0m'",
         ),
-        (b"PASS\x00\n", r"last line is not PASS or FAIL:<detail>: 'PASS\x00'"),
+        (b"PASS\x00\n", "last line is not PASS or FAIL:<detail>: 'PASS\x00'"),
     ],
 )
 def test_anything_else_is_indeterminate(session: Session, log: bytes, detail: str) -> None:
@@ -358,6 +358,19 @@ def test_cli_exit_codes_and_output(session: Session) -> None:
     )
     code, out, _ = invoke(path, "--trial", "9", "--log", "run.log", command=check).outcome
     assert (code, out) == (4, f"indeterminate: no record 9 in {session.trials.path}\n")
+
+
+def test_cli_a_line_or_name_with_a_backslash_or_esc_is_escaped_once(session: Session) -> None:
+    """The detail repr'd them, then `check` escaped it: `\\\\` for a backslash, `\\\\x1b`."""
+    record = trial(session, b"a\\b\x1b[0m\n")
+    (record.path / "d\\\x1b").mkdir()
+    args: list[str | os.PathLike[str]] = ["check", session.path, "--trial", "1"]
+    done = run(*args, "--log", "run.log")
+    expected = r"indeterminate: last line is not PASS or FAIL:<detail>: 'a\\b\x1b[0m'"
+    assert (done.returncode, done.stdout) == (4, expected + "\n")
+    done = run(*args, "--log", "d\\\x1b")
+    expected = r"indeterminate: log 'd\\\x1b' is a directory, not a regular file"
+    assert (done.returncode, done.stdout) == (4, expected + "\n")
 
 
 def test_cli_json_and_attempts(session: Session) -> None:
