@@ -45,12 +45,15 @@ _BAD_PARTS = frozenset(("", ".", ".."))
 
 def check_key(key: str, what: str = "storage key") -> str:
     """`key` if it is a valid key, else `InvalidInput` naming what is wrong."""
+    # Quoted, not repr'd: the CLI escapes a message once where it prints it (a non-str
+    # key is a caller's bug, shown by repr).
+    shown = f"'{key}'" if isinstance(key, str) else repr(key)
     if not isinstance(key, str) or not key or key.startswith("/") or key.endswith("/"):
-        raise InvalidInput(what, f"{key!r} must be a relative path with no leading or trailing '/'")
+        raise InvalidInput(what, f"{shown} must be a relative path with no leading or trailing '/'")
     if "\0" in key:
-        raise InvalidInput(what, f"{key!r} contains a NUL byte")
+        raise InvalidInput(what, f"{shown} contains a NUL byte")
     if not _BAD_PARTS.isdisjoint(key.split("/")):  # C-level: once per key of every read
-        raise InvalidInput(what, f"{key!r} has an empty, '.' or '..' component")
+        raise InvalidInput(what, f"{shown} has an empty, '.' or '..' component")
     return key
 
 
@@ -59,7 +62,7 @@ def check_names(names: Sequence[str]) -> None:
     joined = "".join(names)
     if "/" in joined or "\0" in joined or not _BAD_PARTS.isdisjoint(names):
         bad = next(n for n in names if "/" in n or "\0" in n or n in _BAD_PARTS)
-        raise InvalidInput("storage name", f"{bad!r} must be one key component")
+        raise InvalidInput("storage name", f"'{bad}' must be one key component")
 
 
 def check_prefix(prefix: str) -> str:

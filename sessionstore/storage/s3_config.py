@@ -118,7 +118,7 @@ def parse_s3_url(text: str) -> S3Url:
     if not _BUCKET.fullmatch(bucket) or ".." in bucket or _IPV4.fullmatch(bucket):
         raise InvalidInput(
             shown,
-            f"bucket {bucket!r} is not a valid S3 bucket name "
+            f"bucket '{bucket}' is not a valid S3 bucket name "
             "(3-63 lowercase letters, digits, '.' or '-', starting and ending with a letter "
             "or digit)",
         )
@@ -226,7 +226,7 @@ def _endpoint(env: Mapping[str, str], profile: Mapping[str, str]) -> str | None:
         if env.get(empty) == "":  # read as unset here, as an endpoint by the client: panics
             check_endpoint("", empty)
     named = [(env.get(n), n) for n in ENDPOINTS[:2]]
-    where = f"endpoint_url of AWS profile {env.get('AWS_PROFILE') or 'default'!r}"
+    where = f"endpoint_url of AWS profile '{env.get('AWS_PROFILE') or 'default'}'"
     named += [(profile.get("endpoint_url"), where), (env.get(ENDPOINTS[2]), ENDPOINTS[2])]
     endpoint, source = next(((value, n) for value, n in named if value), (None, ""))
     if endpoint is not None:
@@ -267,7 +267,7 @@ def _profile(env: Mapping[str, str]) -> dict[str, str]:
                 seen = True
                 found.update(parser.items(candidate))
     if env.get("AWS_PROFILE") and not seen:
-        raise InvalidInput("AWS_PROFILE", f"profile {name!r} is in neither AWS file")
+        raise InvalidInput("AWS_PROFILE", f"profile '{name}' is in neither AWS file")
     return found
 
 

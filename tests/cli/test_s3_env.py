@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from cli_runner import run
+from cli_runner import environ, run
 from s3_servers import S3Server
 
 from sessionstore.storage.s3_config import S3Settings
@@ -113,3 +113,21 @@ def test_an_aws_file_that_is_a_fifo_or_endless_is_never_waited_on(
         1,
         "Error: AWS_PROFILE: profile 'team' is in neither AWS file\n",
     )
+
+
+def test_a_url_or_profile_with_a_backslash_or_esc_is_escaped_once(tmp_path: Path) -> None:
+    """They were repr'd, then escaped: `'a\\\\\\\\b'` for the bucket `a\\b`."""
+    empty = str(tmp_path / "none")
+    env = environ(AWS_CONFIG_FILE=empty, AWS_SHARED_CREDENTIALS_FILE=empty)
+    errors = {
+        "s3://a\\b/x": r"s3://a\\b: bucket 'a\\b' is not a valid S3 bucket name (",
+        "s3://abc/x\\y/../z": r"prefix of s3://abc: 'x\\y/../z' has an empty, '.' or '..' ",
+    }
+    for url, message in errors.items():
+        done = run("inspect", "--store", url, env=env)
+        assert done.returncode == 2
+        assert f"Error: Invalid value for '--store': {message}" in done.stderr
+    env["AWS_PROFILE"] = "t\\e\x1b"
+    done = run("inspect", "--store", "s3://abc/x", env=env)
+    expected = r"Error: AWS_PROFILE: profile 't\\e\x1b' is in neither AWS file"
+    assert (done.returncode, done.stderr) == (1, expected + "\n")
