@@ -146,7 +146,7 @@ def _files(session: Session) -> list[Problem]:
         if problem is not None:
             found.append(Problem(top / MANIFEST, "manifest", _strip(problem, MANIFEST)))
         if session.id is not None and session.id != top.name:
-            detail = f"id {session.id!r} is not the directory's name {top.name!r}"
+            detail = f"id '{session.id}' is not the directory's name '{top.name}'"
             found.append(Problem(top / MANIFEST, "manifest", detail))
     _, error = read_constraints(session)
     if error is not None:
@@ -243,7 +243,7 @@ def _lineage(session: Session) -> list[Problem]:
         if problem is None or (local and "unreadable: " in problem):
             continue  # what cannot be read, the walk reports where it is (`_walk`)
         if not valid_id(item["id"]):  # never a path: `../x` names no copy
-            detail = f"previous names {item['id']!r}, {problem}"
+            detail = f"previous names '{item['id']}', {problem}"
             found.append(Problem(top / MANIFEST, "lineage", detail))
         elif problem.startswith(f"{PREVIOUS_DIR} "):  # `previous` itself: once, not per id
             where = top / PREVIOUS_DIR

@@ -8,6 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import orjson
 from cli_runner import run
 
 from sessionstore import Session, Store
@@ -122,3 +123,19 @@ def test_a_record_30000_levels_deep_is_walked_in_one_pass(tmp_path: Path) -> Non
         )
     finally:
         remove_deep(base)
+
+
+def test_an_id_with_a_backslash_or_esc_is_escaped_once(tmp_path: Path) -> None:
+    """The ids were repr'd, then escaped: `'a\\\\\\\\b\\\\x1b'` for `a\\b` and an ESC."""
+    session = Store(tmp_path / "store").create(id="s1", pid=None)
+    manifest = session.path / "session.json"
+    data = orjson.loads(manifest.read_bytes())
+    manifest.write_bytes(orjson.dumps({**data, "id": "a\\b\x1b", "previous": ["x\\y\x1b"]}))
+    done = doctor(session)
+    assert (done.returncode, done.stdout.splitlines()) == (
+        1,
+        [
+            rf"{manifest}: manifest: id 'a\\b\x1b' is not the directory's name 's1'",
+            rf"{manifest}: lineage: previous names 'x\\y\x1b', not a valid session id",
+        ],
+    )
