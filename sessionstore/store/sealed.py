@@ -66,7 +66,7 @@ def _refuse_unjudgeable(obj: dict[str, Any], source: str) -> None:
 
     log = declared["log"]  # an object with a string log: the schema said so
     try:
-        record_relpath(log, f"{_CONTRACT}.log {log!r}")
+        record_relpath(log, f"{_CONTRACT}.log '{log}'")  # quoted: the CLI escapes it
     except InvalidInput as exc:
         raise InvalidInput(source, f"{exc}; not written") from None
 

@@ -203,7 +203,8 @@ class Session:
         own = obj.get("status")
         final = status or ("done" if own is None else own)
         if final not in ("done", "failed"):
-            raise InvalidInput(source, f"status must be done or failed, not {final!r}")
+            shown = f"'{final}'" if isinstance(final, str) else repr(final)  # escaped once
+            raise InvalidInput(source, f"status must be done or failed, not {shown}")
         obj["status"] = final
         check_sealed(obj, source, REPORT)
         check_best_trial(obj, self.trials, source)

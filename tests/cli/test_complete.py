@@ -142,6 +142,17 @@ def test_markers_that_are_not_json_objects(tmp_path: Path) -> None:
     assert session.trials.get(1).state is RecordState.IN_FLIGHT
 
 
+def test_a_contract_log_with_a_backslash_or_esc_is_escaped_once(tmp_path: Path) -> None:
+    """It was repr'd, then escaped: `'../a\\\\\\\\b\\\\x1b'` for `a\\b` and an ESC."""
+    Store(tmp_path / "s").create(id="abc", pid=None)
+    assert ss(tmp_path / "s", "begin", "abc", "--trial").returncode == 0
+    marker = '{"output_contract": {"log": "../a\\\\b\\u001b"}}'
+    result = ss(tmp_path / "s", "complete", "abc", "--trial", "1", "--marker", marker)
+    expected = r"output_contract.log '../a\\b\x1b': must not contain '..'; not written"
+    marker_path = tmp_path / "s" / "abc" / "trials" / "1" / "trial.json"
+    assert (result.returncode, result.stderr) == (1, f"Error: {marker_path}: {expected}\n")
+
+
 @pytest.mark.parametrize(
     ("written", "shown"),
     [

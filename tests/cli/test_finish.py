@@ -102,6 +102,17 @@ def test_bad_reports_are_one_line_errors(tmp_path: Path) -> None:
     )
 
 
+def test_a_status_with_a_backslash_or_esc_is_escaped_once(tmp_path: Path) -> None:
+    """It was repr'd, then escaped: `'a\\\\\\\\b\\\\x1b'` for `a\\b` and an ESC."""
+    Store(tmp_path / "s").create(id="abc", pid=None)
+    result = ss(tmp_path / "s", "finish", "abc", "--report", '{"status": "a\\\\b\\u001b"}')
+    expected = r"status must be done or failed, not 'a\\b\x1b'"
+    report = tmp_path / "s" / "abc" / "report.json"
+    assert (result.returncode, result.stderr) == (1, f"Error: {report}: {expected}\n")
+    result = ss(tmp_path / "s", "finish", "abc", "--report", '{"status": 5}')
+    assert result.stderr.endswith("status must be done or failed, not 5\n")
+
+
 def test_a_report_readers_would_read_as_torn_is_refused(tmp_path: Path) -> None:
     # orjson writes 250 levels, but readers tear a report nested over 246: never written.
     Store(tmp_path / "s").create(id="abc", pid=None)
