@@ -201,7 +201,9 @@ def _acquire_lease(dest: S3Dest) -> DestLock:
             or other_pid is None
             or process_alive(other_pid, started if isinstance(started, float) else None)
         ):
-            where = f"{dest.url}/{MIRROR_LOCK} (host {holder.get('host')!r})"
+            other = holder.get("host")  # quoted, not repr'd: the CLI escapes it once
+            other = f"'{other}'" if isinstance(other, str) else repr(other)
+            where = f"{dest.url}/{MIRROR_LOCK} (host {other})"
             raise LockHeld(where, other_pid)
         # A dead daemon's: replaced only while it is still that lease (`If-Match`). Of
         # two daemons taking it over at once one does; the other finds it alive above.

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cli_runner
 import pytest
 from mirror_s3_helpers import settings
 from s3_servers import S3Server
@@ -107,3 +108,18 @@ def test_of_two_taking_over_one_dead_lease_only_one_holds_it(
             held.release()
     # The faster one's release removed it: a release removes only a lease of its token.
     assert LEASE not in moto_s3.keys(bucket)
+
+
+def test_a_lease_hosts_backslash_or_esc_is_escaped_once(
+    moto_s3: S3Server, bucket: str, tmp_path: Path
+) -> None:
+    """The host was repr'd, then escaped: `'a\\\\\\\\b\\\\x1b'` for `a\\b` and an ESC."""
+    pid = _dead_pid()
+    _put_lease(moto_s3, bucket, "a\\b\x1b", pid)
+    url = f"s3://{bucket}/p/d"
+    done = cli_runner.run("mirror", tmp_path, url, env=moto_s3.env(), timeout=60)
+    expected = (
+        rf"Error: {url}/.sessionstore-mirror.lock (host 'a\\b\x1b'): already locked by "
+        f"process {pid}; stop it or mirror elsewhere\n"
+    )
+    assert (done.returncode, done.stderr) == (1, expected)
