@@ -186,17 +186,15 @@ class Session:
     ) -> bool:
         """Write `report.json`, ending the session, then record the status in the manifest.
 
-        The status is `status`, else the report's own `status` field, else
-        "done". Raises `SessionFinished` (a `RecordCompleted`) if the session
-        already has a report (written exactly once: of two racing writers one
-        wins, `Storage.create`), and `InvalidInput` if a torn one is in its
-        place: that does not end the session, and cannot be replaced either.
-        `InvalidInput` too, before anything is written, for a report readers
-        would read as torn, one the published schema rejects, or a
-        `best_trial` that names no completed trial (`store.sealed`). A finish cut
-        short after its report (a kill) is completed by the next: the manifest
-        follows the report there, and a finish asking for that same report returns.
-        Returns whether this call wrote the report (False: it completed such a finish).
+        The status is `status`, else the report's own `status` field, else "done".
+        Raises `SessionFinished` (a `RecordCompleted`) if the session already has a
+        report (written exactly once: of two racing writers one wins, `Storage.create`),
+        and `InvalidInput` if a torn one is in its place: that does not end the session,
+        and cannot be replaced either. `InvalidInput` too, before anything is written,
+        for a report readers would read as torn, one the published schema rejects, or a
+        `best_trial` that names no completed trial (`store.sealed`). A finish cut short
+        after its report (a kill) is completed by the next: the manifest follows the report
+        there, and a finish asking for that same report returns False (True: it wrote it).
         """
         source = str(self.path / REPORT)
         obj = jsonio.to_object(report, source)
