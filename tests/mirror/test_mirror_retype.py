@@ -4,7 +4,6 @@ converge (the old entry removed the way --delete removes files, then the new one
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import signal
@@ -28,6 +27,7 @@ from mirror_helpers import (
     write,
 )
 
+from sessionstore._fs.tree import exchange_at
 from sessionstore.mirror.mirror import DIRTY_NAME, Mirror
 from sessionstore.redact.redactor import Redactor
 
@@ -254,7 +254,12 @@ def test_the_daemon_replaces_a_directory_its_source_made_a_file(tmp_path: Path) 
         # In one step (no pass may see the directory emptied first, which --delete
         # always settled): the directory and a file outside the source swap places.
         write(tmp_path / "new-a", b"a file now")
-        _exchange(tmp_path / "new-a", src / "a")
+        fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            if not exchange_at(fd, "new-a", "src/a"):
+                pytest.skip("renameat2(RENAME_EXCHANGE) is not supported here")
+        finally:
+            os.close(fd)
         for _ in range(50):  # bounded: the events' passes, the delete, its retry
             if "a" in daemon.next()["copied"]:
                 break
@@ -264,15 +269,6 @@ def test_the_daemon_replaces_a_directory_its_source_made_a_file(tmp_path: Path) 
         code, err = daemon.stop()
     assert code == 0, err
     assert tree(dst) == tree(src) == {"a": b"a file now"}
-
-
-def _exchange(one: Path, other: Path) -> None:
-    """renameat2(RENAME_EXCHANGE): `one` and `other` swap names atomically."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    at_fdcwd, rename_exchange = -100, 2
-    if libc.renameat2(at_fdcwd, bytes(one), at_fdcwd, bytes(other), rename_exchange) != 0:
-        err = ctypes.get_errno()
-        pytest.skip(f"renameat2(RENAME_EXCHANGE): {os.strerror(err)}")
 
 
 def test_a_file_changed_in_the_destination_is_kept_when_the_source_makes_a_directory(
