@@ -21,6 +21,9 @@ RESERVED_PREFIX = ".sessionstore-"
 DIRTY_NAME = RESERVED_PREFIX + "mirror-dirty"
 # Files at the top of a session that only the store writes (its readers, for the index).
 STORE_OWNED = frozenset([MANIFEST, CONSTRAINTS, REPORT, INDEX])
+# Why a source entry under one of those names is skipped (by a full pass and a subset one).
+RESERVED = "reserved name"
+OWNED = "the store owns it (the destination is a session)"
 
 Pair = tuple[os.DirEntry[str], str]  # (source entry, destination name)
 # (rel, dname): does the destination's path to `rel/dname` spell a secret across a `/`?

@@ -14,7 +14,7 @@ import os
 from sessionstore._fs.atomic import TEMP_PREFIX
 from sessionstore.mirror.cache import join
 from sessionstore.mirror.frame import MAX_DEPTH, Frame
-from sessionstore.mirror.layout import RESERVED_PREFIX, SPANS, STORE_OWNED
+from sessionstore.mirror.layout import OWNED, RESERVED, RESERVED_PREFIX, SPANS, STORE_OWNED
 from sessionstore.storage.local_tree import OPEN_DIR, LocalDir, describe
 
 # Only climbed through and fstat'ed: O_PATH needs no read permission on a directory above.
@@ -171,10 +171,10 @@ def _never_walked(run: Pass, dname: str, drel: str, *, top: bool) -> bool:
     a name of the mirror's own files or temps, or one the store owns at a session's top."""
     if dname[0] == "." and dname.startswith((RESERVED_PREFIX, TEMP_PREFIX)):
         if not dname.startswith(TEMP_PREFIX):  # our temps are not the source's
-            run.skip(drel, "reserved name")
+            run.skip(drel, RESERVED)
         return True
     if top and run.is_session and dname in STORE_OWNED:
-        run.skip(drel, "the store owns it (the destination is a session)")
+        run.skip(drel, OWNED)
         return True
     return False
 

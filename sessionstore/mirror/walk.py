@@ -47,6 +47,8 @@ from sessionstore.mirror.finish import finish_pass
 from sessionstore.mirror.frame import MAX_DEPTH, Child, Frame
 from sessionstore.mirror.layout import (
     DIRTY_NAME,
+    OWNED,
+    RESERVED,
     RESERVED_PREFIX,
     STORE_OWNED,
     names_for,
@@ -255,9 +257,9 @@ class Pass(FileOps):
             drel = f"{rel}/{dname}" if rel else dname
             if dname[0] == "." and (dname.startswith((RESERVED_PREFIX, TEMP_PREFIX))):
                 if not dname.startswith(TEMP_PREFIX):  # our temps are not the source's
-                    self.skip(drel, "reserved name")
+                    self.skip(drel, RESERVED)
             elif store_top and dname in STORE_OWNED:
-                self.skip(drel, "the store owns it (the destination is a session)")
+                self.skip(drel, OWNED)
             elif e.is_file(follow_symlinks=False):
                 files += 1
                 if e.name == marker:
